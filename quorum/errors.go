@@ -1,0 +1,115 @@
+package quorum
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+var (
+	// ErrNotAcquired means a quorum answered but the lock was not taken:
+	// another token holds it, or the acquisition left no validity. It was
+	// rolled back on every backend.
+	ErrNotAcquired = errors.New("quorum: not acquired")
+
+	// ErrNotHeld means a quorum answered but the token does not hold the key
+	// on a quorum of backends, so it could not be released or extended.
+	ErrNotHeld = errors.New("quorum: not held")
+
+	// ErrNotFound means a quorum answered and no value is held by a quorum.
+	ErrNotFound = errors.New("quorum: not found")
+
+	// ErrNoExpiry means the value held by a quorum has no expiry there.
+	ErrNoExpiry = errors.New("quorum: no expiry")
+
+	// ErrNoQuorum is matched (errors.Is) by every *NoQuorumError.
+	ErrNoQuorum = errors.New("quorum: no quorum")
+)
+
+// NoQuorumError reports an operation that could not be decided because fewer
+// than Needed of Total backends gave a reply that counts. Nodes says, for each
+// backend that did not count, why not.
+type NoQuorumError struct {
+	Counted int
+	Needed  int
+	Total   int
+	Nodes   []*NodeError
+}
+
+func (e *NoQuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "quorum: %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
+	for _, n := range e.Nodes {
+		b.WriteString("; ")
+		b.WriteString(n.Error())
+	}
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrNoQuorum) true.
+func (e *NoQuorumError) Is(target error) bool { return target == ErrNoQuorum }
+
+// Unwrap returns the per-backend errors.
+func (e *NoQuorumError) Unwrap() []error {
+	errs := make([]error, len(e.Nodes))
+	for i, n := range e.Nodes {
+		errs[i] = n
+	}
+	return errs
+}
+
+// NodeError is the failure of one backend within a fan-out.
+type NodeError struct {
+	Node int    // index in Config.Backends
+	Addr string // host:port, never the password
+	Err  error
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("backend %s: %s", e.Addr, e.Kind())
+}
+
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// Kind names the failure in words of our own (timeout, refused,
+// quarantined, closed, error), safe to show to clients: a backend's own
+// error text could carry MOVED or READONLY and make clients redirect.
+func (e *NodeError) Kind() string {
+	var q *QuarantineError
+	switch {
+	case errors.As(e.Err, &q):
+		return q.Error()
+	case isTimeout(e.Err):
+		return "timeout"
+	case isRefused(e.Err):
+		return "connection refused"
+	case isClosed(e.Err):
+		return "connection closed"
+	default:
+		return "error"
+	}
+}
+
+// QuarantineError marks a backend that answered but does not count toward
+// any quorum yet because it restarted less than max_ttl ago.
+type QuarantineError struct {
+	Left time.Duration
+}
+
+func (e *QuarantineError) Error() string {
+	return fmt.Sprintf("quarantined for %s after restart", e.Left.Round(time.Second))
+}
+
+// TTLError rejects a TTL outside (0, max_ttl].
+type TTLError struct {
+	TTL time.Duration
+	Max time.Duration
+}
+
+func (e *TTLError) Error() string {
+	if e.TTL <= 0 {
+		return fmt.Sprintf("quorum: ttl %s is not positive", e.TTL)
+	}
+	return fmt.Sprintf("quorum: ttl %dms exceeds max_ttl %dms", e.TTL.Milliseconds(), e.Max.Milliseconds())
+}
