@@ -3,8 +3,11 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/hashicorp/go-multierror"
 )
 
 // Config configures an Engine. The zero value of every field but Backends
@@ -29,6 +32,44 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+const (
+	defaultNodeTimeout = 50 * time.Millisecond
+	defaultDriftFactor = 0.01
+	defaultMaxTTL      = 60 * time.Second
+	// driftFloor covers the clocks' granularity, as in the Redlock paper.
+	driftFloor = 2 * time.Millisecond
+)
+
+func (c Config) withDefaults() Config {
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = defaultNodeTimeout
+	}
+	if c.DriftFactor == 0 {
+		c.DriftFactor = defaultDriftFactor
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = defaultMaxTTL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Backends) == 0:
+		return errors.New("quorum: no backends")
+	case c.NodeTimeout < 0:
+		return fmt.Errorf("quorum: backend timeout %s is negative", c.NodeTimeout)
+	case c.DriftFactor < 0 || c.DriftFactor >= 1:
+		return fmt.Errorf("quorum: drift factor %g is outside [0, 1)", c.DriftFactor)
+	case c.MaxTTL < 0:
+		return fmt.Errorf("quorum: max ttl %s is negative", c.MaxTTL)
+	}
+	return nil
+}
+
 // Result describes a decided lock operation.
 type Result struct {
 	// Validity is how long the lock is known held from now on (acquire and
@@ -40,36 +81,94 @@ type Result struct {
 	Succeeded int
 }
 
-// Engine runs Redlock operations over its backends. It is safe for
-// concurrent use.
+// Engine runs Redlock operations over its backends. It keeps no lock state
+// of its own, so any number of engines (proxy instances) may share the same
+// backends. It is safe for concurrent use.
 type Engine struct {
-	cfg Config
+	cfg    Config
+	nodes  []*node
+	quorum int
 }
 
-var errTODO = errors.New("quorum: not implemented")
-
-// New validates cfg and connects lazily to its backends.
-func New(cfg Config) (*Engine, error) { return &Engine{cfg: cfg}, nil }
+// New validates cfg and returns an Engine that connects to its backends
+// lazily. It fails on a bad URL or an invalid setting.
+func New(cfg Config) (*Engine, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1}
+	for i, u := range cfg.Backends {
+		n, err := newNode(i, u, cfg)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.nodes = append(e.nodes, n)
+	}
+	return e, nil
+}
 
 // Close closes every backend connection.
-func (e *Engine) Close() error { return nil }
+func (e *Engine) Close() error {
+	var errs *multierror.Error
+	for _, n := range e.nodes {
+		if err := n.client.Close(); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("backend %s: %w", n.addr, err))
+		}
+	}
+	return errs.ErrorOrNil()
+}
 
 // MaxTTL returns the longest TTL the engine accepts.
 func (e *Engine) MaxTTL() time.Duration { return e.cfg.MaxTTL }
 
-func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return Result{}, errTODO
+// Quorum returns how many backends must agree: N/2+1.
+func (e *Engine) Quorum() int { return e.quorum }
+
+func (e *Engine) checkTTL(ttl time.Duration) error {
+	if ttl <= 0 || ttl > e.cfg.MaxTTL {
+		return &TTLError{TTL: ttl, Max: e.cfg.MaxTTL}
+	}
+	return nil
 }
-func (e *Engine) Release(ctx context.Context, key, token string) (Result, error) {
-	return Result{}, errTODO
+
+// drift is the clock-drift allowance for a TTL.
+func (e *Engine) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*e.cfg.DriftFactor) + driftFloor
 }
-func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return Result{}, errTODO
+
+// validity is how long a lock taken with ttl is known held, given the time
+// from before the first request to the quorum-th reply.
+func (e *Engine) validity(ttl, elapsed time.Duration) time.Duration {
+	return ttl - elapsed - e.drift(ttl)
 }
-func (e *Engine) Get(ctx context.Context, key string) (string, error)         { return "", errTODO }
-func (e *Engine) PTTL(ctx context.Context, key string) (time.Duration, error) { return 0, errTODO }
-func (e *Engine) Exists(ctx context.Context, key string) (bool, error)        { return false, errTODO }
-func (e *Engine) Delete(ctx context.Context, key string) (bool, error)        { return false, errTODO }
-func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	return false, errTODO
+
+// NodeStatus is one backend as seen by Probe.
+type NodeStatus struct {
+	Addr    string
+	Latency time.Duration
+	// Err is nil when the backend answered PING and counts toward quorum;
+	// a *QuarantineError when it answered but does not count yet.
+	Err error
+}
+
+// Probe pings every backend once, which also reads the uptime of each new
+// connection, and reports each one's state.
+func (e *Engine) Probe(ctx context.Context) []NodeStatus {
+	type pong struct{ latency time.Duration }
+	votes := fanout(ctx, e, func(ctx context.Context, n *node) (pong, error) {
+		start := time.Now()
+		err := n.client.Ping(ctx).Err()
+		return pong{time.Since(start)}, err
+	})
+	statuses := make([]NodeStatus, len(e.nodes))
+	for _, v := range collectAll(votes, len(e.nodes)) {
+		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
+		if v.err != nil {
+			s.Err = v.err.(*NodeError).Err
+		}
+		statuses[v.node] = s
+	}
+	return statuses
 }

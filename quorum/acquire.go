@@ -1,0 +1,100 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Acquire takes key for token on a quorum of backends with SET NX PX ttl.
+// It returns the lock's validity in Result. It returns ErrNotAcquired when a
+// quorum answered but another token holds the key or no validity was left,
+// a *NoQuorumError when too few backends answered, and a *TTLError for a TTL
+// outside (0, MaxTTL]. On any failure the key is rolled back everywhere the
+// token may have been set.
+func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+	if err := e.checkTTL(ttl); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	votes := fanout(ctx, e, func(ctx context.Context, n *node) (bool, error) {
+		err := n.client.Do(ctx, "set", key, token, "nx", "px", ttl.Milliseconds()).Err()
+		if errors.Is(err, redis.Nil) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	return e.settle(ctx, votes, start, key, token, ttl, ErrNotAcquired)
+}
+
+// settle decides an acquisition or extension: it holds with a quorum of yes
+// votes and positive validity, and is rolled back otherwise.
+func (e *Engine) settle(ctx context.Context, votes <-chan vote[bool], start time.Time, key, token string, ttl time.Duration, refused error) (Result, error) {
+	t, seen := collect(votes, len(e.nodes), e.quorum)
+	res := t.result()
+	if t.succeeded() {
+		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
+		if res.Validity > 0 {
+			return res, nil
+		}
+	}
+	e.rollback(ctx, key, token, ttl, seen, votes, t.pending())
+	if t.succeeded() {
+		return res, refused // too slow: the lock may already be expiring
+	}
+	return res, t.err(refused)
+}
+
+// rollback deletes key where token may hold it: on every backend that said
+// yes or gave no clear answer (its write may still have landed). The yes
+// voters are rolled back before rollback returns, within one node timeout,
+// so the caller's answer never races its own leftovers; backends still
+// pending are rolled back as soon as they reply, so a late OK cannot leave
+// the key held on a minority; failed ones are retried in the background
+// without holding up the answer.
+func (e *Engine) rollback(ctx context.Context, key, token string, ttl time.Duration, seen []vote[bool], rest <-chan vote[bool], pending int) {
+	// The caller may be gone; the rollback must still happen, but never
+	// outlive the lock it undoes.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+	undo := func(v vote[bool]) {
+		if v.err == nil && !v.val {
+			return // refused: the token never reached this backend
+		}
+		e.nodes[v.node].release(ctx, key, token) //nolint:errcheck // best effort: the TTL bounds what is missed
+	}
+
+	var yes, background sync.WaitGroup
+	for _, v := range seen {
+		if v.err == nil {
+			yes.Go(func() { undo(v) })
+		} else {
+			background.Go(func() { undo(v) })
+		}
+	}
+	for range pending {
+		background.Go(func() { undo(<-rest) })
+	}
+	done := make(chan struct{})
+	go func() {
+		yes.Wait()
+		close(done)
+		background.Wait()
+		cancel()
+	}()
+
+	timer := time.NewTimer(e.cfg.NodeTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+}
+
+// release runs compare-and-delete on one backend; true when it deleted.
+func (n *node) release(ctx context.Context, key, token string) (bool, error) {
+	deleted, err := releaseScript.Run(ctx, n.client, []string{key}, token).Int()
+	return deleted == 1, err
+}

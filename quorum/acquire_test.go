@@ -1,0 +1,266 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// outcome names what an operation returned, so that tables can say it.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotAcquired), errors.Is(err, ErrNotHeld):
+		return "refused"
+	case errors.Is(err, ErrNoQuorum):
+		return "noquorum"
+	}
+	return "error: " + err.Error()
+}
+
+// TestAcquireEverySubset checks, for every subset of backends that is
+// killed, paused or already locked by someone else, the exact outcome of an
+// acquisition, and what each backend holds afterwards.
+func TestAcquireEverySubset(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			c := newCluster(t, n, Config{DisableRestartQuarantine: true, NodeTimeout: 100 * time.Millisecond})
+			q := n/2 + 1
+			for _, fault := range []string{"killed", "paused", "prelocked"} {
+				for mask := 0; mask < 1<<n; mask++ {
+					hit := func(i int) bool { return mask&(1<<i) != 0 }
+					k := bits.OnesCount(uint(mask))
+					t.Run(fmt.Sprintf("%s=%0*b", fault, n, mask), func(t *testing.T) {
+						key, token := uniqueKey(t), "me"
+						for i := range n {
+							switch {
+							case hit(i) && fault == "prelocked":
+								c.direct[i].Set(t.Context(), key, "other", time.Minute)
+							}
+						}
+						for i := range n {
+							if !hit(i) || fault == "prelocked" {
+								c.resetStats(t, i)
+							}
+						}
+						for i := range n {
+							switch {
+							case hit(i) && fault == "killed":
+								c.servers[i].Kill()
+							case hit(i) && fault == "paused":
+								c.servers[i].Pause()
+							}
+						}
+
+						// A fresh engine per case: go-redis stops dialling a backend
+						// for up to a second after repeated refusals, which would
+						// carry one case's faults into the next.
+						e := newEngine(t, c.cfg)
+						_, err := e.Acquire(t.Context(), key, token, 10*time.Second)
+
+						for i := range n {
+							switch {
+							case hit(i) && fault == "killed":
+								c.servers[i].Restart()
+							case hit(i) && fault == "paused":
+								c.servers[i].Resume()
+							}
+						}
+						want := "ok"
+						switch {
+						case n-k >= q:
+						case fault == "prelocked":
+							want = "refused"
+						default:
+							want = "noquorum"
+						}
+						if got := outcome(err); got != want {
+							t.Fatalf("expected %s, got %s", want, got)
+						}
+
+						// The answer comes with the quorum; the other backends'
+						// writes (or rollbacks) land within a node timeout.
+						eventually(t, func() string {
+							values := c.values(t, key)
+							for i := range n {
+								exp := ""
+								switch {
+								case hit(i) && fault == "prelocked":
+									exp = "other"
+								case hit(i):
+									continue // lost or late: nothing to assert
+								case want == "ok":
+									exp = token
+								}
+								if values[i] != exp {
+									return fmt.Sprintf("backend %d holds %q, expected %q (all: %q)", i, values[i], exp, values)
+								}
+								if exp, got := 1, c.setCalls(t, i); exp != got {
+									return fmt.Sprintf("backend %d ran SET %d times, expected %d", i, got, exp)
+								}
+							}
+							return ""
+						})
+					})
+				}
+			}
+		})
+	}
+}
+
+func TestAcquireContention(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	const workers, rounds = 16, 100
+	var (
+		inside   int32
+		mu       sync.Mutex
+		overlaps int
+		acquired int
+		wg       sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				token := fmt.Sprintf("w%d-r%d", w, r)
+				_, err := c.engine.Acquire(context.Background(), key, token, 5*time.Second)
+				if err != nil {
+					continue
+				}
+				// A deliberately non-atomic critical section: two holders at
+				// once would be seen.
+				mu.Lock()
+				inside++
+				if inside > 1 {
+					overlaps++
+				}
+				acquired++
+				mu.Unlock()
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				if _, err := c.engine.Release(context.Background(), key, token); err != nil {
+					mu.Lock()
+					overlaps += 1000 // a holder that cannot release is a bug here
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if overlaps != 0 {
+		t.Fatalf("%d overlapping or unreleasable holdings", overlaps)
+	}
+	if acquired == 0 {
+		t.Fatal("nobody ever acquired the lock")
+	}
+	t.Logf("%d of %d attempts acquired", acquired, workers*rounds)
+}
+
+func TestAcquireNoValidityLeft(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	// The drift floor alone (2ms) exceeds a 1ms TTL.
+	_, err := c.engine.Acquire(t.Context(), key, "me", time.Millisecond)
+	if exp, got := "refused", outcome(err); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	if got := c.values(t, key); slices.Contains(got, "me") {
+		t.Fatalf("lock left behind after a failed acquisition: %q", got)
+	}
+}
+
+func TestAcquireRejectsTTL(t *testing.T) {
+	e := newEngine(t, Config{Backends: []string{"redis://127.0.0.1:1"}, MaxTTL: time.Minute})
+	for _, ttl := range []time.Duration{0, -time.Second, time.Minute + time.Millisecond} {
+		_, err := e.Acquire(t.Context(), "k", "v", ttl)
+		var te *TTLError
+		if !errors.As(err, &te) {
+			t.Errorf("ttl %s: expected a *TTLError, got %v", ttl, err)
+		}
+	}
+}
+
+// TestAcquirePausedBackendDoesNotSlow shows that the answer comes with the
+// quorum, not with the slowest backend.
+func TestAcquirePausedBackendDoesNotSlow(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, NodeTimeout: timeout})
+	c.servers[4].Pause()
+	defer c.servers[4].Resume()
+	for range 5 {
+		start := time.Now()
+		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "me", 10*time.Second); err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		if elapsed := time.Since(start); elapsed >= timeout {
+			t.Fatalf("acquisition took %s with one paused backend; the per-backend timeout is %s", elapsed, timeout)
+		}
+	}
+}
+
+// TestAcquireMajorityDownIsAnError shows that an outage is reported as an
+// error, quickly, and never as contention.
+func TestAcquireMajorityDownIsAnError(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	for _, fault := range []string{"killed", "paused"} {
+		t.Run(fault, func(t *testing.T) {
+			c := newCluster(t, 5, Config{DisableRestartQuarantine: true, NodeTimeout: timeout})
+			for _, s := range c.servers[:3] {
+				if fault == "killed" {
+					s.Kill()
+				} else {
+					s.Pause()
+					defer s.Resume()
+				}
+			}
+			start := time.Now()
+			_, err := c.engine.Acquire(t.Context(), uniqueKey(t), "me", 10*time.Second)
+			elapsed := time.Since(start)
+			var nq *NoQuorumError
+			if !errors.As(err, &nq) {
+				t.Fatalf("expected *NoQuorumError, got %v", err)
+			}
+			if exp, got := 2, nq.Counted; exp != got {
+				t.Errorf("counted: expected %d, got %d", exp, got)
+			}
+			if exp, got := 3, len(nq.Nodes); exp != got {
+				t.Errorf("failed backends named: expected %d, got %d (%v)", exp, got, nq)
+			}
+			if elapsed >= 2*timeout {
+				t.Errorf("answer took %s, expected under 2 × %s", elapsed, timeout)
+			}
+		})
+	}
+}
+
+// TestAcquireLateYesRolledBack: a backend whose OK arrives after the
+// acquisition was decided as failed must not keep the key.
+func TestAcquireLateYesRolledBack(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, NodeTimeout: 2 * time.Second})
+	key := uniqueKey(t)
+	for _, i := range []int{0, 2} {
+		c.direct[i].Set(t.Context(), key, "other", time.Minute)
+	}
+	c.resetStats(t, 1)
+	// Backend 1 holds every command for a while, then runs them in order.
+	if err := c.direct[1].Do(t.Context(), "client", "pause", 300, "all").Err(); err != nil {
+		t.Fatalf("CLIENT PAUSE: %v", err)
+	}
+	_, err := c.engine.Acquire(t.Context(), key, "me", 30*time.Second)
+	if exp, got := "refused", outcome(err); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	eventually(t, func() string {
+		if calls, held := c.setCalls(t, 1), c.values(t, key)[1]; calls != 1 || held != "" {
+			return fmt.Sprintf("backend 1 holds %q (SET ran %d times)", held, calls)
+		}
+		return ""
+	})
+}

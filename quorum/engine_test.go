@@ -1,0 +1,197 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMain(m *testing.M) {
+	// go-redis logs every refused dial; the tests refuse many on purpose.
+	redis.SetLogger(quietLogger{})
+	os.Exit(m.Run())
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// eventually polls cond until it returns "" and fails with its last message
+// after a generous deadline.
+func eventually(t *testing.T, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// cluster is N real backends and an engine over them.
+type cluster struct {
+	servers []*redistest.Server
+	direct  []*redis.Client // straight to each backend, for assertions
+	cfg     Config
+	engine  *Engine
+}
+
+func newCluster(t *testing.T, n int, cfg Config) *cluster {
+	t.Helper()
+	c := &cluster{servers: redistest.StartN(t, n)}
+	for _, s := range c.servers {
+		cfg.Backends = append(cfg.Backends, s.URL())
+		c.direct = append(c.direct, s.Client(t))
+	}
+	c.cfg = cfg
+	c.engine = newEngine(t, cfg)
+	return c
+}
+
+func newEngine(t *testing.T, cfg Config) *Engine {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+var keySeq atomic.Int64
+
+// uniqueKey keeps cases on shared backends apart.
+func uniqueKey(t *testing.T) string {
+	return fmt.Sprintf("%s:%d", t.Name(), keySeq.Add(1))
+}
+
+// values returns what each backend holds for key ("" when absent); a killed
+// or paused backend reads as "?".
+func (c *cluster) values(t *testing.T, key string) []string {
+	t.Helper()
+	out := make([]string, len(c.direct))
+	for i, d := range c.direct {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		v, err := d.Get(ctx, key).Result()
+		cancel()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			out[i] = "?"
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// setCalls returns how many SET commands each backend has run since the
+// last resetStats.
+func (c *cluster) setCalls(t *testing.T, i int) int {
+	t.Helper()
+	info, err := c.direct[i].Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("backend %d: INFO commandstats: %v", i, err)
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_set:calls="); ok {
+			var calls int
+			fmt.Sscanf(rest, "%d", &calls)
+			return calls
+		}
+	}
+	return 0
+}
+
+func (c *cluster) resetStats(t *testing.T, i int) {
+	t.Helper()
+	if err := c.direct[i].ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatalf("backend %d: CONFIG RESETSTAT: %v", i, err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for name, cfg := range map[string]Config{
+		"no backends":      {},
+		"bad url":          {Backends: []string{"http://x"}},
+		"negative timeout": {Backends: []string{"redis://127.0.0.1:1"}, NodeTimeout: -time.Second},
+		"drift too large":  {Backends: []string{"redis://127.0.0.1:1"}, DriftFactor: 1.5},
+		"negative max ttl": {Backends: []string{"redis://127.0.0.1:1"}, MaxTTL: -time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := New(cfg); err == nil {
+				t.Fatal("New accepted an invalid config")
+			}
+		})
+	}
+}
+
+func TestDriftAndValidity(t *testing.T) {
+	e := &Engine{cfg: Config{DriftFactor: 0.01}}
+	if exp, got := 102*time.Millisecond, e.drift(10*time.Second); exp != got {
+		t.Errorf("drift(10s): expected %s, got %s", exp, got)
+	}
+	if exp, got := 10*time.Second-250*time.Millisecond-102*time.Millisecond, e.validity(10*time.Second, 250*time.Millisecond); exp != got {
+		t.Errorf("validity: expected %s, got %s", exp, got)
+	}
+}
+
+func TestTally(t *testing.T) {
+	fail := vote[bool]{err: &NodeError{Err: context.DeadlineExceeded}}
+	yes, no := vote[bool]{val: true}, vote[bool]{val: false}
+	for _, tc := range []struct {
+		name    string
+		votes   []vote[bool]
+		decided bool
+		outcome string // ok, refused, noquorum
+	}{
+		{"quorum of yes stops early", []vote[bool]{yes, yes, yes}, true, "ok"},
+		{"two yes of five wait", []vote[bool]{yes, yes}, false, ""},
+		{"three no of five refuse at once", []vote[bool]{no, no, no}, true, "refused"},
+		{"two no two failures is no quorum", []vote[bool]{no, no, fail, fail}, false, ""},
+		{"two no three failures", []vote[bool]{no, no, fail, fail, fail}, true, "noquorum"},
+		{"three failures", []vote[bool]{fail, fail, fail}, true, "noquorum"},
+		{"two yes one no two failures", []vote[bool]{yes, yes, no, fail, fail}, true, "refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := &tally{total: 5, quorum: 3}
+			for _, v := range tc.votes {
+				tl.add(v)
+			}
+			if exp, got := tc.decided, tl.decided(); exp != got {
+				t.Fatalf("decided: expected %v, got %v", exp, got)
+			}
+			if !tc.decided {
+				return
+			}
+			got := "ok"
+			if !tl.succeeded() {
+				got = "refused"
+				if errors.Is(tl.err(ErrNotAcquired), ErrNoQuorum) {
+					got = "noquorum"
+				}
+			}
+			if got != tc.outcome {
+				t.Fatalf("outcome: expected %s, got %s", tc.outcome, got)
+			}
+		})
+	}
+}

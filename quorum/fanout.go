@@ -1,0 +1,116 @@
+package quorum
+
+import (
+	"context"
+	"time"
+)
+
+// vote is one backend's reply within a fan-out. err is a *NodeError when the
+// reply does not count toward quorum: no answer in time, a failure, or a
+// backend in quarantine.
+type vote[T any] struct {
+	node int
+	val  T
+	err  error
+}
+
+// fanout sends call to every backend at once, each under its own timeout,
+// and returns a channel that receives exactly one vote per backend. The
+// channel is buffered so that nobody has to read the stragglers.
+func fanout[T any](ctx context.Context, e *Engine, call func(ctx context.Context, n *node) (T, error)) <-chan vote[T] {
+	votes := make(chan vote[T], len(e.nodes))
+	for _, n := range e.nodes {
+		go func() {
+			nctx, cancel := context.WithTimeout(ctx, e.cfg.NodeTimeout)
+			val, err := call(nctx, n)
+			cancel()
+			if err == nil {
+				// Judged after the reply: the connection it came on may have
+				// just revealed a restart.
+				err = n.quarantined()
+			}
+			if err != nil {
+				err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
+			}
+			votes <- vote[T]{node: n.index, val: val, err: err}
+		}()
+	}
+	return votes
+}
+
+// tally counts the votes of a lock operation, where each backend that
+// answers either did what was asked (yes) or refused (no).
+type tally struct {
+	total, quorum int
+	yes, no       int
+	failures      []*NodeError
+	// quorumAt is when the quorum-th yes arrived.
+	quorumAt time.Time
+}
+
+func (t *tally) add(v vote[bool]) {
+	switch {
+	case v.err != nil:
+		t.failures = append(t.failures, v.err.(*NodeError))
+	case v.val:
+		t.yes++
+		if t.yes == t.quorum {
+			t.quorumAt = time.Now()
+		}
+	default:
+		t.no++
+	}
+}
+
+func (t *tally) pending() int { return t.total - t.yes - t.no - len(t.failures) }
+
+// decided reports whether the remaining votes can no longer change the
+// outcome: a quorum of yes, or too few possible yes and the kind of failure
+// (refused or undecidable) already fixed.
+func (t *tally) decided() bool {
+	if t.yes >= t.quorum {
+		return true
+	}
+	if t.yes+t.pending() >= t.quorum {
+		return false
+	}
+	counted := t.yes + t.no
+	return counted >= t.quorum || counted+t.pending() < t.quorum
+}
+
+func (t *tally) succeeded() bool { return t.yes >= t.quorum }
+
+// err is the outcome of a decided tally that did not succeed: refused when a
+// quorum answered, NoQuorumError otherwise.
+func (t *tally) err(refused error) error {
+	if t.yes+t.no >= t.quorum {
+		return refused
+	}
+	return &NoQuorumError{Counted: t.yes + t.no, Needed: t.quorum, Total: t.total, Nodes: t.failures}
+}
+
+func (t *tally) result() Result { return Result{Counted: t.yes + t.no, Succeeded: t.yes} }
+
+// collect reads votes until the outcome is decided and returns the tally and
+// the votes read so far; the rest are still on their way. A decided failure
+// to reach quorum still waits for every backend (each within its timeout) so
+// that the error names them all.
+func collect(votes <-chan vote[bool], total, quorum int) (*tally, []vote[bool]) {
+	t := &tally{total: total, quorum: quorum}
+	var seen []vote[bool]
+	for !t.decided() || (t.yes+t.no < quorum && t.pending() > 0) {
+		v := <-votes
+		seen = append(seen, v)
+		t.add(v)
+	}
+	return t, seen
+}
+
+// collectAll reads one vote per backend.
+func collectAll[T any](votes <-chan vote[T], total int) []vote[T] {
+	all := make([]vote[T], 0, total)
+	for range total {
+		all = append(all, <-votes)
+	}
+	return all
+}

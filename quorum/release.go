@@ -1,0 +1,40 @@
+package quorum
+
+import (
+	"context"
+	"time"
+)
+
+// Release deletes key on every backend where token holds it. It succeeds
+// when a quorum deleted it, returns ErrNotHeld when a quorum answered but
+// fewer deleted (the lock had expired or was never ours: the client should
+// know its critical section may not have been exclusive), and a
+// *NoQuorumError when too few backends answered.
+func (e *Engine) Release(ctx context.Context, key, token string) (Result, error) {
+	votes := fanout(ctx, e, func(ctx context.Context, n *node) (bool, error) {
+		return n.release(ctx, key, token)
+	})
+	t, _ := collect(votes, len(e.nodes), e.quorum)
+	if t.succeeded() {
+		return t.result(), nil
+	}
+	return t.result(), t.err(ErrNotHeld)
+}
+
+// Extend sets key's TTL to ttl on every backend where token holds it, and
+// returns the new validity. It returns ErrNotHeld when a quorum answered but
+// the token holds the key on fewer, or no validity was left, a
+// *NoQuorumError when too few answered, and a *TTLError for a TTL outside
+// (0, MaxTTL]. A failed extension is rolled back like a failed acquisition:
+// a lock its holder can no longer rely on is released for others at once.
+func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+	if err := e.checkTTL(ttl); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	votes := fanout(ctx, e, func(ctx context.Context, n *node) (bool, error) {
+		extended, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int()
+		return extended == 1, err
+	})
+	return e.settle(ctx, votes, start, key, token, ttl, ErrNotHeld)
+}
