@@ -1,0 +1,114 @@
+package quorum
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestReads(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	type holding struct {
+		value string
+		ttl   time.Duration // 0: no expiry
+	}
+	for _, tc := range []struct {
+		name     string
+		backends []holding // what each of the 5 backends holds ("" absent)
+		get      string    // "" for ErrNotFound
+		exists   bool
+		pttl     time.Duration // 0 for ErrNotFound, -1 for ErrNoExpiry; else approximate
+	}{
+		{"absent", []holding{{}, {}, {}, {}, {}}, "", false, 0},
+		{"everywhere", []holding{{"a", 10 * time.Second}, {"a", 10 * time.Second}, {"a", 10 * time.Second}, {"a", 10 * time.Second}, {"a", 10 * time.Second}}, "a", true, 10 * time.Second},
+		{"on a bare quorum", []holding{{"a", 10 * time.Second}, {"a", 10 * time.Second}, {"a", 10 * time.Second}, {}, {}}, "a", true, 10 * time.Second},
+		{"on a minority", []holding{{"a", 10 * time.Second}, {"a", 10 * time.Second}, {}, {}, {}}, "", false, 0},
+		{"split values exist but nobody holds", []holding{{"a", 10 * time.Second}, {"a", 10 * time.Second}, {"b", 10 * time.Second}, {}, {}}, "", true, 0},
+		{"quorum-th longest ttl counts", []holding{{"a", 40 * time.Second}, {"a", 30 * time.Second}, {"a", 20 * time.Second}, {"a", 5 * time.Second}, {}}, "a", true, 20 * time.Second},
+		{"no expiry", []holding{{"a", 0}, {"a", 0}, {"a", 0}, {}, {}}, "a", true, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := uniqueKey(t)
+			for i, h := range tc.backends {
+				if h.value != "" {
+					c.direct[i].Set(t.Context(), key, h.value, h.ttl)
+				}
+			}
+			got, err := c.engine.Get(t.Context(), key)
+			if tc.get == "" && !errors.Is(err, ErrNotFound) || tc.get != "" && (err != nil || got != tc.get) {
+				t.Errorf("Get: expected %q, got %q, %v", tc.get, got, err)
+			}
+			exists, err := c.engine.Exists(t.Context(), key)
+			if err != nil || exists != tc.exists {
+				t.Errorf("Exists: expected %v, got %v, %v", tc.exists, exists, err)
+			}
+			pttl, err := c.engine.PTTL(t.Context(), key)
+			switch {
+			case tc.pttl == 0:
+				if !errors.Is(err, ErrNotFound) {
+					t.Errorf("PTTL: expected ErrNotFound, got %s, %v", pttl, err)
+				}
+			case tc.pttl == -1:
+				if !errors.Is(err, ErrNoExpiry) {
+					t.Errorf("PTTL: expected ErrNoExpiry, got %s, %v", pttl, err)
+				}
+			default:
+				// Less the drift allowance and the time spent getting here.
+				if err != nil || pttl > tc.pttl-c.engine.drift(tc.pttl)+time.Millisecond || pttl < tc.pttl-2*time.Second {
+					t.Errorf("PTTL: expected about %s, got %s, %v", tc.pttl, pttl, err)
+				}
+			}
+		})
+	}
+}
+
+func TestReadsMajorityDown(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	c.servers[0].Kill()
+	c.servers[2].Kill()
+	key := uniqueKey(t)
+	if _, err := c.engine.Get(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("Get: expected ErrNoQuorum, got %v", err)
+	}
+	if _, err := c.engine.PTTL(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("PTTL: expected ErrNoQuorum, got %v", err)
+	}
+	if _, err := c.engine.Exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("Exists: expected ErrNoQuorum, got %v", err)
+	}
+	if _, err := c.engine.Delete(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("Delete: expected ErrNoQuorum, got %v", err)
+	}
+}
+
+func TestDeleteAndExpire(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	if deleted, err := c.engine.Delete(t.Context(), key); err != nil || deleted {
+		t.Fatalf("Delete of an absent key: %v, %v", deleted, err)
+	}
+	if _, err := c.engine.Acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if ok, err := c.engine.Expire(t.Context(), key, 40*time.Second); err != nil || !ok {
+		t.Fatalf("Expire: %v, %v", ok, err)
+	}
+	eventually(t, func() string {
+		for i, d := range c.direct {
+			if ttl := d.PTTL(t.Context(), key).Val(); ttl <= 30*time.Second {
+				return "backend " + string(rune('0'+i)) + ": PTTL " + ttl.String()
+			}
+		}
+		return ""
+	})
+	if _, err := c.engine.Expire(t.Context(), key, 2*time.Minute); err == nil {
+		t.Fatal("Expire accepted a TTL above max_ttl")
+	}
+	if deleted, err := c.engine.Delete(t.Context(), key); err != nil || !deleted {
+		t.Fatalf("Delete: %v, %v", deleted, err)
+	}
+	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "") })
+	if ok, err := c.engine.Expire(t.Context(), key, 10*time.Second); err != nil || ok {
+		t.Fatalf("Expire of an absent key: %v, %v", ok, err)
+	}
+}

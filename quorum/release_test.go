@@ -1,0 +1,104 @@
+package quorum
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestRelease(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	if _, err := c.engine.Acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "intruder"))); exp != got {
+		t.Fatalf("release by a non-owner: expected %s, got %s", exp, got)
+	}
+	eventually(t, func() string { return expectValues(c.values(t, key), "owner", "owner", "owner", "owner", "owner") })
+
+	if _, err := c.engine.Release(t.Context(), key, "owner"); err != nil {
+		t.Fatalf("release by the owner: %v", err)
+	}
+	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+
+	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+		t.Fatalf("second release: expected %s, got %s", exp, got)
+	}
+}
+
+// TestReleaseBelowQuorum: a token that holds the key on fewer than a quorum
+// (the rest expired or were lost) is told it did not hold the lock.
+func TestReleaseBelowQuorum(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	for _, i := range []int{0, 1} {
+		c.direct[i].Set(t.Context(), key, "owner", time.Minute)
+	}
+	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+}
+
+func TestReleaseMajorityDown(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	if _, err := c.engine.Acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	c.servers[0].Kill()
+	c.servers[1].Kill()
+	if exp, got := "noquorum", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+}
+
+func TestExtend(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	if _, err := c.engine.Acquire(t.Context(), key, "owner", 2*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	res, err := c.engine.Extend(t.Context(), key, "owner", 30*time.Second)
+	if err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if res.Validity <= 20*time.Second || res.Validity > 30*time.Second {
+		t.Errorf("validity after extend: %s, expected a little under 30s", res.Validity)
+	}
+	for i, d := range c.direct {
+		if ttl := d.PTTL(t.Context(), key).Val(); ttl <= 20*time.Second {
+			t.Errorf("backend %d: PTTL %s after extending to 30s", i, ttl)
+		}
+	}
+
+	if exp, got := "refused", outcome(second(c.engine.Extend(t.Context(), key, "intruder", 30*time.Second))); exp != got {
+		t.Fatalf("extend by a non-owner: expected %s, got %s", exp, got)
+	}
+	// The owner's lock is untouched by a refused stranger.
+	eventually(t, func() string { return expectValues(c.values(t, key), "owner", "owner", "owner", "owner", "owner") })
+}
+
+// TestExtendBelowQuorumRollsBack: an extension that fails leaves nothing
+// held, since its holder can no longer rely on the lock.
+func TestExtendBelowQuorumRollsBack(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	for _, i := range []int{0, 1} {
+		c.direct[i].Set(t.Context(), key, "owner", time.Minute)
+	}
+	if exp, got := "refused", outcome(second(c.engine.Extend(t.Context(), key, "owner", 30*time.Second))); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func expectValues(got []string, exp ...string) string {
+	if fmt.Sprint(got) != fmt.Sprint(exp) {
+		return fmt.Sprintf("backends hold %q, expected %q", got, exp)
+	}
+	return ""
+}
