@@ -1,0 +1,379 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// crashRequest panics redcon v1.6.2: i+size+2 overflows in readCommands.
+const crashRequest = "*1\r\n$9223372036854775807\r\n"
+
+const testLimit = 1024
+
+// startGuarded serves a PING/ECHO redcon server behind the guard and
+// returns its address.
+func startGuarded(t *testing.T, limit int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := redcon.NewServer("", guardTestHandler, nil, nil)
+	done := make(chan error, 1)
+	guarded := newGuardListener(ln, limit)
+	go func() { done <- s.Serve(guarded) }()
+	t.Cleanup(func() {
+		// Closing the listener stops Serve, which closes every connection.
+		ln.Close()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func guardTestHandler(conn redcon.Conn, cmd redcon.Command) {
+	switch strings.ToLower(string(cmd.Args[0])) {
+	case "ping":
+		conn.WriteString("PONG")
+	case "echo":
+		if len(cmd.Args) != 2 {
+			conn.WriteError("ERR wrong number of arguments for 'echo' command")
+			return
+		}
+		conn.WriteBulk(cmd.Args[1])
+	default:
+		conn.WriteError("ERR unknown command '" + string(cmd.Args[0]) + "'")
+	}
+}
+
+// dial connects to addr; every wait on the connection is bounded.
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// untilClosed sends req and returns all the server wrote before closing.
+func untilClosed(t *testing.T, addr, req string) string {
+	t.Helper()
+	conn := dial(t, addr)
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(conn)
+	if err != nil {
+		t.Fatalf("server did not close the connection: %v (read %q)", err, got)
+	}
+	return string(got)
+}
+
+// expect reads exactly len(want) bytes from conn and compares them to want.
+func expect(t *testing.T, conn net.Conn, want string) {
+	t.Helper()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(conn, got); err != nil {
+		t.Fatalf("reading %q: %v (read %q)", want, err, got)
+	}
+	if exp, got := want, string(got); exp != got {
+		t.Fatalf("expected %q, got %q", exp, got)
+	}
+}
+
+func bulkCommand(args ...string) string {
+	var b strings.Builder
+	b.WriteString("*" + strconv.Itoa(len(args)) + "\r\n")
+	for _, a := range args {
+		b.WriteString("$" + strconv.Itoa(len(a)) + "\r\n" + a + "\r\n")
+	}
+	return b.String()
+}
+
+// echoOfSize returns an ECHO command exactly size bytes long on the wire,
+// and the reply to it.
+func echoOfSize(t *testing.T, size int) (cmd, reply string) {
+	t.Helper()
+	for n := size; n >= 0; n-- {
+		arg := strings.Repeat("x", n)
+		if cmd := bulkCommand("ECHO", arg); len(cmd) == size {
+			return cmd, "$" + strconv.Itoa(n) + "\r\n" + arg + "\r\n"
+		}
+	}
+	t.Fatalf("no ECHO command is %d bytes long", size)
+	return "", ""
+}
+
+func TestGuardRejects(t *testing.T) {
+	// 100 bulks of 10 bytes: the count fits the limit (each bulk could be
+	// 6 bytes), the arguments do not, so the command streams past it.
+	var manyBulks strings.Builder
+	manyBulks.WriteString("*100\r\n")
+	for range 100 {
+		manyBulks.WriteString("$10\r\n0123456789\r\n")
+	}
+	overLimit, _ := echoOfSize(t, testLimit+1)
+	tooBig := "-ERR Protocol error: request exceeds max_request_bytes (1024)\r\n"
+
+	tests := []struct {
+		name  string
+		limit int // default testLimit
+		req   string
+		exp   string
+	}{
+		{name: "crash request", req: crashRequest,
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "crash request under the largest limit", limit: guardMaxLimit, req: crashRequest,
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "huge multibulk count", req: "*4611686018427387904\r\n",
+			exp: "-ERR Protocol error: invalid multibulk length\r\n"},
+		{name: "count above Redis's limit", limit: 1 << 27, req: "*1048577\r\n",
+			exp: "-ERR Protocol error: invalid multibulk length\r\n"},
+		{name: "count that cannot fit the limit", req: "*171\r\n", exp: tooBig},
+		{name: "zero count", req: "*0\r\n",
+			exp: "-ERR Protocol error: invalid multibulk length\r\n"},
+		{name: "negative count", req: "*-1\r\n",
+			exp: "-ERR Protocol error: invalid multibulk length\r\n"},
+		{name: "count without CR", req: "*1\n",
+			exp: "-ERR Protocol error: invalid multibulk length\r\n"},
+		{name: "negative bulk length", req: "*1\r\n$-5\r\n",
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "bulk length over the limit", req: "*1\r\n$1025\r\n",
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "bulk that cannot fit the limit", req: "*2\r\n$4\r\nECHO\r\n$1010\r\n", exp: tooBig},
+		{name: "many small bulks past the limit", req: manyBulks.String(), exp: tooBig},
+		{name: "garbage after dollar", req: "*1\r\n$abc\r\n",
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "endless leading zeros", limit: 1 << 20, req: "*1\r\n$" + strings.Repeat("0", 21),
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "bulk not followed by CRLF", req: "*1\r\n$4\r\nPINGxx",
+			exp: "-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "argument without dollar", req: "*1\r\nPING\r\n",
+			exp: "-ERR Protocol error: expected '$', got 'P'\r\n"},
+		{name: "CR instead of dollar stays one line", req: "*1\r\n\r\n",
+			exp: "-ERR Protocol error: expected '$', got ' '\r\n"},
+		{name: "inline line over the limit", req: strings.Repeat("a", testLimit+1),
+			exp: "-ERR Protocol error: too big inline request\r\n"},
+		{name: "inline line over 64 KiB", limit: 1 << 20, req: "ECHO " + strings.Repeat("a", 64*1024-4),
+			exp: "-ERR Protocol error: too big inline request\r\n"},
+		{name: "command one byte over the limit", req: overLimit, exp: tooBig},
+		{name: "inline commands before the violation are answered", req: "PING\r\n*1\r\n$-5\r\n",
+			exp: "+PONG\r\n-ERR Protocol error: invalid bulk length\r\n"},
+		{name: "pipeline before the violation is answered",
+			req: bulkCommand("PING") + bulkCommand("ECHO", "hi") + "*1\r\n$-5\r\n",
+			exp: "+PONG\r\n$2\r\nhi\r\n-ERR Protocol error: invalid bulk length\r\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			limit := tc.limit
+			if limit == 0 {
+				limit = testLimit
+			}
+			addr := startGuarded(t, limit)
+			if exp, got := tc.exp, untilClosed(t, addr, tc.req); exp != got {
+				t.Errorf("expected %q, got %q", exp, got)
+			}
+			// The process is alive: a new connection is still served.
+			conn := dial(t, addr)
+			if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, conn, "+PONG\r\n")
+		})
+	}
+}
+
+func TestGuardServes(t *testing.T) {
+	pipeline := bulkCommand("PING") + "ECHO hi\r\n" + bulkCommand("ECHO", "") + bulkCommand("ECHO", "a\r\nb")
+	replies := "+PONG\r\n$2\r\nhi\r\n$0\r\n\r\n$4\r\na\r\nb\r\n"
+	exact, exactReply := echoOfSize(t, testLimit)
+
+	tests := []struct {
+		name       string
+		req        string
+		exp        string
+		byteByByte bool
+	}{
+		{name: "pipeline", req: pipeline, exp: replies},
+		{name: "pipeline one byte at a time", req: pipeline, exp: replies, byteByByte: true},
+		{name: "command of exactly the limit", req: exact, exp: exactReply},
+		{name: "inline line of exactly the limit", req: "ECHO " + strings.Repeat("a", testLimit-5) + "\n",
+			exp: "$" + strconv.Itoa(testLimit-5) + "\r\n" + strings.Repeat("a", testLimit-5) + "\r\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := dial(t, startGuarded(t, testLimit))
+			chunk := len(tc.req)
+			if tc.byteByByte {
+				chunk = 1
+			}
+			for req := tc.req; req != ""; req = req[min(chunk, len(req)):] {
+				if _, err := io.WriteString(conn, req[:min(chunk, len(req))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expect(t, conn, tc.exp)
+			// Still open and in step after the command.
+			if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, conn, "+PONG\r\n")
+		})
+	}
+}
+
+// chunkConn is a net.Conn whose reads return chunks, one per Read.
+type chunkConn struct {
+	net.Conn
+	chunks []string
+}
+
+func (c *chunkConn) Read(p []byte) (int, error) {
+	if len(c.chunks) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, c.chunks[0])
+	if c.chunks[0] = c.chunks[0][n:]; c.chunks[0] == "" {
+		c.chunks = c.chunks[1:]
+	}
+	return n, nil
+}
+
+// TestGuardReadEndsAtCommandBoundary checks that a command left unfinished
+// at the end of a read reaches redcon only with the next read, so redcon's
+// buffer is drained between reads (see the top of guard.go).
+func TestGuardReadEndsAtCommandBoundary(t *testing.T) {
+	conn := &guardConn{
+		Conn: &chunkConn{chunks: []string{"PING\r\n*1\r\n$4\r\nPI", "NG\r\nECHO a\r\nEC", "HO b\r\n"}},
+		scan: guardScanner{limit: testLimit},
+	}
+	var reads []string
+	p := make([]byte, 64)
+	for {
+		n, err := conn.Read(p)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads = append(reads, string(p[:n]))
+	}
+	exp := []string{"PING\r\n", "*1\r\n$4\r\nPI", "NG\r\nECHO a\r\n", "EC", "HO b\r\n"}
+	if got := reads; !slices.Equal(exp, got) {
+		t.Errorf("expected reads %q, got %q", exp, got)
+	}
+}
+
+// redconPanics reports whether redcon panics parsing raw.
+func redconPanics(raw []byte) (panicked bool) {
+	defer func() { panicked = recover() != nil }()
+	_, _ = redcon.Parse(raw)
+	return false
+}
+
+// TestGuardRedconPanicsUnguarded shows why the guard exists: without it,
+// crashRequest panics redcon's parser (in the server, the whole process).
+func TestGuardRedconPanicsUnguarded(t *testing.T) {
+	if strconv.IntSize != 64 {
+		t.Skip("crashRequest overflows redcon's int only where int has 64 bits")
+	}
+	if !redconPanics([]byte(crashRequest)) {
+		t.Error("redcon no longer panics on the crash request; is the guard still needed?")
+	}
+	s := guardScanner{limit: testLimit}
+	if n, _ := s.scan([]byte(crashRequest)); redconPanics([]byte(crashRequest)[:n]) {
+		t.Errorf("redcon panics on the %d bytes the guard passes", n)
+	}
+}
+
+// scanChunks scans data cut into pieces whose sizes cycle through cuts
+// (each size%16+1), stopping at the first violation as guardConn does.
+func scanChunks(limit int, data, cuts []byte) guardScanner {
+	s := guardScanner{limit: limit}
+	for i := 0; len(data) > 0; i++ {
+		n := len(data)
+		if len(cuts) > 0 {
+			n = min(n, int(cuts[i%len(cuts)])%16+1)
+		}
+		if good, _ := s.scan(data[:n]); good < n {
+			break
+		}
+		data = data[n:]
+	}
+	return s
+}
+
+func TestGuardScannerSplits(t *testing.T) {
+	inputs := []string{
+		bulkCommand("PING") + "ECHO hi\r\n" + bulkCommand("ECHO", strings.Repeat("y", 300)),
+		crashRequest,
+		"PING\r\n*1\r\n$-5\r\n",
+		"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nvxx",
+		strings.Repeat("a", 300),
+	}
+	for _, in := range inputs {
+		whole := scanChunks(testLimit, []byte(in), nil)
+		for cut := range 16 {
+			if got := scanChunks(testLimit, []byte(in), []byte{byte(cut)}); got != whole {
+				t.Errorf("%q in chunks of %d: %+v, whole: %+v", in, cut+1, got, whole)
+			}
+		}
+	}
+}
+
+func TestGuardScannerAllocs(t *testing.T) {
+	pipeline := []byte(bulkCommand("SET", "lock", "token", "NX", "PX", "30000") + "PING\r\n")
+	allocs := testing.AllocsPerRun(100, func() {
+		s := guardScanner{limit: testLimit}
+		s.scan(pipeline)
+	})
+	if exp, got := 0.0, allocs; exp != got {
+		t.Errorf("expected %v allocations, got %v", exp, got)
+	}
+}
+
+func FuzzGuardScanner(f *testing.F) {
+	for _, seed := range []string{
+		crashRequest,
+		"*4611686018427387904\r\n",
+		"PING\r\n*1\r\n$-5\r\n",
+		bulkCommand("SET", "k", "v", "NX", "PX", "100") + "ECHO 'a b'\r\n",
+		"*1\r\n$abc\r\n",
+		"*2\r\n$1\r\na\r\n$0\r\n\r\n*1\r\n",
+	} {
+		f.Add([]byte(seed), []byte{0, 3, 7})
+	}
+	f.Fuzz(func(t *testing.T, data, cuts []byte) {
+		const limit = 256 // small, so inputs reach it
+		whole := scanChunks(limit, data, nil)
+		if got := scanChunks(limit, data, cuts); got != whole {
+			t.Fatalf("split verdict %+v, whole %+v", got, whole)
+		}
+		s := guardScanner{limit: limit}
+		n, end := s.scan(data)
+		if (n < len(data)) != (s.bad != violNone) || end > n {
+			t.Fatalf("accepted %d of %d bytes, boundary at %d, verdict %d", n, len(data), end, s.bad)
+		}
+		if s.bad != violNone && !bytes.HasPrefix([]byte(s.reply()), []byte("-ERR Protocol error: ")) {
+			t.Fatalf("reply %q", s.reply())
+		}
+		if redconPanics(data[:n]) {
+			t.Fatalf("redcon panics on the %d bytes the guard passes", n)
+		}
+	})
+}
