@@ -30,7 +30,8 @@ func outcome(err error) string {
 func TestAcquireEverySubset(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
-			c := newCluster(t, n, Config{DisableRestartQuarantine: true, NodeTimeout: 100 * time.Millisecond})
+			// Each failing case with paused backends waits this long.
+			c := newCluster(t, n, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
 			q := n/2 + 1
 			for _, fault := range []string{"killed", "paused", "prelocked"} {
 				for mask := 0; mask < 1<<n; mask++ {
@@ -38,6 +39,19 @@ func TestAcquireEverySubset(t *testing.T) {
 					k := bits.OnesCount(uint(mask))
 					t.Run(fmt.Sprintf("%s=%0*b", fault, n, mask), func(t *testing.T) {
 						key, token := uniqueKey(t), "me"
+						// A fresh engine per case: go-redis stops dialling a backend
+						// for up to a second after repeated refusals, which would
+						// carry one case's faults into the next.
+						e := newEngine(t, c.cfg)
+						// Connect before the faults, so only they decide the outcome.
+						eventually(t, func() string {
+							for _, s := range e.Probe(t.Context()) {
+								if s.Err != nil {
+									return fmt.Sprintf("backend %s before the faults: %v", s.Addr, s.Err)
+								}
+							}
+							return ""
+						})
 						for i := range n {
 							switch {
 							case hit(i) && fault == "prelocked":
@@ -58,10 +72,6 @@ func TestAcquireEverySubset(t *testing.T) {
 							}
 						}
 
-						// A fresh engine per case: go-redis stops dialling a backend
-						// for up to a second after repeated refusals, which would
-						// carry one case's faults into the next.
-						e := newEngine(t, c.cfg)
 						_, err := e.Acquire(t.Context(), key, token, 10*time.Second)
 
 						for i := range n {
@@ -123,6 +133,7 @@ func TestAcquireContention(t *testing.T) {
 		mu       sync.Mutex
 		overlaps int
 		acquired int
+		failures []error
 		wg       sync.WaitGroup
 	)
 	for w := range workers {
@@ -147,7 +158,7 @@ func TestAcquireContention(t *testing.T) {
 				mu.Unlock()
 				if _, err := c.engine.Release(context.Background(), key, token); err != nil {
 					mu.Lock()
-					overlaps += 1000 // a holder that cannot release is a bug here
+					failures = append(failures, err) // a holder that cannot release is a bug here
 					mu.Unlock()
 				}
 			}
@@ -155,7 +166,10 @@ func TestAcquireContention(t *testing.T) {
 	}
 	wg.Wait()
 	if overlaps != 0 {
-		t.Fatalf("%d overlapping or unreleasable holdings", overlaps)
+		t.Fatalf("%d overlapping holdings", overlaps)
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d releases by the holder failed, first: %v", len(failures), failures[0])
 	}
 	if acquired == 0 {
 		t.Fatal("nobody ever acquired the lock")
@@ -208,7 +222,7 @@ func TestAcquirePausedBackendDoesNotSlow(t *testing.T) {
 // TestAcquireMajorityDownIsAnError shows that an outage is reported as an
 // error, quickly, and never as contention.
 func TestAcquireMajorityDownIsAnError(t *testing.T) {
-	const timeout = 100 * time.Millisecond
+	const timeout = 300 * time.Millisecond
 	for _, fault := range []string{"killed", "paused"} {
 		t.Run(fault, func(t *testing.T) {
 			c := newCluster(t, 5, Config{DisableRestartQuarantine: true, NodeTimeout: timeout})

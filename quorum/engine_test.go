@@ -53,6 +53,11 @@ type cluster struct {
 
 func newCluster(t *testing.T, n int, cfg Config) *cluster {
 	t.Helper()
+	if cfg.NodeTimeout == 0 {
+		// Generous: these tests are about outcomes, and a loaded CI machine
+		// running -race can take longer than production's 50ms to dial.
+		cfg.NodeTimeout = time.Second
+	}
 	c := &cluster{servers: redistest.StartN(t, n)}
 	for _, s := range c.servers {
 		cfg.Backends = append(cfg.Backends, s.URL())

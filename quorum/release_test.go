@@ -67,10 +67,14 @@ func TestExtend(t *testing.T) {
 	if res.Validity <= 20*time.Second || res.Validity > 30*time.Second {
 		t.Errorf("validity after extend: %s, expected a little under 30s", res.Validity)
 	}
-	for i, d := range c.direct {
-		if ttl := d.PTTL(t.Context(), key).Val(); ttl <= 20*time.Second {
-			t.Errorf("backend %d: PTTL %s after extending to 30s", i, ttl)
+	extended := 0
+	for _, d := range c.direct {
+		if d.PTTL(t.Context(), key).Val() > 20*time.Second {
+			extended++
 		}
+	}
+	if extended < c.engine.Quorum() {
+		t.Errorf("extended on %d backends, fewer than a quorum", extended)
 	}
 
 	if exp, got := "refused", outcome(second(c.engine.Extend(t.Context(), key, "intruder", 30*time.Second))); exp != got {

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// fileConfig is lockproxy.toml as written. Durations stay strings here so a
+// bad one is reported with its key; config.example.toml documents each key.
+type fileConfig struct {
+	Listen            string   `toml:"listen"`
+	Backends          []string `toml:"backends"`
+	Metrics           string   `toml:"metrics"`
+	BackendTimeout    string   `toml:"backend_timeout"`
+	DriftFactor       float64  `toml:"drift_factor"`
+	MaxTTL            string   `toml:"max_ttl"`
+	RestartQuarantine bool     `toml:"restart_quarantine"`
+	MaxRequestBytes   int      `toml:"max_request_bytes"`
+	Password          string   `toml:"password"`
+	ShutdownTimeout   string   `toml:"shutdown_timeout"`
+	LogFormat         string   `toml:"log_format"`
+	LogLevel          string   `toml:"log_level"`
+}
+
+func defaultFileConfig() fileConfig {
+	return fileConfig{
+		Listen:            "127.0.0.1:7379",
+		BackendTimeout:    "50ms",
+		DriftFactor:       0.01,
+		MaxTTL:            "60s",
+		RestartQuarantine: true,
+		MaxRequestBytes:   1 << 20,
+		ShutdownTimeout:   "10s",
+		LogFormat:         "text",
+		LogLevel:          "info",
+	}
+}
+
+// config is what main wires together.
+type config struct {
+	listen          string
+	metrics         string
+	embedded        bool // no backends configured: run on in-memory ones
+	shutdownTimeout time.Duration
+	logger          *slog.Logger
+	quorum          quorum.Config
+	proxy           proxy.Config
+}
+
+// loadConfig reads the TOML file named by -config, if any, then lets every
+// flag that was set override its key. Every error names the key.
+func loadConfig(args []string, stderr io.Writer) (*config, error) {
+	fc := defaultFileConfig()
+	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "TOML configuration file (see config.example.toml)")
+	fs.String("listen", fc.Listen, "address to serve RESP on")
+	fs.String("backends", "", "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)")
+	fs.String("metrics", fc.Metrics, "address for /metrics, /healthz and /readyz; empty disables")
+	fs.String("backend-timeout", fc.BackendTimeout, "timeout of each backend request")
+	fs.Float64("drift-factor", fc.DriftFactor, "clock drift allowance as a share of the TTL")
+	fs.String("max-ttl", fc.MaxTTL, "longest lock TTL accepted; also the restart quarantine")
+	fs.Bool("restart-quarantine", fc.RestartQuarantine, "ignore a restarted backend for max-ttl (turn off only with appendfsync always)")
+	fs.Int("max-request-bytes", fc.MaxRequestBytes, "largest request accepted")
+	fs.String("password", fc.Password, "password clients must AUTH with; empty: none")
+	fs.String("shutdown-timeout", fc.ShutdownTimeout, "how long commands in flight may finish on SIGTERM")
+	fs.String("log-format", fc.LogFormat, "text or json")
+	fs.String("log-level", fc.LogLevel, "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *path != "" {
+		md, err := toml.DecodeFile(*path, &fc)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", *path, err)
+		}
+		if undecoded := md.Undecoded(); len(undecoded) > 0 {
+			return nil, fmt.Errorf("%s: unknown key %q", *path, undecoded[0].String())
+		}
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && f.Name != "config" {
+			err = fc.set(f.Name, f.Value.String())
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return fc.resolve(stderr)
+}
+
+// set applies one flag to the key of the same name.
+func (fc *fileConfig) set(name, value string) error {
+	key := strings.ReplaceAll(name, "-", "_")
+	var err error
+	switch key {
+	case "listen":
+		fc.Listen = value
+	case "backends":
+		fc.Backends = nil
+		for _, b := range strings.Split(value, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				fc.Backends = append(fc.Backends, b)
+			}
+		}
+	case "metrics":
+		fc.Metrics = value
+	case "backend_timeout":
+		fc.BackendTimeout = value
+	case "drift_factor":
+		_, err = fmt.Sscan(value, &fc.DriftFactor)
+	case "max_ttl":
+		fc.MaxTTL = value
+	case "restart_quarantine":
+		fc.RestartQuarantine = value == "true"
+	case "max_request_bytes":
+		_, err = fmt.Sscan(value, &fc.MaxRequestBytes)
+	case "password":
+		fc.Password = value
+	case "shutdown_timeout":
+		fc.ShutdownTimeout = value
+	case "log_format":
+		fc.LogFormat = value
+	case "log_level":
+		fc.LogLevel = value
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return nil
+}
+
+func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
+	logger, err := newLogger(stderr, fc.LogFormat, fc.LogLevel)
+	if err != nil {
+		return nil, err
+	}
+	c := &config{listen: fc.Listen, metrics: fc.Metrics, logger: logger, embedded: len(fc.Backends) == 0}
+	durations := []struct {
+		key   string
+		value string
+		dst   *time.Duration
+	}{
+		{"backend_timeout", fc.BackendTimeout, &c.quorum.NodeTimeout},
+		{"max_ttl", fc.MaxTTL, &c.quorum.MaxTTL},
+		{"shutdown_timeout", fc.ShutdownTimeout, &c.shutdownTimeout},
+	}
+	for _, d := range durations {
+		v, err := time.ParseDuration(d.value)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%s: %q is not a positive duration (e.g. 50ms, 60s)", d.key, d.value)
+		}
+		*d.dst = v
+	}
+	switch {
+	case fc.Listen == "":
+		return nil, errors.New("listen: must not be empty")
+	case fc.DriftFactor <= 0 || fc.DriftFactor >= 0.5:
+		return nil, fmt.Errorf("drift_factor: %g is outside (0, 0.5)", fc.DriftFactor)
+	case fc.MaxRequestBytes < 1024:
+		return nil, fmt.Errorf("max_request_bytes: %d is below 1024", fc.MaxRequestBytes)
+	}
+	if n := len(fc.Backends); n > 0 && n%2 == 0 {
+		logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
+			"backends", n, "quorum", n/2+1)
+	}
+	if !c.embedded {
+		c.quorum.Backends = fc.Backends
+	}
+	c.quorum.DriftFactor = fc.DriftFactor
+	c.quorum.DisableRestartQuarantine = !fc.RestartQuarantine
+	c.quorum.Logger = logger
+	c.proxy = proxy.Config{MaxRequestBytes: fc.MaxRequestBytes, Password: fc.Password, Logger: logger}
+	return c, nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log_level: %q is not debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log_format: %q is not text or json", format)
+}

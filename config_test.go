@@ -1,0 +1,132 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConfigExample keeps config.example.toml true: it parses, and every
+// value it shows is the default.
+func TestConfigExample(t *testing.T) {
+	fromFile, err := loadConfig([]string{"-config", "config.example.toml"}, io.Discard)
+	if err != nil {
+		t.Fatalf("config.example.toml: %v", err)
+	}
+	defaults, err := loadConfig(nil, io.Discard)
+	if err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	fromFile.logger, defaults.logger = nil, nil
+	fromFile.quorum.Logger, defaults.quorum.Logger = nil, nil
+	fromFile.proxy.Logger, defaults.proxy.Logger = nil, nil
+	if !reflect.DeepEqual(fromFile, defaults) {
+		t.Fatalf("config.example.toml differs from the defaults:\nfile:     %+v\ndefaults: %+v", fromFile, defaults)
+	}
+	// Every key of the file has a flag of the same name.
+	example, _ := os.ReadFile("config.example.toml")
+	for line := range strings.SplitSeq(string(example), "\n") {
+		key, _, ok := strings.Cut(line, " = ")
+		if !ok || strings.HasPrefix(key, "#") {
+			continue
+		}
+		flagName := strings.ReplaceAll(key, "_", "-")
+		if _, err := loadConfig([]string{"-" + flagName + "=" + exampleValue(flagName)}, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
+			t.Errorf("key %s has no flag -%s", key, flagName)
+		}
+	}
+}
+
+func exampleValue(flag string) string {
+	switch flag {
+	case "drift-factor":
+		return "0.02"
+	case "max-request-bytes":
+		return "2048"
+	case "restart-quarantine":
+		return "false"
+	case "backend-timeout", "max-ttl", "shutdown-timeout":
+		return "1s"
+	case "log-format":
+		return "json"
+	case "log-level":
+		return "debug"
+	}
+	return "x"
+}
+
+func TestConfigFlagsOverrideFile(t *testing.T) {
+	path := writeConfig(t, `
+listen = "127.0.0.1:1"
+backends = ["redis://127.0.0.1:6001", "redis://127.0.0.1:6002", "redis://127.0.0.1:6003"]
+backend_timeout = "80ms"
+max_ttl = "30s"
+restart_quarantine = true
+`)
+	c, err := loadConfig([]string{"-config", path, "-listen", "127.0.0.1:2", "-max-ttl", "10s",
+		"-restart-quarantine=false", "-drift-factor", "0.05", "-max-request-bytes", "4096"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pair := range map[string][2]any{
+		"listen":             {"127.0.0.1:2", c.listen},
+		"backends":           {3, len(c.quorum.Backends)},
+		"backend_timeout":    {80 * time.Millisecond, c.quorum.NodeTimeout},
+		"max_ttl":            {10 * time.Second, c.quorum.MaxTTL},
+		"restart_quarantine": {true, c.quorum.DisableRestartQuarantine},
+		"drift_factor":       {0.05, c.quorum.DriftFactor},
+		"max_request_bytes":  {4096, c.proxy.MaxRequestBytes},
+		"embedded":           {false, c.embedded},
+	} {
+		if exp, got := pair[0], pair[1]; exp != got {
+			t.Errorf("%s: expected %v, got %v", name, exp, got)
+		}
+	}
+	c, err = loadConfig([]string{"-backends", "redis://a:1, redis://b:2,redis://c:3"}, io.Discard)
+	if err != nil || len(c.quorum.Backends) != 3 || c.quorum.Backends[1] != "redis://b:2" {
+		t.Fatalf("-backends list: %v, %v", c, err)
+	}
+}
+
+func TestConfigRejects(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string
+		args []string
+		key  string // the error must name it
+	}{
+		{"unknown key", `max_tll = "10s"`, nil, "max_tll"},
+		{"bad duration", `backend_timeout = "fast"`, nil, "backend_timeout"},
+		{"negative duration", `max_ttl = "-1s"`, nil, "max_ttl"},
+		{"wrong type", `max_request_bytes = "big"`, nil, "max_request_bytes"},
+		{"drift out of range", `drift_factor = 0.9`, nil, "drift_factor"},
+		{"small request limit", `max_request_bytes = 10`, nil, "max_request_bytes"},
+		{"bad log level", `log_level = "loud"`, nil, "log_level"},
+		{"bad flag duration", ``, []string{"-backend-timeout", "soon"}, "backend_timeout"},
+		{"unknown flag", ``, []string{"-max-tll", "1s"}, "max-tll"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-config", writeConfig(t, tc.file)}, tc.args...)
+			_, err := loadConfig(args, io.Discard)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("error does not name %s: %v", tc.key, err)
+			}
+		})
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lockproxy.toml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// backendState is one backend in the /readyz body.
+type backendState struct {
+	Addr      string  `json:"addr"`
+	State     string  `json:"state"` // up, quarantined or down
+	LatencyMS float64 `json:"latency_ms"`
+	Error     string  `json:"error,omitempty"`
+}
+
+func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState, counting int) {
+	for _, s := range e.Probe(ctx) {
+		st := backendState{Addr: s.Addr, State: "up", LatencyMS: float64(s.Latency.Microseconds()) / 1000}
+		var q *quorum.QuarantineError
+		switch {
+		case s.Err == nil:
+			counting++
+		case errors.As(s.Err, &q):
+			st.State, st.Error = "quarantined", q.Error()
+		default:
+			st.State, st.Error = "down", (&quorum.NodeError{Addr: s.Addr, Err: s.Err}).Kind()
+		}
+		states = append(states, st)
+	}
+	return states, counting
+}
+
+// opsHandler serves /metrics, /healthz (the process answers) and /readyz
+// (a quorum of backends answers PING within the backend timeout).
+func opsHandler(e *quorum.Engine) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		states, counting := backendStates(ctx, e)
+		status, code := "ready", http.StatusOK
+		if counting < e.Quorum() {
+			status, code = "no quorum", http.StatusServiceUnavailable
+		}
+		writeJSON(w, code, map[string]any{"status": status, "quorum": e.Quorum(), "counting": counting, "backends": states})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(body)
+}
+
+// probe logs each backend's state at start, so an operator sees at once
+// which backends count toward quorum and which are quarantined.
+func probe(ctx context.Context, e *quorum.Engine, log *slog.Logger) {
+	states, counting := backendStates(ctx, e)
+	for _, s := range states {
+		if s.State == "down" {
+			log.Warn("backend does not answer", "backend", s.Addr, "error", s.Error)
+		}
+	}
+	if counting < e.Quorum() {
+		log.Warn("fewer backends count toward quorum than needed: lock commands will get NOQUORUM errors until enough do",
+			"counting", counting, "quorum", e.Quorum())
+	}
+}

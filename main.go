@@ -1,0 +1,111 @@
+// Command lockproxy is a Redis-protocol server that turns single-node lock
+// commands (SET NX PX, compare-and-delete scripts) into Redlock quorum
+// operations across N independent Redis masters.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "lockproxy:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	cfg, err := loadConfig(args, stderr)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger
+	// go-redis logs every failed dial; backend states are logged by quorum.
+	redis.SetLogger(discardLogger{})
+
+	if cfg.embedded {
+		urls, stop, err := startEmbedded()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		cfg.quorum.Backends = urls
+		// They start with the proxy, so quarantine would only delay a first try.
+		cfg.quorum.DisableRestartQuarantine = true
+		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file")
+	}
+
+	engine, err := quorum.New(cfg.quorum)
+	if err != nil {
+		return fmt.Errorf("backends: %w", err)
+	}
+	defer engine.Close()
+	srv, err := proxy.New(engine, cfg.proxy)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	log.Info("lockproxy listening", "addr", ln.Addr().String(), "backends", len(cfg.quorum.Backends),
+		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
+	probe(context.Background(), engine, log)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return srv.Serve(ln) })
+	var metrics *http.Server
+	if cfg.metrics != "" {
+		mln, err := net.Listen("tcp", cfg.metrics)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics: %w", err)
+		}
+		metrics = &http.Server{Handler: opsHandler(engine), ReadHeaderTimeout: 5 * time.Second}
+		log.Info("metrics and health listening", "addr", mln.Addr().String())
+		g.Go(func() error {
+			if err := metrics.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down: finishing commands in flight", "timeout", cfg.shutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		defer cancel()
+		err := srv.Shutdown(sctx)
+		if metrics != nil {
+			metrics.Shutdown(sctx)
+		}
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	log.Info("lockproxy stopped")
+	return nil
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
