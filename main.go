@@ -66,7 +66,8 @@ func run(args []string, stderr io.Writer) error {
 	}
 	log.Info("lockproxy listening", "addr", ln.Addr().String(), "backends", len(cfg.quorum.Backends),
 		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
-	probe(context.Background(), engine, log)
+	// In the background: a hung backend must not delay serving.
+	go probe(context.Background(), engine, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
