@@ -1,0 +1,169 @@
+package proxy
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// command is one entry of the dispatch table.
+type command struct {
+	name   string // lower case; "client|setname" for a subcommand, as Redis names it in errors
+	arity  int    // Redis's convention: n means exactly n arguments, -n at least n (the name counts)
+	noAuth bool   // served before AUTH, as Redis serves AUTH, HELLO, QUIT and RESET
+	run    func(redcon.Conn, redcon.Command)
+	subs   map[string]*command // subcommands, keyed in lower case
+}
+
+// newCommands builds the dispatch table: every command the proxy answers.
+// Nothing else is forwarded anywhere.
+func (s *Server) newCommands() map[string]*command {
+	return table(
+		&command{name: "set", arity: -3, run: s.handleSet},
+		&command{name: "setnx", arity: 3, run: s.handleSetNX},
+		&command{name: "get", arity: 2, run: s.handleGet},
+		&command{name: "pttl", arity: 2, run: s.handlePTTL},
+		&command{name: "ttl", arity: 2, run: s.handleTTL},
+		&command{name: "exists", arity: -2, run: s.handleExists},
+		&command{name: "del", arity: -2, run: s.handleDel},
+		&command{name: "pexpire", arity: -3, run: s.handlePExpire},
+		&command{name: "expire", arity: -3, run: s.handleExpire},
+		&command{name: "delex", arity: -2, run: s.handleDelEx},
+		&command{name: "delifeq", arity: 3, run: s.handleDelIfEq},
+		&command{name: "eval", arity: -3, run: s.handleEval},
+		&command{name: "evalsha", arity: -3, run: s.handleEvalSHA},
+		&command{name: "script", arity: -2, subs: table(
+			&command{name: "script|load", arity: 3, run: s.handleScriptLoad},
+			&command{name: "script|exists", arity: -3, run: s.handleScriptExists},
+			&command{name: "script|flush", arity: -2, run: s.handleScriptFlush},
+		)},
+		&command{name: "ping", arity: -1, run: s.handlePing},
+		&command{name: "echo", arity: 2, run: s.handleEcho},
+		&command{name: "quit", arity: -1, noAuth: true, run: s.handleQuit},
+		&command{name: "reset", arity: 1, noAuth: true, run: s.handleReset},
+		&command{name: "hello", arity: -1, noAuth: true, run: s.handleHello},
+		&command{name: "auth", arity: -2, noAuth: true, run: s.handleAuth},
+		&command{name: "select", arity: 2, run: s.handleSelect},
+		&command{name: "client", arity: -2, subs: table(
+			&command{name: "client|setname", arity: 3, run: s.handleClientSetName},
+			&command{name: "client|getname", arity: 2, run: s.handleClientGetName},
+			&command{name: "client|id", arity: 2, run: s.handleClientID},
+			&command{name: "client|info", arity: 2, run: s.handleClientInfo},
+			&command{name: "client|setinfo", arity: 4, run: s.handleClientSetInfo},
+			&command{name: "client|maint_notifications", arity: -3, run: replyOK},
+			&command{name: "client|capa", arity: -3, run: replyOK},
+		)},
+		&command{name: "command", arity: -1, run: s.handleCommand, subs: table(
+			&command{name: "command|count", arity: 2, run: s.handleCommandCount},
+			&command{name: "command|list", arity: -2, run: s.handleCommandList},
+			&command{name: "command|docs", arity: -2, run: s.handleCommandDocs},
+		)},
+		&command{name: "info", arity: -1, run: s.handleInfo},
+		&command{name: "time", arity: 1, run: s.handleTime},
+		&command{name: "config", arity: -2, subs: table(
+			&command{name: "config|get", arity: -3, run: s.handleConfigGet},
+		)},
+	)
+}
+
+// table indexes commands by their own (last) name.
+func table(cmds ...*command) map[string]*command {
+	m := make(map[string]*command, len(cmds))
+	for _, c := range cmds {
+		m[c.name[strings.LastIndexByte(c.name, '|')+1:]] = c
+	}
+	return m
+}
+
+// serveRESP is redcon's handler: it gates and dispatches one command.
+// Checks run in Redis's order: unknown command, arity, then authentication.
+func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
+	if !s.begin() {
+		s.writeError(conn, errShuttingDown)
+		s.flushIfClosing(conn)
+		return
+	}
+	defer s.end(conn)
+	c, err := s.lookup(cmd.Args)
+	if err == nil && !c.noAuth && !state(conn).authed {
+		err = errNoAuth
+	}
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	c.run(conn, cmd)
+}
+
+// lookup finds the command (or subcommand) args name and checks its arity.
+func (s *Server) lookup(args [][]byte) (*command, error) {
+	c := s.cmds[strings.ToLower(string(args[0]))]
+	if c == nil {
+		return nil, errUnknownCommand(args)
+	}
+	if c.subs != nil && len(args) >= 2 {
+		sub := c.subs[strings.ToLower(string(args[1]))]
+		if sub == nil {
+			return nil, errUnknownSubcommand(args[0], args[1])
+		}
+		c = sub
+	}
+	if n := len(args); (c.arity > 0 && n != c.arity) || n < -c.arity || c.run == nil {
+		return nil, errArity(c.name)
+	}
+	return c, nil
+}
+
+func replyOK(conn redcon.Conn, _ redcon.Command) { conn.WriteString("OK") }
+
+// parseInt parses a decimal integer exactly as Redis's string2ll does: no
+// sign but '-', no leading zeros, no spaces, no overflow.
+func parseInt(b []byte) (int64, bool) {
+	if len(b) == 1 && b[0] == '0' {
+		return 0, true
+	}
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 19 || b[0] < '1' || b[0] > '9' {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0') // 19 digits cannot overflow a uint64
+	}
+	switch {
+	case neg && n <= math.MaxInt64+1:
+		return -int64(n-1) - 1, true
+	case !neg && n <= math.MaxInt64:
+		return int64(n), true
+	}
+	return 0, false
+}
+
+// parseTTL reads an expiry argument of cmd, in seconds or milliseconds, the
+// way Redis 7 checks it: not an integer, not positive, or overflowing when
+// converted to milliseconds is an error. A TTL beyond what a Duration holds
+// is saturated; the Locker rejects it against max_ttl.
+func parseTTL(arg []byte, seconds bool, cmd string) (time.Duration, error) {
+	n, ok := parseInt(arg)
+	switch {
+	case !ok:
+		return 0, errNotInteger
+	case n <= 0, seconds && n > math.MaxInt64/1000:
+		return 0, errExpireTime(cmd)
+	}
+	if seconds {
+		n *= 1000
+	}
+	if n > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64, nil
+	}
+	return time.Duration(n) * time.Millisecond, nil
+}

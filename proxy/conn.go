@@ -1,0 +1,326 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// compatVersion is the Redis version the proxy answers as, in HELLO and
+// INFO: its commands and error texts are those of Redis 7.0.15.
+const compatVersion = "7.0.15"
+
+// connState is what one client connection negotiated. Only that
+// connection's goroutine touches it.
+type connState struct {
+	id      int64
+	proto   int // 2 or 3
+	authed  bool
+	name    string
+	db      int // always 0: lock keys live in db 0 on the backends
+	libName string
+	libVer  string
+}
+
+func state(conn redcon.Conn) *connState {
+	if st, ok := conn.Context().(*connState); ok {
+		return st
+	}
+	st := &connState{proto: 2}
+	conn.SetContext(st)
+	return st
+}
+
+// handlePing serves PING [message].
+func (s *Server) handlePing(conn redcon.Conn, cmd redcon.Command) {
+	switch len(cmd.Args) {
+	case 1:
+		conn.WriteString("PONG")
+	case 2:
+		conn.WriteBulk(cmd.Args[1])
+	default:
+		s.writeError(conn, errArity("ping"))
+	}
+}
+
+// handleEcho serves ECHO message.
+func (s *Server) handleEcho(conn redcon.Conn, cmd redcon.Command) {
+	conn.WriteBulk(cmd.Args[1])
+}
+
+// handleQuit serves QUIT: +OK, then the connection is closed.
+func (s *Server) handleQuit(conn redcon.Conn, _ redcon.Command) {
+	conn.WriteString("OK")
+	conn.Close()
+}
+
+// handleReset serves RESET: the connection is as if it had just connected.
+func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
+	st := state(conn)
+	*st = connState{id: st.id, proto: 2, authed: s.cfg.Password == ""}
+	conn.WriteString("RESET")
+}
+
+// handleSelect serves SELECT 0; lock keys live in db 0 on the backends, so
+// any other index is out of range, as on a Redis with one database.
+func (s *Server) handleSelect(conn redcon.Conn, cmd redcon.Command) {
+	n, ok := parseInt(cmd.Args[1])
+	switch {
+	case !ok || n < math.MinInt32 || n > math.MaxInt32:
+		s.writeError(conn, errNotInteger)
+	case n != 0:
+		s.writeError(conn, errDBIndex)
+	default:
+		conn.WriteString("OK")
+	}
+}
+
+// handleAuth serves AUTH [username] password.
+func (s *Server) handleAuth(conn redcon.Conn, cmd redcon.Command) {
+	args := cmd.Args
+	if len(args) > 3 {
+		s.writeError(conn, errSyntax)
+		return
+	}
+	user, legacy := "default", len(args) == 2
+	if !legacy {
+		user = string(args[1])
+	}
+	if err := s.authenticate(user, args[len(args)-1], legacy); err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	state(conn).authed = true
+	conn.WriteString("OK")
+}
+
+// authenticate checks a password as Redis checks its default user: without
+// a configured password that user is "nopass" and takes any password, but
+// the one-argument AUTH is refused as a likely misconfiguration.
+func (s *Server) authenticate(user string, pass []byte, legacy bool) error {
+	if s.cfg.Password == "" {
+		if legacy {
+			return errNoPassword
+		}
+		if user == "default" {
+			return nil
+		}
+		return errWrongPass
+	}
+	// Hashing first makes the comparison constant-time in the length too.
+	got, want := sha256.Sum256(pass), sha256.Sum256([]byte(s.cfg.Password))
+	if user != "default" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		return errWrongPass
+	}
+	return nil
+}
+
+// helloReq is a parsed HELLO [protover [AUTH username password] [SETNAME name]].
+type helloReq struct {
+	proto      int // 0: keep the current one
+	user, pass []byte
+	auth       bool
+	name       *string
+}
+
+func parseHello(args [][]byte) (helloReq, error) {
+	var req helloReq
+	if len(args) >= 2 {
+		v, ok := parseInt(args[1])
+		if !ok {
+			return req, &argError{"ERR Protocol version is not an integer or out of range"}
+		}
+		if v != 2 && v != 3 {
+			return req, errNoProto
+		}
+		req.proto = int(v)
+	}
+	for i := 2; i < len(args); i++ {
+		more := len(args) - 1 - i
+		switch opt := strings.ToLower(string(args[i])); {
+		case opt == "auth" && more >= 2:
+			req.auth, req.user, req.pass = true, args[i+1], args[i+2]
+			i += 2
+		case opt == "setname" && more >= 1:
+			name := string(args[i+1])
+			if !validClientName(name) {
+				return req, errClientName
+			}
+			req.name = &name
+			i++
+		default:
+			return req, errorf("ERR Syntax error in HELLO option '%s'", args[i])
+		}
+	}
+	return req, nil
+}
+
+// handleHello serves HELLO: it authenticates, names the connection and
+// switches its protocol, then replies the server map in the new protocol.
+func (s *Server) handleHello(conn redcon.Conn, cmd redcon.Command) {
+	req, err := parseHello(cmd.Args)
+	st := state(conn)
+	if err == nil && req.auth {
+		err = s.authenticate(string(req.user), req.pass, false)
+		st.authed = st.authed || err == nil
+	}
+	if err == nil && !st.authed {
+		err = errHelloNoAuth
+	}
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	if req.name != nil {
+		st.name = *req.name
+	}
+	if req.proto != 0 {
+		st.proto = req.proto
+	}
+	writeMapLen(conn, 7)
+	for _, kv := range [][2]string{{"server", "redis"}, {"version", compatVersion}} {
+		conn.WriteBulkString(kv[0])
+		conn.WriteBulkString(kv[1])
+	}
+	conn.WriteBulkString("proto")
+	conn.WriteInt(st.proto)
+	conn.WriteBulkString("id")
+	conn.WriteInt64(st.id)
+	for _, kv := range [][2]string{{"mode", "standalone"}, {"role", "master"}} {
+		conn.WriteBulkString(kv[0])
+		conn.WriteBulkString(kv[1])
+	}
+	conn.WriteBulkString("modules")
+	conn.WriteArray(0)
+}
+
+// validClientName is Redis's rule: printable ASCII without spaces.
+func validClientName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if name[i] < '!' || name[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// handleClientSetName serves CLIENT SETNAME name ("" clears it).
+func (s *Server) handleClientSetName(conn redcon.Conn, cmd redcon.Command) {
+	name := string(cmd.Args[2])
+	if !validClientName(name) {
+		s.writeError(conn, errClientName)
+		return
+	}
+	state(conn).name = name
+	conn.WriteString("OK")
+}
+
+// handleClientGetName serves CLIENT GETNAME: the name, or null when unset.
+func (s *Server) handleClientGetName(conn redcon.Conn, _ redcon.Command) {
+	if name := state(conn).name; name != "" {
+		conn.WriteBulkString(name)
+		return
+	}
+	writeNull(conn)
+}
+
+// handleClientID serves CLIENT ID.
+func (s *Server) handleClientID(conn redcon.Conn, _ redcon.Command) {
+	conn.WriteInt64(state(conn).id)
+}
+
+// handleClientSetInfo serves CLIENT SETINFO LIB-NAME|LIB-VER value.
+func (s *Server) handleClientSetInfo(conn redcon.Conn, cmd redcon.Command) {
+	st, val := state(conn), string(cmd.Args[3])
+	switch strings.ToLower(string(cmd.Args[2])) {
+	case "lib-name":
+		st.libName = val
+	case "lib-ver":
+		st.libVer = val
+	default:
+		s.writeError(conn, errorf("ERR Unrecognized option '%s'", cmd.Args[2]))
+		return
+	}
+	conn.WriteString("OK")
+}
+
+// handleClientInfo serves CLIENT INFO: a subset of Redis's fields.
+func (s *Server) handleClientInfo(conn redcon.Conn, _ redcon.Command) {
+	st := state(conn)
+	conn.WriteBulkString(fmt.Sprintf("id=%d addr=%s name=%s db=%d resp=%d lib-name=%s lib-ver=%s\n",
+		st.id, conn.RemoteAddr(), st.name, st.db, st.proto, st.libName, st.libVer))
+}
+
+// handleCommand serves the bare COMMAND with an empty array: clients call
+// it only to learn key positions for cluster routing, which has no use here.
+func (s *Server) handleCommand(conn redcon.Conn, _ redcon.Command) {
+	conn.WriteArray(0)
+}
+
+// handleCommandCount serves COMMAND COUNT: how many commands are served.
+func (s *Server) handleCommandCount(conn redcon.Conn, _ redcon.Command) {
+	conn.WriteInt(len(s.cmds))
+}
+
+// handleCommandList serves COMMAND LIST (filters are ignored).
+func (s *Server) handleCommandList(conn redcon.Conn, _ redcon.Command) {
+	conn.WriteArray(len(s.cmds))
+	for name := range s.cmds {
+		conn.WriteBulkString(name)
+	}
+}
+
+// handleCommandDocs serves COMMAND DOCS with an empty map.
+func (s *Server) handleCommandDocs(conn redcon.Conn, _ redcon.Command) {
+	writeMapLen(conn, 0)
+}
+
+// handleConfigGet serves CONFIG GET with an empty map: no backend setting
+// is exposed, and clients that probe settings fall back to defaults.
+func (s *Server) handleConfigGet(conn redcon.Conn, _ redcon.Command) {
+	writeMapLen(conn, 0)
+}
+
+// handleTime serves TIME: unix seconds and microseconds, as bulk strings.
+func (s *Server) handleTime(conn redcon.Conn, _ redcon.Command) {
+	now := time.Now()
+	conn.WriteArray(2)
+	conn.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
+	conn.WriteBulkString(strconv.Itoa(now.Nanosecond() / 1000))
+}
+
+// handleInfo serves INFO [section ...] in Redis's format. ioredis's ready
+// check needs it to succeed with loading absent or 0.
+func (s *Server) handleInfo(conn redcon.Conn, cmd redcon.Command) {
+	want := map[string]bool{}
+	for _, a := range cmd.Args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	var parts []string
+	for _, sec := range s.infoSections() {
+		if all || want[strings.ToLower(sec[0])] {
+			parts = append(parts, "# "+sec[0]+"\r\n"+sec[1])
+		}
+	}
+	conn.WriteBulkString(strings.Join(parts, "\r\n"))
+}
+
+// infoSections returns each INFO section's name and "field:value\r\n" lines.
+func (s *Server) infoSections() [][2]string {
+	up := int64(time.Since(s.started) / time.Second)
+	return [][2]string{
+		{"Server", fmt.Sprintf("redis_version:%s\r\nlockproxy_version:%s\r\nredis_mode:standalone\r\n"+
+			"process_id:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+			compatVersion, s.version, os.Getpid(), up, up/86400)},
+		{"Clients", fmt.Sprintf("connected_clients:%d\r\n", s.clients.Load())},
+		{"Persistence", "loading:0\r\nasync_loading:0\r\n"},
+	}
+}

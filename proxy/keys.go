@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/tidwall/redcon"
+)
+
+// handleGet serves GET key: the value a quorum holds, or null.
+func (s *Server) handleGet(conn redcon.Conn, cmd redcon.Command) {
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	val, err := s.locks.Get(ctx, string(cmd.Args[1]))
+	switch {
+	case err == nil:
+		conn.WriteBulkString(val)
+	case errors.Is(err, quorum.ErrNotFound):
+		writeNull(conn)
+	default:
+		s.writeError(conn, err)
+	}
+}
+
+// handlePTTL serves PTTL key: milliseconds left, -2 when absent, -1 when
+// the key has no expiry.
+func (s *Server) handlePTTL(conn redcon.Conn, cmd redcon.Command) {
+	s.replyTTL(conn, cmd, time.Millisecond)
+}
+
+// handleTTL serves TTL key: seconds left, rounded as Redis rounds them.
+func (s *Server) handleTTL(conn redcon.Conn, cmd redcon.Command) {
+	s.replyTTL(conn, cmd, time.Second)
+}
+
+func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Duration) {
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	d, err := s.locks.PTTL(ctx, string(cmd.Args[1]))
+	switch {
+	case err == nil:
+		ms := max(d.Milliseconds(), 0)
+		if unit == time.Second {
+			ms = (ms + 500) / 1000
+		}
+		conn.WriteInt64(ms)
+	case errors.Is(err, quorum.ErrNotFound):
+		conn.WriteInt(-2)
+	case errors.Is(err, quorum.ErrNoExpiry):
+		conn.WriteInt(-1)
+	default:
+		s.writeError(conn, err)
+	}
+}
+
+// handleExists serves EXISTS key [key ...]: how many of the keys exist on
+// a quorum, a key named twice counting twice, as in Redis.
+func (s *Server) handleExists(conn redcon.Conn, cmd redcon.Command) {
+	s.countKeys(conn, cmd.Args[1:], s.locks.Exists)
+}
+
+// handleDel serves DEL key [key ...]: an unconditional (administrative)
+// delete; the reply counts the keys that existed on a quorum.
+func (s *Server) handleDel(conn redcon.Conn, cmd redcon.Command) {
+	s.countKeys(conn, cmd.Args[1:], s.locks.Delete)
+}
+
+// countKeys makes one Locker call per key, each under its own timeout, and
+// replies how many returned true. The first error is the reply: past it the
+// count would not be an answer.
+func (s *Server) countKeys(conn redcon.Conn, keys [][]byte, call func(context.Context, string) (bool, error)) {
+	n := 0
+	for _, k := range keys {
+		ok, err := s.callKey(call, string(k))
+		if err != nil {
+			s.writeError(conn, err)
+			return
+		}
+		if ok {
+			n++
+		}
+	}
+	conn.WriteInt(n)
+}
+
+func (s *Server) callKey(call func(context.Context, string) (bool, error), key string) (bool, error) {
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	return call(ctx, key)
+}
+
+// handlePExpire serves PEXPIRE key ms: :1 when set on a quorum, else :0.
+func (s *Server) handlePExpire(conn redcon.Conn, cmd redcon.Command) {
+	s.expire(conn, cmd, false)
+}
+
+// handleExpire serves EXPIRE key seconds.
+func (s *Server) handleExpire(conn redcon.Conn, cmd redcon.Command) {
+	s.expire(conn, cmd, true)
+}
+
+func (s *Server) expire(conn redcon.Conn, cmd redcon.Command, seconds bool) {
+	ttl, err := parseExpire(cmd.Args, seconds)
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	ok, err := s.locks.Expire(ctx, string(cmd.Args[1]), ttl)
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	writeBool(conn, ok)
+}
+
+// parseExpire parses [P]EXPIRE key ttl [option], options before the TTL as
+// Redis checks them. A TTL ≤ 0, which makes Redis delete the key, is
+// refused: DEL says that plainly.
+func parseExpire(args [][]byte, seconds bool) (time.Duration, error) {
+	name := strings.ToLower(string(args[0]))
+	for _, a := range args[3:] {
+		switch opt := strings.ToUpper(string(a)); opt {
+		case "NX", "XX", "GT", "LT":
+			return 0, errorf("ERR lockproxy does not support %s options: %s key ttl (got %s)", strings.ToUpper(name), strings.ToUpper(name), opt)
+		default:
+			return 0, errorf("ERR Unsupported option %s", a)
+		}
+	}
+	return parseTTL(args[2], seconds, name)
+}
+
+// handleDelEx serves DELEX key IFEQ token (Redis 8.4): release, :1 or :0;
+// and DELEX key, an unconditional DEL of one key.
+func (s *Server) handleDelEx(conn redcon.Conn, cmd redcon.Command) {
+	args := cmd.Args
+	if len(args) == 2 {
+		s.countKeys(conn, args[1:], s.locks.Delete)
+		return
+	}
+	cond := ""
+	if len(args) == 4 {
+		cond = strings.ToUpper(string(args[2]))
+	}
+	switch cond {
+	case "IFEQ":
+		s.releaseLock(conn, string(args[1]), string(args[3]))
+	case "IFNE", "IFDEQ", "IFDNE":
+		s.writeError(conn, errorf("ERR lockproxy only takes DELEX key IFEQ token (got %s)", cond))
+	default:
+		s.writeError(conn, errSyntax)
+	}
+}
+
+// handleDelIfEq serves DELIFEQ key token (Valkey 9): release, :1 or :0.
+func (s *Server) handleDelIfEq(conn redcon.Conn, cmd redcon.Command) {
+	s.releaseLock(conn, string(cmd.Args[1]), string(cmd.Args[2]))
+}
+
+// releaseLock deletes key where token holds it: :1 released, :0 not held.
+func (s *Server) releaseLock(conn redcon.Conn, key, token string) {
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	_, err := s.locks.Release(ctx, key, token)
+	switch {
+	case err == nil:
+		conn.WriteInt(1)
+	case errors.Is(err, quorum.ErrNotHeld):
+		conn.WriteInt(0)
+	default:
+		s.writeError(conn, err)
+	}
+}

@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"strconv"
+
+	"github.com/tidwall/redcon"
+)
+
+// redcon writes RESP2 only; these helpers add the RESP3 forms that a
+// connection gets after HELLO 3 (redis-py 8 and redlock-rb 2 require it).
+
+var resp3Null = []byte("_\r\n")
+
+// writeNull writes a null: "_" in RESP3, the null bulk "$-1" in RESP2.
+func writeNull(conn redcon.Conn) {
+	if state(conn).proto == 3 {
+		conn.WriteRaw(resp3Null)
+		return
+	}
+	conn.WriteNull()
+}
+
+// writeMapLen starts a map of n pairs: "%n" in RESP3, a flat array of 2n
+// elements in RESP2, as Redis sends HELLO and CONFIG GET.
+func writeMapLen(conn redcon.Conn, n int) {
+	if state(conn).proto == 3 {
+		conn.WriteRaw(strconv.AppendInt([]byte{'%'}, int64(n), 10))
+		conn.WriteRaw([]byte("\r\n"))
+		return
+	}
+	conn.WriteArray(2 * n)
+}
+
+// writeBool writes the :1/:0 integer replies of EXPIRE, DELEX and scripts.
+func writeBool(conn redcon.Conn, ok bool) {
+	if ok {
+		conn.WriteInt(1)
+		return
+	}
+	conn.WriteInt(0)
+}
+
+// statusOK is a script result replied as the status "+OK".
+type statusOK struct{}
+
+// writeValue writes a script result the way Redis converts Lua values:
+// numbers as integers, false/nil as null, status tables as status replies.
+func writeValue(conn redcon.Conn, v any) {
+	switch v := v.(type) {
+	case int64:
+		conn.WriteInt64(v)
+	case string:
+		conn.WriteBulkString(v)
+	case statusOK:
+		conn.WriteString("OK")
+	default:
+		writeNull(conn)
+	}
+}

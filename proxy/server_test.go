@@ -1,0 +1,453 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// call is one Locker call seen by fakeLocker.
+type call struct {
+	ctx        context.Context
+	op         string
+	key, token string
+	ttl        time.Duration
+}
+
+func (c call) String() string {
+	s := c.op + " " + c.key
+	if c.token != "" {
+		s += " " + c.token
+	}
+	if c.ttl != 0 {
+		s += " " + c.ttl.String()
+	}
+	return s
+}
+
+// fakeLocker records calls and answers them with answer.
+type fakeLocker struct {
+	maxTTL time.Duration
+	mu     sync.Mutex
+	calls  []string
+	answer func(call) (any, error) // nil: zero values, no error
+}
+
+var _ Locker = (*fakeLocker)(nil)
+
+// reset forgets the calls so far and answers the next ones with answer.
+func (f *fakeLocker) reset(answer func(call) (any, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls, f.answer = nil, answer
+}
+
+func (f *fakeLocker) seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeLocker) do(c call) (any, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, c.String())
+	answer := f.answer
+	f.mu.Unlock()
+	if answer == nil {
+		return nil, nil
+	}
+	return answer(c)
+}
+
+func (f *fakeLocker) Acquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "acquire", key, token, ttl})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) Release(ctx context.Context, key, token string) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "release", key, token, 0})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) Extend(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "extend", key, token, ttl})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) Get(ctx context.Context, key string) (string, error) {
+	v, err := f.do(call{ctx, "get", key, "", 0})
+	s, _ := v.(string)
+	return s, err
+}
+
+func (f *fakeLocker) PTTL(ctx context.Context, key string) (time.Duration, error) {
+	v, err := f.do(call{ctx, "pttl", key, "", 0})
+	d, _ := v.(time.Duration)
+	return d, err
+}
+
+func (f *fakeLocker) Exists(ctx context.Context, key string) (bool, error) {
+	v, err := f.do(call{ctx, "exists", key, "", 0})
+	b, _ := v.(bool)
+	return b, err
+}
+
+func (f *fakeLocker) Delete(ctx context.Context, key string) (bool, error) {
+	v, err := f.do(call{ctx, "delete", key, "", 0})
+	b, _ := v.(bool)
+	return b, err
+}
+
+func (f *fakeLocker) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	v, err := f.do(call{ctx, "expire", key, "", ttl})
+	b, _ := v.(bool)
+	return b, err
+}
+
+func (f *fakeLocker) MaxTTL() time.Duration { return f.maxTTL }
+
+// Answers for fakeLocker.answer.
+func fails(err error) func(call) (any, error) {
+	return func(call) (any, error) { return nil, err }
+}
+
+func returns(v any) func(call) (any, error) {
+	return func(call) (any, error) { return v, nil }
+}
+
+// testServer is a Server on 127.0.0.1:0 in front of a fakeLocker.
+type testServer struct {
+	*Server
+	fake *fakeLocker
+	addr string
+}
+
+// startServer serves a fresh fakeLocker and shuts the server down (checking
+// that Serve returned nil) when the test ends.
+func startServer(t *testing.T, cfg Config) *testServer {
+	t.Helper()
+	fake := &fakeLocker{maxTTL: time.Minute}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	srv, err := New(fake, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return &testServer{Server: srv, fake: fake, addr: ln.Addr().String()}
+}
+
+// wire is a raw RESP connection for checking replies byte for byte.
+type wire struct {
+	t    testing.TB
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+func connect(t testing.TB, addr string) *wire {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second)) // a hung test fails instead of hanging
+	return &wire{t: t, conn: conn, rd: bufio.NewReader(conn)}
+}
+
+// encode writes args as a RESP array of bulk strings.
+func encode(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
+}
+
+func (w *wire) send(args ...string) {
+	w.t.Helper()
+	w.sendRaw(encode(args...))
+}
+
+func (w *wire) sendRaw(raw string) {
+	w.t.Helper()
+	if _, err := io.WriteString(w.conn, raw); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// do sends one command and returns its whole reply, raw.
+func (w *wire) do(args ...string) string {
+	w.t.Helper()
+	w.send(args...)
+	return w.read()
+}
+
+func (w *wire) read() string {
+	w.t.Helper()
+	r, err := readReply(w.rd)
+	if err != nil {
+		w.t.Fatalf("reading reply (got %q so far): %v", r, err)
+	}
+	return r
+}
+
+// readReply reads one complete RESP2 or RESP3 reply and returns its bytes.
+func readReply(rd *bufio.Reader) (string, error) {
+	line, err := rd.ReadString('\n')
+	if err != nil || len(line) < 3 {
+		return line, errors.Join(err, io.ErrUnexpectedEOF)
+	}
+	n, _ := strconv.Atoi(line[1 : len(line)-2])
+	switch line[0] {
+	case '$', '=', '!':
+		if n < 0 {
+			return line, nil
+		}
+		body := make([]byte, n+2)
+		_, err := io.ReadFull(rd, body)
+		return line + string(body), err
+	case '%', '|':
+		n *= 2
+	case '*', '~', '>':
+	default:
+		return line, nil
+	}
+	for range max(n, 0) {
+		elem, err := readReply(rd)
+		line += elem
+		if err != nil {
+			return line, err
+		}
+	}
+	return line, nil
+}
+
+// wireCase is one command on a fresh connection: the Locker answers with
+// answer, and the reply and the Locker calls must be exactly these.
+type wireCase struct {
+	name   string
+	setup  [][]string // commands sent first on the same connection
+	cmd    []string
+	answer func(call) (any, error)
+	want   string
+	calls  []string
+}
+
+func runWireCases(t *testing.T, ts *testServer, cases []wireCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := connect(t, ts.addr)
+			for _, c := range tc.setup {
+				w.do(c...)
+			}
+			ts.fake.reset(tc.answer)
+			if exp, got := tc.want, w.do(tc.cmd...); exp != got {
+				t.Errorf("reply: want %q, got %q", exp, got)
+			}
+			if exp, got := fmt.Sprint(tc.calls), fmt.Sprint(ts.fake.seen()); exp != got {
+				t.Errorf("calls: want %s, got %s", exp, got)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	fake := &fakeLocker{}
+	for _, tc := range []struct {
+		name   string
+		locks  Locker
+		cfg    Config
+		errSub string
+	}{
+		{name: "defaults", locks: fake},
+		{name: "nil locker", cfg: Config{}, errSub: "nil Locker"},
+		{name: "negative max request", locks: fake, cfg: Config{MaxRequestBytes: -1}, errSub: "max request bytes"},
+		{name: "huge max request", locks: fake, cfg: Config{MaxRequestBytes: 1<<40 + 1}, errSub: "max request bytes"},
+		{name: "negative timeout", locks: fake, cfg: Config{RequestTimeout: -time.Second}, errSub: "request timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(tc.locks, tc.cfg)
+			if tc.errSub == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if exp, got := (Config{MaxRequestBytes: 1 << 20, RequestTimeout: 5 * time.Second}), (Config{MaxRequestBytes: s.cfg.MaxRequestBytes, RequestTimeout: s.cfg.RequestTimeout}); exp != got {
+					t.Fatalf("defaults: want %+v, got %+v", exp, got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.errSub) {
+				t.Fatalf("want an error containing %q, got %v", tc.errSub, err)
+			}
+		})
+	}
+}
+
+// blockingAcquire answers acquire only when release is closed (or the
+// call's context ends), telling entered when it starts and done when it
+// returns.
+func blockingAcquire(entered, release chan struct{}, done chan error) func(call) (any, error) {
+	return func(c call) (any, error) {
+		entered <- struct{}{}
+		var err error
+		select {
+		case <-release:
+		case <-c.ctx.Done():
+			err = c.ctx.Err()
+		}
+		done <- err
+		return nil, err
+	}
+}
+
+func TestShutdownDrains(t *testing.T) {
+	ts := startServer(t, Config{})
+	entered, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	ts.fake.reset(blockingAcquire(entered, release, done))
+	holder, other := connect(t, ts.addr), connect(t, ts.addr)
+	if exp, got := "+PONG\r\n", other.do("PING"); exp != got {
+		t.Fatalf("want %q, got %q", exp, got)
+	}
+	holder.send("SET", "k", "v", "NX", "PX", "1000")
+	<-entered
+
+	shut := make(chan error, 1)
+	go func() { shut <- ts.Shutdown(context.Background()) }()
+	<-ts.stopped
+
+	if c, err := net.Dial("tcp", ts.addr); err == nil {
+		c.Close()
+		t.Fatal("a new connection was accepted after Shutdown began")
+	}
+	if exp, got := "-ERR lockproxy is shutting down\r\n", other.do("PING"); exp != got {
+		t.Fatalf("command after Shutdown began: want %q, got %q", exp, got)
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) while a command was in flight", err)
+	default:
+	}
+	close(release)
+	if exp, got := "+OK\r\n", holder.read(); exp != got {
+		t.Fatalf("in-flight command: want %q, got %q", exp, got)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if _, err := readReply(other.rd); !errors.Is(err, io.EOF) {
+		t.Fatalf("connection still open after Shutdown: %v", err)
+	}
+}
+
+func TestShutdownContextEnds(t *testing.T) {
+	ts := startServer(t, Config{})
+	entered, done := make(chan struct{}), make(chan error, 1)
+	ts.fake.reset(blockingAcquire(entered, make(chan struct{}), done))
+	holder := connect(t, ts.addr)
+	holder.send("SET", "k", "v", "NX", "PX", "1000")
+	<-entered
+
+	ctx, cancel := context.WithCancel(context.Background())
+	shut := make(chan error, 1)
+	go func() { shut <- ts.Shutdown(ctx) }()
+	<-ts.stopped
+	cancel()
+	if err := <-shut; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Shutdown: want context.Canceled, got %v", err)
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the Locker call was not cancelled: %v", err)
+	}
+	// The reply races with the connection's close: either is an answer.
+	if r, err := readReply(holder.rd); err == nil && !strings.HasPrefix(r, "-NOQUORUM") {
+		t.Fatalf("cancelled command: got %q", r)
+	}
+}
+
+func TestShutdownBeforeServe(t *testing.T) {
+	srv, err := New(&fakeLocker{}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Shutdown(t.Context()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(ln); err != nil {
+		t.Fatalf("Serve after Shutdown: %v", err)
+	}
+	if c, err := net.Dial("tcp", ln.Addr().String()); err == nil {
+		c.Close()
+		t.Fatal("Serve after Shutdown left the listener open")
+	}
+}
+
+func TestServeTwice(t *testing.T) {
+	ts := startServer(t, Config{})
+	connect(t, ts.addr).do("PING") // the first Serve is running
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := ts.Serve(ln); err == nil {
+		t.Fatal("a second Serve succeeded")
+	}
+}
+
+func TestRequestTimeoutBoundsLockerCall(t *testing.T) {
+	ts := startServer(t, Config{RequestTimeout: time.Millisecond})
+	ts.fake.reset(func(c call) (any, error) {
+		<-c.ctx.Done() // the fake waits for the proxy's deadline
+		return nil, c.ctx.Err()
+	})
+	w := connect(t, ts.addr)
+	if exp, got := "-NOQUORUM no quorum answered within the request timeout of 1ms\r\n", w.do("GET", "k"); exp != got {
+		t.Fatalf("want %q, got %q", exp, got)
+	}
+}
+
+func TestGuardedAgainstRedconPanic(t *testing.T) {
+	ts := startServer(t, Config{})
+	w := connect(t, ts.addr)
+	w.sendRaw("*1\r\n$9223372036854775807\r\n")
+	if r := w.read(); !strings.HasPrefix(r, "-ERR Protocol error") {
+		t.Fatalf("want a protocol error, got %q", r)
+	}
+	if exp, got := "+PONG\r\n", connect(t, ts.addr).do("PING"); exp != got {
+		t.Fatalf("server after a malformed request: want %q, got %q", exp, got)
+	}
+}

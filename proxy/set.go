@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/tidwall/redcon"
+)
+
+// setReq is a parsed SET: a lock acquisition, SET key token NX PX|EX ttl,
+// or with extend, a lock extension, SET key token IFEQ token PX|EX ttl.
+type setReq struct {
+	key, token string
+	ttl        time.Duration
+	extend     bool
+}
+
+// SET's options fall in groups of which Redis takes at most one each;
+// repeating the same option is allowed, and the last value wins.
+const (
+	setCondition = iota // NX XX IFEQ IFNE IFDEQ IFDNE
+	setExpiry           // EX PX EXAT PXAT KEEPTTL
+	setGet              // GET
+	setGroups
+)
+
+var setOptions = map[string]struct {
+	group int
+	value bool // takes the next argument
+}{
+	"nx": {setCondition, false}, "xx": {setCondition, false},
+	"ifeq": {setCondition, true}, "ifne": {setCondition, true},
+	"ifdeq": {setCondition, true}, "ifdne": {setCondition, true},
+	"ex": {setExpiry, true}, "px": {setExpiry, true},
+	"exat": {setExpiry, true}, "pxat": {setExpiry, true},
+	"keepttl": {setExpiry, false},
+	"get":     {setGet, false},
+}
+
+// parseSet parses SET key value [options] as Redis 7 and 8.4 do (syntax,
+// then the expiry value), then keeps only the two lock shapes.
+func parseSet(args [][]byte) (setReq, error) {
+	if len(args) < 3 {
+		return setReq{}, errArity("set")
+	}
+	var opt [setGroups]string
+	var val [setGroups][]byte
+	for i := 3; i < len(args); i++ {
+		name := strings.ToLower(string(args[i]))
+		o, ok := setOptions[name]
+		if !ok || (opt[o.group] != "" && opt[o.group] != name) || (o.value && i+1 == len(args)) {
+			return setReq{}, errSyntax
+		}
+		if o.value {
+			i++
+			val[o.group] = args[i]
+		}
+		opt[o.group] = name
+	}
+	req := setReq{key: string(args[1]), token: string(args[2])}
+	if val[setExpiry] != nil {
+		ttl, err := parseTTL(val[setExpiry], opt[setExpiry] == "ex" || opt[setExpiry] == "exat", "set")
+		if err != nil {
+			return setReq{}, err
+		}
+		req.ttl = ttl
+	}
+	return checkSetShape(req, opt, string(val[setCondition]))
+}
+
+// checkSetShape refuses what is not a lock: a lock without a TTL never
+// expires when its holder dies, and XX, GET or KEEPTTL ignore ownership.
+func checkSetShape(req setReq, opt [setGroups]string, cmp string) (setReq, error) {
+	switch {
+	case opt[setCondition] == "":
+		return setReq{}, errSetShape("SET without NX")
+	case opt[setCondition] != "nx" && opt[setCondition] != "ifeq":
+		return setReq{}, errSetShape(strings.ToUpper(opt[setCondition]))
+	case opt[setGet] != "":
+		return setReq{}, errSetShape("GET")
+	case opt[setExpiry] != "ex" && opt[setExpiry] != "px" && opt[setExpiry] != "":
+		return setReq{}, errSetShape(strings.ToUpper(opt[setExpiry]))
+	case opt[setExpiry] == "":
+		return setReq{}, errSetShape(strings.ToUpper(opt[setCondition]) + " without PX or EX: a lock without a TTL never expires; SETNX then PEXPIRE is the legacy form")
+	case opt[setCondition] == "ifeq" && cmp != req.token:
+		return setReq{}, errSetShape("IFEQ with a new value: only the holder's own token can extend")
+	}
+	req.extend = opt[setCondition] == "ifeq"
+	return req, nil
+}
+
+func errSetShape(got string) *argError {
+	return errorf("ERR lockproxy only takes locks: SET key token NX PX|EX ttl, or SET key token IFEQ token PX|EX ttl to extend (got %s)", got)
+}
+
+// handleSet serves SET key token NX PX|EX ttl (acquire: +OK, or null when
+// held elsewhere) and SET key token IFEQ token PX|EX ttl (extend: +OK, or
+// null when not held), as Redis 8.4 replies to IFEQ.
+func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
+	req, err := parseSet(cmd.Args)
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	if req.extend {
+		_, err = s.locks.Extend(ctx, req.key, req.token, req.ttl)
+	} else {
+		_, err = s.locks.Acquire(ctx, req.key, req.token, req.ttl)
+	}
+	switch {
+	case err == nil:
+		conn.WriteString("OK")
+	case errors.Is(err, quorum.ErrNotAcquired), errors.Is(err, quorum.ErrNotHeld):
+		writeNull(conn) // contention is not an error
+	default:
+		s.writeError(conn, err)
+	}
+}
+
+// handleSetNX serves SETNX key token (:1 taken, :0 held elsewhere). The
+// legacy recipe sets the TTL with a following PEXPIRE; until then the lock
+// gets max_ttl, so that a client dying in between cannot leave it forever.
+func (s *Server) handleSetNX(conn redcon.Conn, cmd redcon.Command) {
+	key, token := string(cmd.Args[1]), string(cmd.Args[2])
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	_, err := s.locks.Acquire(ctx, key, token, s.locks.MaxTTL())
+	switch {
+	case err == nil:
+		conn.WriteInt(1)
+	case errors.Is(err, quorum.ErrNotAcquired):
+		conn.WriteInt(0)
+	default:
+		s.writeError(conn, err)
+	}
+}
