@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/redis/go-redis/v9"
 )
 
 // call is one Locker call seen by fakeLocker.
@@ -450,4 +451,86 @@ func TestGuardedAgainstRedconPanic(t *testing.T) {
 	if exp, got := "+PONG\r\n", connect(t, ts.addr).do("PING"); exp != got {
 		t.Fatalf("server after a malformed request: want %q, got %q", exp, got)
 	}
+}
+
+// TestGoRedis drives the proxy with an unchanged go-redis v9 client, which
+// sends HELLO 3, CLIENT MAINT_NOTIFICATIONS and CLIENT SETINFO first.
+func TestGoRedis(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		protocol int
+		password string
+	}{
+		{"RESP3", 3, ""},
+		{"RESP2", 2, ""},
+		{"RESP3 with password", 3, "sekret"},
+		{"RESP2 with password", 2, "sekret"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, Config{Password: tc.password})
+			rdb := redis.NewClient(&redis.Options{Addr: ts.addr, Protocol: tc.protocol, Password: tc.password})
+			t.Cleanup(func() { rdb.Close() })
+			ctx := t.Context()
+
+			hello, err := rdb.Do(ctx, "HELLO").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, isMap := hello.(map[any]any); isMap != (tc.protocol == 3) {
+				t.Fatalf("HELLO reply %T on a RESP%d connection", hello, tc.protocol)
+			}
+			testGoRedisLocks(t, ts, rdb)
+		})
+	}
+}
+
+func testGoRedisLocks(t *testing.T, ts *testServer, rdb *redis.Client) {
+	ctx := t.Context()
+	check := func(what string, exp, got any, err error) {
+		t.Helper()
+		if err != nil || fmt.Sprint(exp) != fmt.Sprint(got) {
+			t.Fatalf("%s: want %v, got %v (err %v); calls %v", what, exp, got, err, ts.fake.seen())
+		}
+	}
+	ts.fake.reset(nil)
+	ok, err := rdb.SetNX(ctx, "k", "v", 30*time.Second).Result()
+	check("SetNX", true, ok, err)
+	ok, err = rdb.SetNX(ctx, "k", "v", 1500*time.Millisecond).Result()
+	check("SetNX ms", true, ok, err)
+	check("acquire calls", "[acquire k v 30s acquire k v 1.5s]", ts.fake.seen(), nil)
+
+	ts.fake.reset(fails(quorum.ErrNotAcquired))
+	ok, err = rdb.SetNX(ctx, "k", "v", 30*time.Second).Result()
+	check("SetNX held elsewhere", false, ok, err)
+
+	ts.fake.reset(fails(quorum.ErrNotFound))
+	_, err = rdb.Get(ctx, "k").Result()
+	check("Get missing is redis.Nil", true, errors.Is(err, redis.Nil), nil)
+
+	ts.fake.reset(returns(1500 * time.Millisecond))
+	d, err := rdb.PTTL(ctx, "k").Result()
+	check("PTTL", 1500*time.Millisecond, d, err)
+
+	ts.fake.reset(returns(true))
+	n, err := rdb.Exists(ctx, "a", "b").Result()
+	check("Exists", 2, n, err)
+	ok, err = rdb.PExpire(ctx, "k", 5*time.Second).Result()
+	check("PExpire", true, ok, err)
+
+	// Script.Run sends EVALSHA, gets NOSCRIPT, and falls back to EVAL.
+	ts.fake.reset(nil)
+	v, err := redis.NewScript(releaseScript).Run(ctx, rdb, []string{"k"}, "v").Int()
+	check("release script", 1, v, err)
+	ts.fake.reset(fails(quorum.ErrNotHeld))
+	v, err = redis.NewScript(releaseScript).Run(ctx, rdb, []string{"k"}, "v").Int()
+	check("release script not held", 0, v, err)
+
+	// NOQUORUM is not among the errors go-redis retries by itself.
+	ts.fake.reset(fails(&quorum.NoQuorumError{Counted: 1, Needed: 2, Total: 3}))
+	err = rdb.SetNX(ctx, "k", "v", time.Second).Err()
+	check("no quorum", "NOQUORUM 1 of 3 backends answered, 2 needed", err, nil)
+	check("no quorum is not retried", 1, len(ts.fake.seen()), nil)
+
+	info, err := rdb.Info(ctx, "server").Result()
+	check("INFO", true, strings.Contains(info, "redis_version:7.0.15"), err)
 }
