@@ -1,0 +1,217 @@
+package test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// binary is the lockproxy built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lockproxy-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "lockproxy")
+	build := exec.Command("go", "build", "-race", "-o", binary, "..")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building lockproxy:", err)
+		os.Exit(1)
+	}
+	redis.SetLogger(quietLogger{})
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// proxyProcess is one running lockproxy binary.
+type proxyProcess struct {
+	Addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	mu  sync.Mutex
+	log strings.Builder
+}
+
+var listeningLine = regexp.MustCompile(`msg="lockproxy listening" addr=(\S+)`)
+
+// startProxy runs lockproxy on a free loopback port with args and waits for
+// it to log the address it listens on.
+func startProxy(t *testing.T, args ...string) *proxyProcess {
+	t.Helper()
+	p := &proxyProcess{done: make(chan struct{})}
+	p.cmd = exec.Command(binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("starting lockproxy: %v", err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.mu.Lock()
+			p.log.WriteString(line + "\n")
+			p.mu.Unlock()
+			if m := listeningLine.FindStringSubmatch(line); m != nil {
+				select {
+				case addr <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, stderr)
+		p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("lockproxy log:\n%s", p.Log())
+		}
+	})
+	select {
+	case p.Addr = <-addr:
+	case <-p.done:
+		t.Fatalf("lockproxy exited before listening:\n%s", p.Log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("lockproxy did not start listening:\n%s", p.Log())
+	}
+	return p
+}
+
+// Log returns what the proxy has logged so far.
+func (p *proxyProcess) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// Signal sends sig and waits for the process to exit, returning its code.
+func (p *proxyProcess) Signal(t *testing.T, sig syscall.Signal) int {
+	t.Helper()
+	p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("lockproxy did not exit")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// Client returns a go-redis v9 client to the proxy with its defaults
+// (RESP3 via HELLO 3), retries off so that every reply is the proxy's own.
+func (p *proxyProcess) Client(t *testing.T) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: p.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// backends starts n real redis-servers and returns them with the -backends
+// flag that names them.
+func backends(t *testing.T, n int) ([]*redistest.Server, string) {
+	t.Helper()
+	servers := redistest.StartN(t, n)
+	urls := make([]string, n)
+	for i, s := range servers {
+		urls[i] = s.URL()
+	}
+	return servers, strings.Join(urls, ",")
+}
+
+// cluster is a proxy over n fresh backends without restart quarantine (they
+// were all just started) and with a backend timeout fit for a loaded CI box.
+type cluster struct {
+	servers []*redistest.Server
+	proxy   *proxyProcess
+}
+
+func newCluster(t *testing.T, n int, args ...string) *cluster {
+	t.Helper()
+	servers, list := backends(t, n)
+	args = append([]string{"-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms"}, args...)
+	return &cluster{servers: servers, proxy: startProxy(t, args...)}
+}
+
+// held returns what each backend holds for key ("" when absent, "?" when it
+// does not answer).
+func (c *cluster) held(t *testing.T, key string) []string {
+	t.Helper()
+	out := make([]string, len(c.servers))
+	for i, s := range c.servers {
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		v, err := s.Client(t).Get(ctx, key).Result()
+		cancel()
+		switch {
+		case err == redis.Nil:
+		case err != nil:
+			out[i] = "?"
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}
+
+// eventually polls cond until it returns "" and fails with its last message
+// after a generous deadline.
+func eventually(t *testing.T, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// redisCLI runs redis-cli against the proxy and returns its output.
+func redisCLI(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	out, err := exec.Command("redis-cli", append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// runBinary runs lockproxy to completion (for startup failures).
+func runBinary(args ...string) (string, error) {
+	cmd := exec.Command(binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}

@@ -1,0 +1,83 @@
+package test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestChatter: the small commands clients send around their locks.
+func TestChatter(t *testing.T) {
+	c := newCluster(t, 3)
+	cli := c.proxy.Client(t)
+	for _, s := range []struct {
+		args []any
+		want string // substring of the reply
+	}{
+		{[]any{"INFO"}, "redis_version:"},
+		{[]any{"INFO", "server"}, "# Server"},
+		{[]any{"TIME"}, "["},
+		{[]any{"CONFIG", "GET", "maxmemory"}, ""},
+		{[]any{"COMMAND", "DOCS"}, ""},
+		{[]any{"CLIENT", "ID"}, ""},
+		{[]any{"CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "internal-ip"}, "OK"},
+		{[]any{"HELLO", 3}, "proto:3"},
+		{[]any{"SELECT", 1}, "ERR:"},
+	} {
+		got := do(t, cli, s.args...)
+		if strings.HasPrefix(got, "ERR:") != strings.HasPrefix(s.want, "ERR:") || !strings.Contains(got, strings.TrimPrefix(s.want, "ERR:")) {
+			t.Errorf("%v: expected %q in the reply, got %q", s.args, s.want, got)
+		}
+	}
+}
+
+// TestAuth: with a password, nothing but the handshake is served before
+// AUTH, and nothing reaches the backends.
+func TestAuth(t *testing.T) {
+	c := newCluster(t, 3, "-password", "s3cret")
+	anon := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: 2, MaxRetries: -1})
+	defer anon.Close()
+	if got := do(t, anon, "SET", "k", "me", "NX", "PX", 10000); !strings.HasPrefix(got, "ERR:NOAUTH") {
+		t.Fatalf("unauthenticated SET: expected NOAUTH, got %q", got)
+	}
+	for i, s := range c.servers {
+		if strings.Contains(s.Client(t).Info(t.Context(), "commandstats").Val(), "cmdstat_set:") {
+			t.Errorf("backend %d ran SET for an unauthenticated client", i)
+		}
+	}
+	wrong := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Password: "guess", MaxRetries: -1})
+	defer wrong.Close()
+	if err := wrong.Ping(t.Context()).Err(); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
+		t.Fatalf("wrong password: expected WRONGPASS, got %v", err)
+	}
+	// go-redis authenticates inside HELLO 3.
+	authed := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Password: "s3cret", MaxRetries: -1})
+	defer authed.Close()
+	if got := do(t, authed, "SET", "k", "me", "NX", "PX", 10000); got != "OK" {
+		t.Fatalf("authenticated SET: %q", got)
+	}
+}
+
+// TestQuarantineOnColdStart: fresh backends count only once up for max_ttl,
+// and the error says why.
+func TestQuarantineOnColdStart(t *testing.T) {
+	_, list := backends(t, 3)
+	p := startProxy(t, "-backends", list, "-max-ttl", "3s", "-backend-timeout", "500ms")
+	cli := p.Client(t)
+	if got := do(t, cli, "SET", "k", "me", "NX", "PX", 1000); !strings.HasPrefix(got, "ERR:NOQUORUM") || !strings.Contains(got, "quarantined") {
+		t.Fatalf("on fresh backends: expected NOQUORUM naming the quarantine, got %q", got)
+	}
+	start := time.Now()
+	eventually(t, func() string {
+		if got := do(t, cli, "SET", "k", "me", "NX", "PX", 1000); got != "OK" {
+			return fmt.Sprintf("still %q after %s", got, time.Since(start))
+		}
+		return ""
+	})
+	if !strings.Contains(p.Log(), "counts_at") {
+		t.Errorf("the log does not say when the backends will count:\n%s", p.Log())
+	}
+}
