@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // outcome names what an operation returned, so that tables can say it.
@@ -44,7 +46,7 @@ func TestAcquireEverySubset(t *testing.T) {
 						// carry one case's faults into the next.
 						e := newEngine(t, c.cfg)
 						// Connect before the faults, so only they decide the outcome.
-						eventually(t, func() string {
+						redistest.Eventually(t, func() string {
 							for _, s := range e.Probe(t.Context()) {
 								if s.Err != nil {
 									return fmt.Sprintf("backend %s before the faults: %v", s.Addr, s.Err)
@@ -96,7 +98,7 @@ func TestAcquireEverySubset(t *testing.T) {
 
 						// The answer comes with the quorum; the other backends'
 						// writes (or rollbacks) land within a node timeout.
-						eventually(t, func() string {
+						redistest.Eventually(t, func() string {
 							values := c.values(t, key)
 							for i := range n {
 								exp := ""
@@ -271,7 +273,7 @@ func TestAcquireLateYesRolledBack(t *testing.T) {
 	if exp, got := "refused", outcome(err); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
-	eventually(t, func() string {
+	redistest.Eventually(t, func() string {
 		if calls, held := c.setCalls(t, 1), c.values(t, key)[1]; calls != 1 || held != "" {
 			return fmt.Sprintf("backend 1 holds %q (SET ran %d times)", held, calls)
 		}

@@ -12,35 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 func TestMain(m *testing.M) {
-	// go-redis logs every refused dial; the tests refuse many on purpose.
-	redis.SetLogger(quietLogger{})
+	redistest.SilenceGoRedis()
 	os.Exit(m.Run())
-}
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
-
-// eventually polls cond until it returns "" and fails with its last message
-// after a generous deadline.
-func eventually(t *testing.T, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // cluster is N real backends and an engine over them.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 func TestParseServerInfo(t *testing.T) {
@@ -25,7 +27,7 @@ const shortMaxTTL = 3 * time.Second
 // waitAllCount waits until every backend counts toward quorum.
 func waitAllCount(t *testing.T, e *Engine) {
 	t.Helper()
-	eventually(t, func() string {
+	redistest.Eventually(t, func() string {
 		for _, s := range e.Probe(t.Context()) {
 			if s.Err != nil {
 				return s.Addr + ": " + s.Err.Error()
@@ -98,7 +100,7 @@ func TestQuarantineEnds(t *testing.T) {
 	if exp, got := "noquorum", outcome(second(c.engine.Acquire(t.Context(), uniqueKey(t), "me", time.Second))); exp != got {
 		t.Fatalf("right after the restart: expected %s, got %s", exp, got)
 	}
-	eventually(t, func() string {
+	redistest.Eventually(t, func() string {
 		if got := outcome(second(c.engine.Acquire(t.Context(), uniqueKey(t), "me", time.Second))); got != "ok" {
 			return "still " + got + " after the quarantine should have ended"
 		}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 func TestReads(t *testing.T) {
@@ -108,7 +110,7 @@ func TestDeleteAndExpire(t *testing.T) {
 	if deleted, err := c.engine.Delete(t.Context(), key); err != nil || !deleted {
 		t.Fatalf("Delete: %v, %v", deleted, err)
 	}
-	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "") })
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "") })
 	if ok, err := c.engine.Expire(t.Context(), key, 10*time.Second); err != nil || ok {
 		t.Fatalf("Expire of an absent key: %v, %v", ok, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 func TestRelease(t *testing.T) {
@@ -15,12 +17,12 @@ func TestRelease(t *testing.T) {
 	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "intruder"))); exp != got {
 		t.Fatalf("release by a non-owner: expected %s, got %s", exp, got)
 	}
-	eventually(t, func() string { return expectValues(c.values(t, key), "owner", "owner", "owner", "owner", "owner") })
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "owner", "owner", "owner", "owner", "owner") })
 
 	if _, err := c.engine.Release(t.Context(), key, "owner"); err != nil {
 		t.Fatalf("release by the owner: %v", err)
 	}
-	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
 
 	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
 		t.Fatalf("second release: expected %s, got %s", exp, got)
@@ -38,7 +40,7 @@ func TestReleaseBelowQuorum(t *testing.T) {
 	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
-	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
 }
 
 func TestReleaseMajorityDown(t *testing.T) {
@@ -81,7 +83,7 @@ func TestExtend(t *testing.T) {
 		t.Fatalf("extend by a non-owner: expected %s, got %s", exp, got)
 	}
 	// The owner's lock is untouched by a refused stranger.
-	eventually(t, func() string { return expectValues(c.values(t, key), "owner", "owner", "owner", "owner", "owner") })
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "owner", "owner", "owner", "owner", "owner") })
 }
 
 // TestExtendBelowQuorumRollsBack: an extension that fails leaves nothing
@@ -95,7 +97,7 @@ func TestExtendBelowQuorumRollsBack(t *testing.T) {
 	if exp, got := "refused", outcome(second(c.engine.Extend(t.Context(), key, "owner", 30*time.Second))); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
-	eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
 }
 
 func second[T any](_ T, err error) error { return err }

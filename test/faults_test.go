@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // TestPreheldOnMajority: a key held by someone else on 3 of 5 backends gives
@@ -24,7 +26,7 @@ func TestPreheldOnMajority(t *testing.T) {
 	if got := do(t, c.proxy.Client(t), "SET", "k", "me", "NX", "PX", 30000); got != "nil" {
 		t.Fatalf("expected nil, got %q", got)
 	}
-	eventually(t, func() string {
+	redistest.Eventually(t, func() string {
 		if held := c.held(t, "k"); !slices.Equal(held, []string{"other", "other", "other", "", ""}) {
 			return fmt.Sprintf("backends hold %q after a failed acquisition", held)
 		}
@@ -167,7 +169,7 @@ func TestShutdownDrains(t *testing.T) {
 		v, err := cli.Do(t.Context(), "SET", "k", "me", "NX", "PX", 30000).Result()
 		reply <- fmt.Sprint(v, err)
 	}()
-	eventually(t, func() string {
+	redistest.Eventually(t, func() string {
 		// The command is in flight once the proxy has sent SET to the live backend.
 		if !strings.Contains(c.servers[2].Client(t).Info(t.Context(), "commandstats").Val(), "cmdstat_set:") {
 			return "the acquisition has not reached the backends"

@@ -36,15 +36,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "building lockproxy:", err)
 		os.Exit(1)
 	}
-	redis.SetLogger(quietLogger{})
+	redistest.SilenceGoRedis()
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
-
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // proxyProcess is one running lockproxy binary.
 type proxyProcess struct {
@@ -179,23 +175,6 @@ func (c *cluster) held(t *testing.T, key string) []string {
 		}
 	}
 	return out
-}
-
-// eventually polls cond until it returns "" and fails with its last message
-// after a generous deadline.
-func eventually(t *testing.T, cond func() string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		msg := cond()
-		if msg == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // redisCLI runs redis-cli against the proxy and returns its output.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // TestChatter: the small commands clients send around their locks.
@@ -71,7 +73,7 @@ func TestQuarantineOnColdStart(t *testing.T) {
 		t.Fatalf("on fresh backends: expected NOQUORUM naming the quarantine, got %q", got)
 	}
 	start := time.Now()
-	eventually(t, func() string {
+	redistest.Eventually(t, func() string {
 		if got := do(t, cli, "SET", "k", "me", "NX", "PX", 1000); got != "OK" {
 			return fmt.Sprintf("still %q after %s", got, time.Since(start))
 		}
