@@ -48,6 +48,10 @@ func (e *Engine) settle(ctx context.Context, votes <-chan vote[bool], start time
 	return res, t.err(refused)
 }
 
+// rollbackTimeouts is how many node timeouts a rollback may take: longer than
+// a request, so that a backend that was merely slow is still cleaned up.
+const rollbackTimeouts = 10
+
 // rollback deletes key where token may hold it: on every backend that said
 // yes or gave no clear answer (its write may still have landed). The yes
 // voters are rolled back before rollback returns, within one node timeout,
@@ -57,8 +61,9 @@ func (e *Engine) settle(ctx context.Context, votes <-chan vote[bool], start time
 // without holding up the answer.
 func (e *Engine) rollback(ctx context.Context, key, token string, ttl time.Duration, seen []vote[bool], rest <-chan vote[bool], pending int) {
 	// The caller may be gone; the rollback must still happen, but never
-	// outlive the lock it undoes.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ttl)
+	// outlive the lock it undoes, nor pile up on a hung backend: what it
+	// misses expires with the TTL.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, rollbackTimeouts*e.cfg.NodeTimeout))
 	undo := func(v vote[bool]) {
 		if v.err == nil && !v.val {
 			return // refused: the token never reached this backend
