@@ -194,3 +194,17 @@ func runBinary(args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// waitLog waits until the proxy has logged a line matching re and returns
+// its submatches.
+func (p *proxyProcess) waitLog(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	var m []string
+	redistest.Eventually(t, func() string {
+		if m = re.FindStringSubmatch(p.Log()); m == nil {
+			return "the proxy never logged " + re.String()
+		}
+		return ""
+	})
+	return m
+}
