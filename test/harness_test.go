@@ -208,3 +208,9 @@ func (p *proxyProcess) waitLog(t *testing.T, re *regexp.Regexp) []string {
 	})
 	return m
 }
+
+// Kill stops the proxy with SIGKILL, as a crash would, and waits for it.
+func (p *proxyProcess) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
