@@ -1,0 +1,473 @@
+package test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// The safety run: C clients split across two proxy instances in front of the
+// same 5 real redis-servers contend for K keys while a nemesis injects one
+// fault phase after another. Every operation is recorded; the checkers in
+// checker_test.go then prove that no two holders' validity overlapped.
+var (
+	safetyDuration = flag.Duration("safety.duration", 60*time.Second, "length of the safety run, all fault phases together")
+	safetyClients  = flag.Int("safety.clients", 16, "clients in the safety run")
+	safetyKeys     = flag.Int("safety.keys", 3, "keys the safety run's clients contend for")
+)
+
+const (
+	safetyBackends = 5
+	// lockTTL is short so that expiry, extension and quarantine all happen
+	// many times within a minute; maxTTL is the quarantine of a restarted
+	// backend.
+	lockTTL = 600 * time.Millisecond
+	maxTTL  = 2 * time.Second
+)
+
+// safetyEnv is what the nemesis acts on.
+type safetyEnv struct {
+	t        *testing.T
+	h        *history
+	backends []*redistest.Server
+	net      *faultNet
+	proxies  []*proxyProcess
+	args     []string // the proxies' flags, to restart one
+}
+
+// phase is one stretch of the run with its own faults. run acts for about
+// d and must undo its faults before it returns.
+type phase struct {
+	name string
+	run  func(ctx context.Context, e *safetyEnv, d time.Duration)
+}
+
+// phases is the nemesis schedule of the main run: each fault alone, then in
+// combination.
+var phases = []phase{
+	{"baseline", func(ctx context.Context, e *safetyEnv, d time.Duration) { wait(ctx, d) }},
+	{"kill minority", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		e.kill(0, 1)
+		wait(ctx, d/2)
+		e.restart(0, 1) // without persistence: they come back empty
+		wait(ctx, d/2)
+	}},
+	{"kill majority", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		e.kill(2, 3, 4)
+		wait(ctx, d/3)
+		e.restart(2, 3, 4)
+		wait(ctx, 2*d/3)
+	}},
+	{"pause", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		e.pause(1)
+		wait(ctx, d/3)
+		e.pause(3)
+		wait(ctx, d/3)
+		e.resume(1, 3)
+		wait(ctx, d/3)
+	}},
+	{"restart without persistence", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		restartHazard(ctx, e, d)
+	}},
+	{"latency", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		e.latency(0, 20*time.Millisecond, 20*time.Millisecond)
+		e.latency(4, 40*time.Millisecond, 40*time.Millisecond)
+		wait(ctx, d)
+		e.clearNet(0, 4)
+	}},
+	{"dropped connections", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		end := time.Now().Add(d)
+		for ctx.Err() == nil && time.Now().Before(end) {
+			i := rand.IntN(safetyBackends)
+			e.drop(i)
+			wait(ctx, 300*time.Millisecond)
+			e.restore(i)
+			wait(ctx, 200*time.Millisecond)
+		}
+	}},
+	{"proxy crash", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		wait(ctx, d/4)
+		e.crashProxy(1)
+		wait(ctx, d/4)
+		e.restartProxy(1)
+		wait(ctx, d/2)
+	}},
+	{"combined", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		e.pause(2)
+		e.latency(0, 30*time.Millisecond, 30*time.Millisecond)
+		e.drop(4)
+		wait(ctx, d/2)
+		e.resume(2)
+		e.restore(4)
+		e.clearNet(0)
+		e.kill(1)
+		wait(ctx, d/4)
+		e.restart(1)
+		wait(ctx, d/4)
+	}},
+}
+
+// restartHazard repeats the Redlock restart hazard: with two backends down,
+// locks are taken on the other three; then one of those three and the two
+// down ones come back empty. Without quarantine, a second client can take
+// a lock the first still holds on the two untouched backends.
+func restartHazard(ctx context.Context, e *safetyEnv, d time.Duration) {
+	end := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		e.kill(3, 4)
+		wait(ctx, lockTTL/2)
+		e.kill(2)
+		e.restart(2, 3, 4)
+		wait(ctx, maxTTL+lockTTL)
+	}
+}
+
+// wait sleeps for d or until ctx ends: the nemesis paces itself by wall
+// time, which is what it simulates.
+func wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+func (e *safetyEnv) record(what string, idx ...int) {
+	e.h.addFault(e.h.phase(), fmt.Sprintf("%s %v", what, idx))
+}
+
+func (e *safetyEnv) kill(idx ...int) {
+	e.record("kill -9 backends", idx...)
+	for _, i := range idx {
+		e.backends[i].Kill()
+	}
+}
+
+func (e *safetyEnv) restart(idx ...int) {
+	e.record("restart backends without persistence", idx...)
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Go(e.backends[i].Restart)
+	}
+	wg.Wait()
+}
+
+func (e *safetyEnv) pause(idx ...int) {
+	e.record("SIGSTOP backends", idx...)
+	for _, i := range idx {
+		e.backends[i].Pause()
+	}
+}
+
+func (e *safetyEnv) resume(idx ...int) {
+	e.record("SIGCONT backends", idx...)
+	for _, i := range idx {
+		e.backends[i].Resume()
+	}
+}
+
+func (e *safetyEnv) latency(i int, latency, jitter time.Duration) {
+	e.record(fmt.Sprintf("latency %s±%s to backend", latency, jitter), i)
+	e.net.Latency(i, latency, jitter)
+}
+
+func (e *safetyEnv) clearNet(idx ...int) {
+	e.record("clear network faults to backends", idx...)
+	for _, i := range idx {
+		e.net.Clear(i)
+	}
+}
+
+func (e *safetyEnv) drop(i int) {
+	e.record("drop connections to backend", i)
+	e.net.Drop(i)
+}
+
+func (e *safetyEnv) restore(i int) {
+	e.record("restore connections to backend", i)
+	e.net.Restore(i)
+}
+
+func (e *safetyEnv) crashProxy(i int) {
+	e.record("kill -9 proxy", i)
+	e.proxies[i].Kill()
+}
+
+func (e *safetyEnv) restartProxy(i int) {
+	e.record("restart proxy", i)
+	addr := e.proxies[i].Addr
+	e.proxies[i] = startProxy(e.t, append(slices.Clone(e.args), "-listen", addr)...)
+}
+
+// safetyRun is one run: its history and resource log when it ended.
+type safetyRun struct {
+	h   *history
+	res *resourceLog
+}
+
+// runSafety starts the backends behind the fault network, two proxies with
+// extra flags, the clients and the nemesis over the given phases.
+func runSafety(t *testing.T, schedule []phase, total time.Duration, extra ...string) *safetyRun {
+	t.Helper()
+	backends := redistest.StartN(t, safetyBackends)
+	upstreams := make([]string, len(backends))
+	for i, b := range backends {
+		upstreams[i] = b.Addr()
+	}
+	fnet := newFaultNet(t, upstreams)
+	args := append([]string{"-backends", fnet.URLs(), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms"}, extra...)
+	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, args: args}
+	e.proxies = []*proxyProcess{startProxy(t, args...), startProxy(t, args...)}
+	for _, p := range e.proxies {
+		waitForQuorum(t, p)
+	}
+
+	run := &safetyRun{h: e.h, res: newResourceLog(e.h)}
+	ctx, cancel := context.WithCancel(t.Context())
+	var clients sync.WaitGroup
+	for c := range *safetyClients {
+		// Each client stays with its proxy's address, across a restart of it.
+		addr := e.proxies[c%len(e.proxies)].Addr
+		clients.Go(func() { runClient(ctx, c, addr, run) })
+	}
+	per := total / time.Duration(len(schedule))
+	for _, ph := range schedule {
+		e.h.addFault(ph.name, "phase starts")
+		ph.run(t.Context(), e, per)
+	}
+	cancel()
+	clients.Wait()
+	return run
+}
+
+// waitForQuorum waits until the proxy takes locks: fresh backends are in
+// restart quarantine for max_ttl.
+func waitForQuorum(t *testing.T, p *proxyProcess) {
+	t.Helper()
+	cli := p.Client(t)
+	redistest.Eventually(t, func() string {
+		token := fmt.Sprint(time.Now().UnixNano())
+		if got := do(t, cli, "SET", "safety:probe", token, "NX", "PX", 100); got != "OK" && got != "nil" {
+			return "the proxy does not take locks yet: " + got
+		}
+		return ""
+	})
+}
+
+// runClient loops until ctx ends: acquire a random key with a fresh token,
+// hold it for a random time (sometimes past its TTL), writing to the
+// protected resource while it believes it holds the lock, sometimes extend,
+// then release.
+func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
+	cli := redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
+	})
+	defer cli.Close()
+	h := run.h
+	rng := rand.New(rand.NewPCG(uint64(id), 42))
+	for n := 0; ctx.Err() == nil; n++ {
+		key := fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys))
+		token := fmt.Sprintf("c%d-%d", id, n)
+		acquire := h.call(id, key, token, opAcquire, lockTTL)
+		reply, err := cli.Do(ctx, "SET", key, token, "NX", "PX", lockTTL.Milliseconds()).Result()
+		if h.done(acquire, reply, err) != outOK {
+			// Back off as lock libraries do, so that the figures show the
+			// system, not a retry storm.
+			wait(ctx, time.Duration(10+rng.IntN(40))*time.Millisecond)
+			continue
+		}
+		deadline := acquire.Call + lockTTL - driftOf(lockTTL)
+		hold, extend := time.Duration(rng.Int64N(int64(lockTTL/3))), false
+		switch r := rng.IntN(20); {
+		case r < 3:
+			hold = lockTTL * 3 / 2 // past expiry: its writes must stop on their own
+		case r < 8:
+			hold, extend = lockTTL, true // extended halfway through its validity
+		}
+		holding := true
+		for until := h.now() + hold; holding && h.now() < until && ctx.Err() == nil; {
+			holding = run.res.append(key, token, deadline)
+			if now := h.now(); extend && holding && now > deadline-lockTTL/2 && now < deadline {
+				extend = false
+				ext := h.call(id, key, token, opExtend, lockTTL)
+				reply, err := cli.Do(ctx, "SET", key, token, "IFEQ", token, "PX", lockTTL.Milliseconds()).Result()
+				if h.done(ext, reply, err) == outOK {
+					deadline = max(deadline, ext.Call+lockTTL-driftOf(lockTTL))
+				} else {
+					holding = false // a failed extension is rolled back: the lock is gone
+				}
+			}
+			wait(ctx, 10*time.Millisecond)
+		}
+		release := h.call(id, key, token, opRelease, 0)
+		reply, err = cli.Eval(context.WithoutCancel(ctx), compareAndDelete, []string{key}, token).Result()
+		h.done(release, reply, err)
+	}
+}
+
+// call starts recording an operation.
+func (h *history) call(client int, key, token string, kind opKind, ttl time.Duration) *op {
+	return &op{Client: client, Key: key, Token: token, Kind: kind, TTL: ttl, Call: h.now(), Phase: h.phase()}
+}
+
+// done records the reply to o and returns its outcome.
+func (h *history) done(o *op, reply any, err error) outcome {
+	o.Return = h.now()
+	var rerr redis.Error
+	switch {
+	case err == nil && (reply == "OK" || reply == int64(1)):
+		o.Outcome = outOK
+	case errors.Is(err, redis.Nil), err == nil:
+		o.Outcome = outHeld
+	case errors.As(err, &rerr), errors.Is(err, syscall.ECONNREFUSED):
+		o.Outcome = outError // an error reply, or never sent: not done
+	default:
+		o.Outcome = outUnknown
+	}
+	h.add(*o)
+	return o.Outcome
+}
+
+// phase is the nemesis phase in force now.
+func (h *history) phase() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.faults) == 0 {
+		return "setup"
+	}
+	return h.faults[len(h.faults)-1].Phase
+}
+
+// TestSafety is the safety run: every fault phase, then the checkers.
+// Select a longer run with -safety.duration=10m (and a -timeout above it).
+func TestSafety(t *testing.T) {
+	run := runSafety(t, phases, *safetyDuration)
+	ops, faults := run.h.snapshot()
+	t.Logf("safety run: %d clients over 2 proxies, 5 backends, %d keys, TTL %s, max_ttl %s, %s",
+		*safetyClients, *safetyKeys, lockTTL, maxTTL, *safetyDuration)
+	report(t, ops, faults)
+	verdict := check(t, ops, run.res.snapshot())
+	if verdict.violations > 0 {
+		t.Fatalf("%d safety violations", verdict.violations)
+	}
+	if verdict.acquired == 0 {
+		t.Fatal("no acquisition succeeded: the run proves nothing")
+	}
+}
+
+// TestSafetyNegativeControl repeats the restart hazard with quarantine
+// turned off: the checker must find the overlap it causes, or it proves
+// nothing.
+func TestSafetyNegativeControl(t *testing.T) {
+	hazard := []phase{{"restart without persistence, no quarantine", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		restartHazard(ctx, e, d)
+	}}}
+	run := runSafety(t, hazard, max(*safetyDuration/4, 15*time.Second), "-restart-quarantine=false")
+	ops, faults := run.h.snapshot()
+	report(t, ops, faults)
+	verdict := check(t, ops, run.res.snapshot())
+	if verdict.violations == 0 {
+		t.Fatal("the checker found no violation of the known restart hazard: it cannot be trusted")
+	}
+	t.Logf("negative control: the checker caught the restart hazard (%d violations), as it must", verdict.violations)
+}
+
+type verdict struct{ acquired, violations int }
+
+// check runs the three checkers and logs what each found.
+func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
+	t.Helper()
+	var v verdict
+	for _, o := range ops {
+		if o.Kind == opAcquire && o.Outcome == outOK {
+			v.acquired++
+		}
+	}
+	overlaps := checkOverlaps(holdings(ops))
+	t.Logf("overlaps: %d", len(overlaps))
+	for i, o := range overlaps {
+		if i == 5 {
+			t.Logf("  ... and %d more", len(overlaps)-5)
+			break
+		}
+		t.Logf("  %s", o)
+	}
+	interleavings := checkResource(log)
+	t.Logf("protected resource interleavings: %d", len(interleavings))
+	for i, il := range interleavings {
+		if i == 5 {
+			break
+		}
+		t.Logf("  %s", il)
+	}
+	result, info := checkLinearizable(ops, time.Minute)
+	t.Logf("linearizability (porcupine, lease-register model): %v", result)
+	for _, line := range describeLinearization(ops, result, info) {
+		t.Logf("  %s", line)
+	}
+	v.violations = len(overlaps) + len(interleavings)
+	if result == porcupine.Illegal {
+		v.violations++
+	}
+	return v
+}
+
+// report prints, per fault phase, what the clients attempted and got.
+func report(t *testing.T, ops []op, faults []fault) {
+	t.Helper()
+	var order []string
+	byPhase := map[string][]op{}
+	for _, o := range ops {
+		if o.Kind != opAcquire {
+			continue
+		}
+		if _, ok := byPhase[o.Phase]; !ok {
+			order = append(order, o.Phase)
+		}
+		byPhase[o.Phase] = append(byPhase[o.Phase], o)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-44s %9s %8s %8s %8s %8s %9s %9s\n", "phase", "attempted", "ok", "held", "error", "unknown", "p50", "p99")
+	for _, name := range order {
+		acq := byPhase[name]
+		var n [4]int
+		lat := make([]time.Duration, 0, len(acq))
+		for _, o := range acq {
+			n[o.Outcome]++
+			lat = append(lat, o.Return-o.Call)
+		}
+		slices.Sort(lat)
+		pct := func(k int) string { return fmt.Sprintf("%.1f%%", 100*float64(k)/float64(len(acq))) }
+		fmt.Fprintf(&b, "%-44s %9d %8s %8s %8s %8s %9s %9s\n", name, len(acq),
+			pct(n[outOK]), pct(n[outHeld]), pct(n[outError]), pct(n[outUnknown]),
+			percentile(lat, 0.50), percentile(lat, 0.99))
+	}
+	t.Logf("acquisitions per fault phase:\n%s", b.String())
+	var fb strings.Builder
+	for _, f := range faults {
+		fmt.Fprintf(&fb, "  %8.3fs  %-44s %s\n", f.At.Seconds(), f.Phase, f.What)
+	}
+	t.Logf("nemesis schedule:\n%s", fb.String())
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))].Round(100 * time.Microsecond)
+}
