@@ -13,7 +13,9 @@ import (
 type Locker interface {
 	// Acquire takes key for token. May return quorum.ErrNotAcquired.
 	Acquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error)
-	// Release deletes key where token holds it. May return quorum.ErrNotHeld.
+	// Release deletes key where token holds it. May return quorum.ErrNotHeld,
+	// which is also quorum.ErrAbsent when a quorum answered that the key
+	// does not exist at all (redsync tells that apart: -1).
 	Release(ctx context.Context, key, token string) (quorum.Result, error)
 	// Extend sets key's TTL where token holds it. May return quorum.ErrNotHeld.
 	Extend(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error)
@@ -30,6 +32,32 @@ type Locker interface {
 	Expire(ctx context.Context, key string, ttl time.Duration) (bool, error)
 	// MaxTTL is the longest TTL accepted, used for SETNX's default TTL.
 	MaxTTL() time.Duration
+
+	// The operations below serve the lock scripts of client libraries.
+
+	// AcquireAll takes every key for token; a backend agrees only when it
+	// set all of them (none existed). May return quorum.ErrNotAcquired.
+	AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error)
+	// ReleaseAll deletes the keys token holds; it succeeds when a quorum
+	// deleted every one of them. May return quorum.ErrNotHeld.
+	ReleaseAll(ctx context.Context, keys []string, token string) (quorum.Result, error)
+	// ExtendAll sets the TTL of every key where token holds all of them.
+	// May return quorum.ErrNotHeld.
+	ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error)
+	// ExtendBy adds add to key's remaining TTL where token holds it (and
+	// the key has a TTL). May return quorum.ErrNotHeld, or a
+	// *quorum.TTLError when the new TTL would exceed max_ttl.
+	ExtendBy(ctx context.Context, key, token string, add time.Duration) (quorum.Result, error)
+	// ExtendOrAcquire sets key's TTL where token holds it and takes it
+	// where it is free. May return quorum.ErrNotHeld.
+	ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error)
+	// AcquireOrRenew takes key for value, or renews it where the value held
+	// starts with the same first tokenLen bytes (bsm/redislock). May return
+	// quorum.ErrNotAcquired.
+	AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (quorum.Result, error)
+	// OwnerPTTL returns how long token still holds key on a quorum, less
+	// drift. May return quorum.ErrNotHeld.
+	OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error)
 }
 
 var _ Locker = (*quorum.Engine)(nil)

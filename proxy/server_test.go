@@ -118,6 +118,42 @@ func (f *fakeLocker) Expire(ctx context.Context, key string, ttl time.Duration) 
 
 func (f *fakeLocker) MaxTTL() time.Duration { return f.maxTTL }
 
+func (f *fakeLocker) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "acquireall", strings.Join(keys, ","), token, ttl})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) ReleaseAll(ctx context.Context, keys []string, token string) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "releaseall", strings.Join(keys, ","), token, 0})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "extendall", strings.Join(keys, ","), token, ttl})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) ExtendBy(ctx context.Context, key, token string, add time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "extendby", key, token, add})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, "extendoracquire", key, token, ttl})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (quorum.Result, error) {
+	_, err := f.do(call{ctx, fmt.Sprintf("acquireorrenew/%d", tokenLen), key, value, ttl})
+	return quorum.Result{}, err
+}
+
+func (f *fakeLocker) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
+	v, err := f.do(call{ctx, "ownerpttl", key, token, 0})
+	d, _ := v.(time.Duration)
+	return d, err
+}
+
 // Answers for fakeLocker.answer.
 func fails(err error) func(call) (any, error) {
 	return func(call) (any, error) { return nil, err }

@@ -17,6 +17,10 @@ var (
 	// on a quorum of backends, so it could not be released or extended.
 	ErrNotHeld = errors.New("quorum: not held")
 
+	// ErrAbsent means a release found the key absent on a quorum: the lock
+	// had expired and nobody holds it. errors.Is(ErrAbsent, ErrNotHeld).
+	ErrAbsent = fmt.Errorf("%w: key absent", ErrNotHeld)
+
 	// ErrNotFound means a quorum answered and no value is held by a quorum.
 	ErrNotFound = errors.New("quorum: not found")
 
@@ -113,3 +117,5 @@ func (e *TTLError) Error() string {
 	}
 	return fmt.Sprintf("quorum: ttl %dms exceeds max_ttl %dms", e.TTL.Milliseconds(), e.Max.Milliseconds())
 }
+
+var errTODO = errors.New("quorum: not implemented yet")
