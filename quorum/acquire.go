@@ -19,56 +19,78 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
-	votes := fanout(ctx, e, func(ctx context.Context, n *node) (bool, error) {
-		err := n.client.Do(ctx, "set", key, token, "nx", "px", ttl.Milliseconds()).Err()
-		if errors.Is(err, redis.Nil) {
-			return false, nil
-		}
-		return err == nil, err
+	return e.lockOp(ctx, lockOp{
+		ttl:     ttl,
+		refused: ErrNotAcquired,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			err := n.client.Do(ctx, "set", key, token, "nx", "px", ttl.Milliseconds()).Err()
+			if errors.Is(err, redis.Nil) {
+				return ack{}, nil
+			}
+			return yes, err
+		},
+		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
 	})
-	return e.settle(ctx, votes, start, key, token, ttl, ErrNotAcquired)
 }
 
-// settle decides an acquisition or extension: it holds with a quorum of yes
+// lockOp is an acquisition or extension: it holds with a quorum of yes
 // votes and positive validity, and is rolled back otherwise.
-func (e *Engine) settle(ctx context.Context, votes <-chan vote[bool], start time.Time, key, token string, ttl time.Duration, refused error) (Result, error) {
+type lockOp struct {
+	call func(ctx context.Context, n *node) (ack, error)
+	// undo rolls the operation back on one backend: compare-and-delete.
+	undo func(ctx context.Context, n *node)
+	// ttl is the lock's TTL; zero when each yes voter reports its own.
+	ttl     time.Duration
+	refused error
+}
+
+func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
+	start := time.Now()
+	votes := fanout(ctx, e, op.call)
 	t, seen := collect(votes, len(e.nodes), e.quorum)
 	res := t.result()
 	if t.succeeded() {
+		ttl := op.ttl
+		if ttl == 0 {
+			ttl = t.minTTL
+		}
 		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
 		if res.Validity > 0 {
 			return res, nil
 		}
 	}
-	e.rollback(ctx, key, token, ttl, seen, votes, t.pending())
+	e.rollback(ctx, op, seen, votes, t.pending())
 	if t.succeeded() {
-		return res, refused // too slow: the lock may already be expiring
+		return res, op.refused // too slow: the lock may already be expiring
 	}
-	return res, t.err(refused)
+	return res, t.err(op.refused)
 }
 
 // rollbackTimeouts is how many node timeouts a rollback may take: longer than
 // a request, so that a backend that was merely slow is still cleaned up.
 const rollbackTimeouts = 10
 
-// rollback deletes key where token may hold it: on every backend that said
-// yes or gave no clear answer (its write may still have landed). The yes
-// voters are rolled back before rollback returns, within one node timeout,
-// so the caller's answer never races its own leftovers; backends still
-// pending are rolled back as soon as they reply, so a late OK cannot leave
-// the key held on a minority; failed ones are retried in the background
-// without holding up the answer.
-func (e *Engine) rollback(ctx context.Context, key, token string, ttl time.Duration, seen []vote[bool], rest <-chan vote[bool], pending int) {
+// rollback undoes op where the token may hold the keys: on every backend
+// that said yes or gave no clear answer (its write may still have landed).
+// The yes voters are rolled back before rollback returns, within one node
+// timeout, so the caller's answer never races its own leftovers; backends
+// still pending are rolled back as soon as they reply, so a late OK cannot
+// leave the key held on a minority; failed ones are retried in the
+// background without holding up the answer.
+func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest <-chan vote[ack], pending int) {
 	// The caller may be gone; the rollback must still happen, but never
 	// outlive the lock it undoes, nor pile up on a hung backend: what it
 	// misses expires with the TTL.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, rollbackTimeouts*e.cfg.NodeTimeout))
-	undo := func(v vote[bool]) {
-		if v.err == nil && !v.val {
+	limit := rollbackTimeouts * e.cfg.NodeTimeout
+	if op.ttl > 0 {
+		limit = min(limit, op.ttl)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	undo := func(v vote[ack]) {
+		if v.err == nil && !v.val.yes {
 			return // refused: the token never reached this backend
 		}
-		e.nodes[v.node].release(ctx, key, token) //nolint:errcheck // best effort: the TTL bounds what is missed
+		op.undo(ctx, e.nodes[v.node])
 	}
 
 	var yes, background sync.WaitGroup
@@ -98,8 +120,8 @@ func (e *Engine) rollback(ctx context.Context, key, token string, ttl time.Durat
 	}
 }
 
-// release runs compare-and-delete on one backend; true when it deleted.
-func (n *node) release(ctx context.Context, key, token string) (bool, error) {
+// release runs compare-and-delete on one backend.
+func (n *node) release(ctx context.Context, key, token string) (ack, error) {
 	deleted, err := releaseScript.Run(ctx, n.client, []string{key}, token).Int()
-	return deleted == 1, err
+	return ack{yes: deleted == 1, absent: deleted == -1}, err
 }

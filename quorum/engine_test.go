@@ -139,21 +139,22 @@ func TestDriftAndValidity(t *testing.T) {
 }
 
 func TestTally(t *testing.T) {
-	fail := vote[bool]{err: &NodeError{Err: context.DeadlineExceeded}}
-	yes, no := vote[bool]{val: true}, vote[bool]{val: false}
+	fail := vote[ack]{err: &NodeError{Err: context.DeadlineExceeded}}
+	yes, no, absent := vote[ack]{val: ack{yes: true}}, vote[ack]{}, vote[ack]{val: ack{absent: true}}
 	for _, tc := range []struct {
 		name    string
-		votes   []vote[bool]
+		votes   []vote[ack]
 		decided bool
 		outcome string // ok, refused, noquorum
 	}{
-		{"quorum of yes stops early", []vote[bool]{yes, yes, yes}, true, "ok"},
-		{"two yes of five wait", []vote[bool]{yes, yes}, false, ""},
-		{"three no of five refuse at once", []vote[bool]{no, no, no}, true, "refused"},
-		{"two no two failures is no quorum", []vote[bool]{no, no, fail, fail}, false, ""},
-		{"two no three failures", []vote[bool]{no, no, fail, fail, fail}, true, "noquorum"},
-		{"three failures", []vote[bool]{fail, fail, fail}, true, "noquorum"},
-		{"two yes one no two failures", []vote[bool]{yes, yes, no, fail, fail}, true, "refused"},
+		{"quorum of yes stops early", []vote[ack]{yes, yes, yes}, true, "ok"},
+		{"two yes of five wait", []vote[ack]{yes, yes}, false, ""},
+		{"three no of five refuse at once", []vote[ack]{no, no, no}, true, "refused"},
+		{"two no two failures is no quorum", []vote[ack]{no, no, fail, fail}, false, ""},
+		{"two no three failures", []vote[ack]{no, no, fail, fail, fail}, true, "noquorum"},
+		{"three failures", []vote[ack]{fail, fail, fail}, true, "noquorum"},
+		{"two yes one no two failures", []vote[ack]{yes, yes, no, fail, fail}, true, "refused"},
+		{"absent on a quorum", []vote[ack]{absent, absent, no, absent}, true, "absent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tl := &tally{total: 5, quorum: 3}
@@ -168,9 +169,13 @@ func TestTally(t *testing.T) {
 			}
 			got := "ok"
 			if !tl.succeeded() {
-				got = "refused"
-				if errors.Is(tl.err(ErrNotAcquired), ErrNoQuorum) {
+				switch err := tl.err(ErrNotHeld); {
+				case errors.Is(err, ErrNoQuorum):
 					got = "noquorum"
+				case errors.Is(err, ErrAbsent):
+					got = "absent"
+				default:
+					got = "refused"
 				}
 			}
 			if got != tc.outcome {

@@ -117,5 +117,3 @@ func (e *TTLError) Error() string {
 	}
 	return fmt.Sprintf("quorum: ttl %dms exceeds max_ttl %dms", e.TTL.Milliseconds(), e.Max.Milliseconds())
 }
-
-var errTODO = errors.New("quorum: not implemented yet")

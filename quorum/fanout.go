@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -38,27 +39,46 @@ func fanout[T any](ctx context.Context, e *Engine, call func(ctx context.Context
 	return votes
 }
 
+// ack is one backend's answer to a lock operation.
+type ack struct {
+	yes    bool          // it did what was asked
+	absent bool          // it refused because the key does not exist
+	ttl    time.Duration // the TTL it set, where that varies by backend
+}
+
+// yes is the answer of a backend that did what was asked.
+var yes = ack{yes: true}
+
 // tally counts the votes of a lock operation, where each backend that
 // answers either did what was asked (yes) or refused (no).
 type tally struct {
 	total, quorum int
 	yes, no       int
+	absent        int // refusals because the key was absent
 	failures      []*NodeError
-	// quorumAt is when the quorum-th yes arrived.
+	// quorumAt is when the quorum-th yes arrived; minTTL the shortest TTL
+	// the yes voters set, where the operation reports them.
 	quorumAt time.Time
+	minTTL   time.Duration
 }
 
-func (t *tally) add(v vote[bool]) {
+func (t *tally) add(v vote[ack]) {
 	switch {
 	case v.err != nil:
 		t.failures = append(t.failures, v.err.(*NodeError))
-	case v.val:
+	case v.val.yes:
 		t.yes++
+		if t.minTTL == 0 || v.val.ttl < t.minTTL {
+			t.minTTL = v.val.ttl
+		}
 		if t.yes == t.quorum {
 			t.quorumAt = time.Now()
 		}
 	default:
 		t.no++
+		if v.val.absent {
+			t.absent++
+		}
 	}
 }
 
@@ -83,6 +103,9 @@ func (t *tally) succeeded() bool { return t.yes >= t.quorum }
 // err is the outcome of a decided tally that did not succeed: refused when a
 // quorum answered, NoQuorumError otherwise.
 func (t *tally) err(refused error) error {
+	if t.absent >= t.quorum && errors.Is(refused, ErrNotHeld) {
+		return ErrAbsent
+	}
 	if t.yes+t.no >= t.quorum {
 		return refused
 	}
@@ -95,9 +118,9 @@ func (t *tally) result() Result { return Result{Counted: t.yes + t.no, Succeeded
 // the votes read so far; the rest are still on their way. A decided failure
 // to reach quorum still waits for every backend (each within its timeout) so
 // that the error names them all.
-func collect(votes <-chan vote[bool], total, quorum int) (*tally, []vote[bool]) {
+func collect(votes <-chan vote[ack], total, quorum int) (*tally, []vote[ack]) {
 	t := &tally{total: total, quorum: quorum}
-	var seen []vote[bool]
+	var seen []vote[ack]
 	for !t.decided() || (t.yes+t.no < quorum && t.pending() > 0) {
 		v := <-votes
 		seen = append(seen, v)

@@ -2,52 +2,175 @@ package quorum
 
 import (
 	"context"
+	"errors"
+	"math"
+	"slices"
 	"time"
 )
 
+// The operations in this file serve the lock scripts of client libraries:
+// each is still one quorum decision with the rules of Acquire, Release and
+// Extend, over a different per-backend step.
+
 // AcquireAll takes every key for token on a quorum of backends; a backend
 // agrees only when it set all of them, none existing before (node-redlock,
-// @sesamecare-oss/redlock). Errors as Acquire.
+// @sesamecare-oss/redlock). Errors as Acquire; a failure is rolled back key
+// by key.
 func (e *Engine) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	return Result{}, errTODO
+	if err := e.checkKeysTTL(keys, ttl); err != nil {
+		return Result{}, err
+	}
+	return e.lockOp(ctx, lockOp{
+		ttl:     ttl,
+		refused: ErrNotAcquired,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			taken, err := acquireAllScript.Run(ctx, n.client, keys, token, ttl.Milliseconds()).Int()
+			return ack{yes: taken == len(keys)}, err
+		},
+		undo: func(ctx context.Context, n *node) { n.releaseAll(ctx, keys, token) },
+	})
 }
 
 // ReleaseAll deletes the keys token holds; it succeeds when a quorum
-// deleted every one of them. Errors as Release.
+// deleted every one of them. Errors as Release (never ErrAbsent).
 func (e *Engine) ReleaseAll(ctx context.Context, keys []string, token string) (Result, error) {
-	return Result{}, errTODO
+	if len(keys) == 0 {
+		return Result{}, errNoKeys
+	}
+	return e.unlockOp(ctx, func(ctx context.Context, n *node) (ack, error) {
+		return n.releaseAll(ctx, keys, token)
+	})
+}
+
+func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
+	deleted, err := releaseAllScript.Run(ctx, n.client, keys, token).Int()
+	return ack{yes: deleted == len(keys)}, err
 }
 
 // ExtendAll sets the TTL of every key on the backends where token holds all
-// of them. Errors as Extend.
+// of them. Errors as Extend; a failure is rolled back key by key.
 func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	return Result{}, errTODO
+	if err := e.checkKeysTTL(keys, ttl); err != nil {
+		return Result{}, err
+	}
+	return e.lockOp(ctx, lockOp{
+		ttl:     ttl,
+		refused: ErrNotHeld,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			extended, err := extendAllScript.Run(ctx, n.client, keys, token, ttl.Milliseconds()).Int()
+			return ack{yes: extended == len(keys)}, err
+		},
+		undo: func(ctx context.Context, n *node) { n.releaseAll(ctx, keys, token) },
+	})
 }
 
 // ExtendBy adds add to key's remaining TTL where token holds it and the key
-// has a TTL (redis-py's extend). Errors as Extend; a *TTLError when the new
-// TTL would exceed MaxTTL on a backend.
+// has a TTL (redis-py's extend). The new TTL differs from backend to
+// backend; validity counts from the shortest among the quorum. Errors as
+// Extend; a *TTLError when the new TTL would exceed MaxTTL on a backend
+// (nothing is extended there, and the failure is rolled back as any other).
 func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Duration) (Result, error) {
-	return Result{}, errTODO
+	if err := e.checkTTL(add); err != nil {
+		return Result{}, err
+	}
+	// Backends that refused because the sum would exceed MaxTTL say so here.
+	tooLong := make(chan time.Duration, len(e.nodes))
+	res, err := e.lockOp(ctx, lockOp{
+		refused: ErrNotHeld,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			ms, err := extendByScript.Run(ctx, n.client, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()).Int64()
+			if ms < 0 {
+				tooLong <- time.Duration(-ms) * time.Millisecond
+			}
+			return ack{yes: ms > 0, ttl: time.Duration(ms) * time.Millisecond}, err
+		},
+		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
+	})
+	if errors.Is(err, ErrNotHeld) {
+		select {
+		case ttl := <-tooLong:
+			return res, &TTLError{TTL: ttl, Max: e.cfg.MaxTTL}
+		default:
+		}
+	}
+	return res, err
 }
 
 // ExtendOrAcquire sets key's TTL where token holds it and takes it where it
-// is free (redsync WithSetNXOnExtend, RedLock.net, Spring obtain). Errors as
-// Extend.
+// is free (redsync WithSetNXOnExtend, RedLock.net, Spring's obtain). Errors
+// as Extend.
 func (e *Engine) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return Result{}, errTODO
+	if err := e.checkTTL(ttl); err != nil {
+		return Result{}, err
+	}
+	return e.lockOp(ctx, lockOp{
+		ttl:     ttl,
+		refused: ErrNotHeld,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			held, err := extendOrAcquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int()
+			return ack{yes: held == 1}, err
+		},
+		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
+	})
 }
 
 // AcquireOrRenew takes key for value, or renews it with value where the
 // value held starts with the same first tokenLen bytes (bsm/redislock's
 // obtain with a caller-chosen token). Errors as Acquire.
 func (e *Engine) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
-	return Result{}, errTODO
+	if err := e.checkTTL(ttl); err != nil {
+		return Result{}, err
+	}
+	return e.lockOp(ctx, lockOp{
+		ttl:     ttl,
+		refused: ErrNotAcquired,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			taken, err := acquireOrRenewScript.Run(ctx, n.client, []string{key}, value, tokenLen, ttl.Milliseconds()).Int()
+			return ack{yes: taken == 1}, err
+		},
+		undo: func(ctx context.Context, n *node) { n.release(ctx, key, value) },
+	})
 }
 
 // OwnerPTTL returns how long token still holds key on a quorum, less the
-// drift allowance. It returns ErrNotHeld when token does not hold key on a
-// quorum, and a *NoQuorumError when too few backends answered.
+// drift allowance, as PTTL does for the value held. It returns ErrNotHeld
+// when token does not hold key on a quorum, ErrNoExpiry when it holds it
+// without expiry, and a *NoQuorumError when too few backends answered.
 func (e *Engine) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
-	return 0, errTODO
+	states, err := e.read(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	holders, ok := majority(states, e.quorum)
+	if !ok || holders[0].value != token {
+		return 0, ErrNotHeld
+	}
+	left, err := e.quorumTTL(holders)
+	if errors.Is(err, ErrNotFound) {
+		return 0, ErrNotHeld
+	}
+	return left, err
+}
+
+// quorumTTL is how long a quorum of holders keeps the value: the
+// quorum-th longest remaining TTL, less drift.
+func (e *Engine) quorumTTL(holders []keyState) (time.Duration, error) {
+	slices.SortFunc(holders, func(a, b keyState) int { return -cmpDuration(a.pttl, b.pttl) })
+	left := holders[e.quorum-1].pttl
+	if left == math.MaxInt64 {
+		return 0, ErrNoExpiry
+	}
+	if left -= e.drift(left); left <= 0 {
+		return 0, ErrNotFound
+	}
+	return left, nil
+}
+
+var errNoKeys = errors.New("quorum: no keys")
+
+func (e *Engine) checkKeysTTL(keys []string, ttl time.Duration) error {
+	if len(keys) == 0 {
+		return errNoKeys
+	}
+	return e.checkTTL(ttl)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -116,15 +115,7 @@ func (e *Engine) PTTL(ctx context.Context, key string) (time.Duration, error) {
 	if !ok {
 		return 0, ErrNotFound
 	}
-	slices.SortFunc(holders, func(a, b keyState) int { return -cmpDuration(a.pttl, b.pttl) })
-	left := holders[e.quorum-1].pttl
-	if left == math.MaxInt64 {
-		return 0, ErrNoExpiry
-	}
-	if left -= e.drift(left); left <= 0 {
-		return 0, ErrNotFound
-	}
-	return left, nil
+	return e.quorumTTL(holders)
 }
 
 func cmpDuration(a, b time.Duration) int {
@@ -157,9 +148,9 @@ func (e *Engine) Exists(ctx context.Context, key string) (bool, error) {
 // unlock. It reports whether a quorum deleted it, and returns a
 // *NoQuorumError when too few backends answered.
 func (e *Engine) Delete(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(ctx, func(ctx context.Context, n *node) (bool, error) {
+	return e.writeAll(ctx, func(ctx context.Context, n *node) (ack, error) {
 		deleted, err := n.client.Del(ctx, key).Result()
-		return deleted == 1, err
+		return ack{yes: deleted == 1}, err
 	})
 }
 
@@ -170,14 +161,15 @@ func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (boo
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err
 	}
-	return e.writeAll(ctx, func(ctx context.Context, n *node) (bool, error) {
-		return n.client.PExpire(ctx, key, ttl).Result()
+	return e.writeAll(ctx, func(ctx context.Context, n *node) (ack, error) {
+		set, err := n.client.PExpire(ctx, key, ttl).Result()
+		return ack{yes: set}, err
 	})
 }
 
 // writeAll runs an unconditional write on every backend; write reports
 // whether it took effect there.
-func (e *Engine) writeAll(ctx context.Context, write func(context.Context, *node) (bool, error)) (bool, error) {
+func (e *Engine) writeAll(ctx context.Context, write func(context.Context, *node) (ack, error)) (bool, error) {
 	votes := fanout(ctx, e, write)
 	t, _ := collect(votes, len(e.nodes), e.quorum)
 	if t.succeeded() {

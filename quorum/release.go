@@ -8,13 +8,18 @@ import (
 // Release deletes key on every backend where token holds it. It succeeds
 // when a quorum deleted it, returns ErrNotHeld when a quorum answered but
 // fewer deleted (the lock had expired or was never ours: the client should
-// know its critical section may not have been exclusive), and a
+// know its critical section may not have been exclusive) — ErrAbsent, which
+// is also ErrNotHeld, when a quorum found no key at all — and a
 // *NoQuorumError when too few backends answered.
 func (e *Engine) Release(ctx context.Context, key, token string) (Result, error) {
-	votes := fanout(ctx, e, func(ctx context.Context, n *node) (bool, error) {
+	return e.unlockOp(ctx, func(ctx context.Context, n *node) (ack, error) {
 		return n.release(ctx, key, token)
 	})
-	t, _ := collect(votes, len(e.nodes), e.quorum)
+}
+
+// unlockOp decides a release: done where a quorum did it.
+func (e *Engine) unlockOp(ctx context.Context, call func(context.Context, *node) (ack, error)) (Result, error) {
+	t, _ := collect(fanout(ctx, e, call), len(e.nodes), e.quorum)
 	if t.succeeded() {
 		return t.result(), nil
 	}
@@ -31,10 +36,13 @@ func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duratio
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
-	votes := fanout(ctx, e, func(ctx context.Context, n *node) (bool, error) {
-		extended, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int()
-		return extended == 1, err
+	return e.lockOp(ctx, lockOp{
+		ttl:     ttl,
+		refused: ErrNotHeld,
+		call: func(ctx context.Context, n *node) (ack, error) {
+			extended, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int()
+			return ack{yes: extended == 1}, err
+		},
+		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
 	})
-	return e.settle(ctx, votes, start, key, token, ttl, ErrNotHeld)
 }

@@ -21,4 +21,28 @@ var (
 	//go:embed lua/read.lua
 	readLua    string
 	readScript = redis.NewScript(readLua)
+
+	//go:embed lua/acquire_all.lua
+	acquireAllLua    string
+	acquireAllScript = redis.NewScript(acquireAllLua)
+
+	//go:embed lua/release_all.lua
+	releaseAllLua    string
+	releaseAllScript = redis.NewScript(releaseAllLua)
+
+	//go:embed lua/extend_all.lua
+	extendAllLua    string
+	extendAllScript = redis.NewScript(extendAllLua)
+
+	//go:embed lua/extend_by.lua
+	extendByLua    string
+	extendByScript = redis.NewScript(extendByLua)
+
+	//go:embed lua/extend_or_acquire.lua
+	extendOrAcquireLua    string
+	extendOrAcquireScript = redis.NewScript(extendOrAcquireLua)
+
+	//go:embed lua/acquire_or_renew.lua
+	acquireOrRenewLua    string
+	acquireOrRenewScript = redis.NewScript(acquireOrRenewLua)
 )

@@ -1,5 +1,10 @@
 -- Compare-and-delete: remove the key only while token still holds it.
-if redis.call("get", KEYS[1]) == ARGV[1] then
+-- 1 deleted, 0 held by another value, -1 absent.
+local value = redis.call("get", KEYS[1])
+if value == ARGV[1] then
 	return redis.call("del", KEYS[1])
+end
+if value == false then
+	return -1
 end
 return 0

@@ -1,0 +1,11 @@
+-- Set the TTL of every key to ARGV[2] ms when ARGV[1] holds all of them.
+-- The number of keys extended, or 0.
+for _, key in ipairs(KEYS) do
+	if redis.call("get", key) ~= ARGV[1] then
+		return 0
+	end
+end
+for _, key in ipairs(KEYS) do
+	redis.call("pexpire", key, ARGV[2])
+end
+return #KEYS

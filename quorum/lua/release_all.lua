@@ -1,0 +1,8 @@
+-- Compare-and-delete each key: the number of keys ARGV[1] held and lost.
+local deleted = 0
+for _, key in ipairs(KEYS) do
+	if redis.call("get", key) == ARGV[1] then
+		deleted = deleted + redis.call("del", key)
+	end
+end
+return deleted
