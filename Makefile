@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build run test redis-server
+.PHONY: build run test deps
 
 ## build: the binary, as the README builds it.
 build:
@@ -12,20 +12,25 @@ build:
 run: build
 	./lockproxy $(ARGS)
 
-## test: every test, with the race detector, against real redis-server processes.
-test: redis-server
+## test: every test, with the race detector, against real redis-server processes
+## and the real client libraries of the compatibility suite.
+test: deps
 	$(GO) test -race -count=1 ./...
 
-# The tests start their own redis-server processes (internal/redistest) and
-# fail rather than skip without one, so make sure it is there first.
-redis-server:
-	@if ! command -v redis-server >/dev/null 2>&1; then \
+# Debian packages the tests need: redis-server for the backends (the tests
+# fail rather than skip without one), and the client libraries that the
+# compatibility suite runs unchanged.
+DEBS = redis-server redis-tools python3-redis ruby-redis php-cli php-redis libredis-perl
+
+deps:
+	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "redis-server not found: installing it with apt-get"; \
-			apt-get update && apt-get install -y redis-server redis-tools; \
+			echo "installing $$missing with apt-get"; \
+			apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 		else \
-			echo "redis-server not found; the tests need it. Install it with:" >&2; \
-			echo "  sudo apt-get install -y redis-server redis-tools" >&2; \
+			echo "the tests need these Debian packages; install them with:" >&2; \
+			echo "  sudo apt-get install -y $$missing" >&2; \
 			exit 1; \
 		fi; \
 	fi
