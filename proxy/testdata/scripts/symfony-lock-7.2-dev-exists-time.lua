@@ -1,0 +1,23 @@
+
+            local key = KEYS[1]
+            local uniqueToken = ARGV[2]
+
+            -- asserts the KEY is compatible with current version (old Symfony <5.2 BC)
+            if redis.call("TYPE", key).ok == "string" then
+                return false
+            end
+
+            
+                local now = redis.call("TIME")
+                now = now[1] * 1000 + math.floor(now[2] / 1000)
+            
+
+            -- Remove expired values
+            redis.call("ZREMRANGEBYSCORE", key, "-inf", now)
+
+            if redis.call("ZSCORE", key, uniqueToken) then
+                return true
+            end
+
+            return false
+        
