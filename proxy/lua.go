@@ -16,16 +16,26 @@ import (
 const maxRecognisedScript = 16 << 10
 
 // normalise returns the normal form of a Lua script: its tokens without
-// whitespace or comments, lower-cased, every short string in double quotes,
-// joined by one space (so "return 0" never reads as the name "return0"),
-// ';' separators and tonumber(...) wrappers dropped, and locals bound to
-// KEYS[n], ARGV[n] or redis.call("get", KEYS[n]) replaced by that value.
+// whitespace or comments, every short string in double quotes, joined by
+// one space (so "return 0" never reads as the name "return0"); names,
+// command names and SET-style options lower-cased (other strings keep their
+// case: "yes" and "YES" are different values); ';' separators, tonumber(...)
+// wrappers and parentheses around a whole if condition dropped; and locals
+// bound to KEYS[n], ARGV[n] or redis.call("get", KEYS[n]) replaced by that
+// value.
 func normalise(src string) string {
 	toks := luaTokens(src)
 	for i, t := range toks {
-		toks[i] = strings.ToLower(t)
+		if !isString(t) {
+			toks[i] = strings.ToLower(t)
+		}
 	}
-	toks = dropTonumber(dropTokens(toks, ";"))
+	for i, t := range toks {
+		if isString(t) && (isCommandName(toks, i) || optionWords[strings.ToLower(t)]) {
+			toks[i] = strings.ToLower(t)
+		}
+	}
+	toks = dropConditionParens(dropTonumber(dropTokens(toks, ";")))
 	for {
 		next, ok := inlineLocal(toks)
 		if !ok {
@@ -135,6 +145,45 @@ func endOfLong(src string, i int) int {
 		return start + end + len(closing)
 	}
 	return len(src)
+}
+
+// isString reports whether the token is a string literal.
+func isString(t string) bool {
+	return strings.HasPrefix(t, `"`) || len(t) > 1 && t[0] == '['
+}
+
+// isCommandName reports whether toks[i] is the first argument of
+// redis.call or redis.pcall: Redis reads command names in any case.
+func isCommandName(toks []string, i int) bool {
+	return i >= 4 && toks[i-1] == "(" && (toks[i-2] == "call" || toks[i-2] == "pcall") &&
+		toks[i-3] == "." && toks[i-4] == "redis"
+}
+
+// optionWords are the command options lock scripts pass (SET's NX, PX...),
+// which Redis reads in any case. Another string keeps its case, so that a
+// script comparing ARGV[3] with "YES" never reads as one comparing it with
+// "yes"; the templates hold these words only where they are options.
+var optionWords = map[string]bool{
+	`"nx"`: true, `"xx"`: true, `"px"`: true, `"ex"`: true, `"pxat"`: true, `"exat"`: true,
+	`"keepttl"`: true, `"get"`: true, `"gt"`: true, `"lt"`: true, `"withscores"`: true,
+}
+
+// dropConditionParens removes parentheses around a whole if or elseif
+// condition: "if (a == b) then" means "if a == b then".
+func dropConditionParens(toks []string) []string {
+	for i := 0; i+1 < len(toks); i++ {
+		if (toks[i] != "if" && toks[i] != "elseif") || toks[i+1] != "(" {
+			continue
+		}
+		end := closingParen(toks, i+1)
+		if end < 0 || end+1 >= len(toks) || toks[end+1] != "then" {
+			continue
+		}
+		toks = append(toks[:end], toks[end+1:]...)
+		toks = append(toks[:i+1], toks[i+2:]...)
+		i-- // "if ((a)) then" loses both pairs
+	}
+	return toks
 }
 
 func dropTokens(toks []string, drop string) []string {
