@@ -44,7 +44,8 @@ func writeBool(conn redcon.Conn, ok bool) {
 type statusOK struct{}
 
 // writeValue writes a script result the way Redis converts Lua values:
-// numbers as integers, false/nil as null, status tables as status replies.
+// numbers as integers, false/nil as null, status tables as status replies,
+// other tables as arrays.
 func writeValue(conn redcon.Conn, v any) {
 	switch v := v.(type) {
 	case int64:
@@ -53,6 +54,11 @@ func writeValue(conn redcon.Conn, v any) {
 		conn.WriteBulkString(v)
 	case statusOK:
 		conn.WriteString("OK")
+	case []any:
+		conn.WriteArray(len(v))
+		for _, e := range v {
+			writeValue(conn, e)
+		}
 	default:
 		writeNull(conn)
 	}

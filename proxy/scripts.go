@@ -4,106 +4,56 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
-	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/tidwall/redcon"
 )
 
 // scriptKind is a lock operation that client libraries send as a Lua
-// script. Recognising one more kind is one row in scriptKinds and one run
-// function.
+// script. Recognising one more kind is one row in scriptKinds
+// (scripts_library.go) and one run function.
 type scriptKind struct {
 	name       string
 	keys, args int      // KEYS and ARGV the script reads; fewer is an error
 	bodies     []string // the Lua texts of this kind, compared after normalise
-	// run performs the operation with one Locker call and returns what
-	// the script returns on one Redis (see writeValue).
+	digests    []string // SHA1s of published bodies, recognised without normalising
+	// run performs the operation (one Locker call, or one per key) and
+	// returns what the script returns on one Redis (see writeValue).
 	run func(ctx context.Context, l Locker, keys, args []string) (any, error)
 }
 
-// scriptKinds lists the recognised scripts.
-var scriptKinds = []*scriptKind{
-	{
-		name: "compare-and-delete", keys: 1, args: 1, run: runCompareAndDelete,
-		bodies: ownerGuarded(`redis.call("del", KEYS[1])`, `redis.call("unlink", KEYS[1])`),
-	},
-	{
-		name: "compare-and-pexpire", keys: 1, args: 2, run: runCompareAndPExpire,
-		bodies: ownerGuarded(`redis.call("pexpire", KEYS[1], ARGV[2])`),
-	},
-}
-
-// ownerGuards are the shapes in which libraries write "when KEYS[1] holds
-// ARGV[1], do %s and return 1 (or its result), else return 0", after
-// normalise has inlined their local variables.
-var ownerGuards = []string{
-	`if redis.call("get", KEYS[1]) == ARGV[1] then return %s else return 0 end`,
-	`if redis.call("get", KEYS[1]) == ARGV[1] then return %s end return 0`,
-	`if ARGV[1] == redis.call("get", KEYS[1]) then return %s else return 0 end`,
-	`if ARGV[1] == redis.call("get", KEYS[1]) then return %s end return 0`,
-	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return 1 else return 0 end`,
-	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return 1 end return 0`,
-	`if not redis.call("get", KEYS[1]) or redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end %s return 1`,
-}
-
-func ownerGuarded(actions ...string) []string {
-	var bodies []string
-	for _, g := range ownerGuards {
-		for _, a := range actions {
-			bodies = append(bodies, fmt.Sprintf(g, a))
-		}
-	}
-	return bodies
-}
-
-// recognised maps each normal form of scriptKinds' bodies to its kind.
-var recognised = func() map[string]*scriptKind {
-	m := map[string]*scriptKind{}
+// recognised maps each normal form of scriptKinds' bodies to its kind, and
+// known each published SHA1. A normal form or SHA1 listed under two kinds
+// is a mistake in the table, caught when the package loads.
+var recognised, known = func() (map[string]*scriptKind, map[string]*scriptKind) {
+	byForm, bySHA := map[string]*scriptKind{}, map[string]*scriptKind{}
 	for _, k := range scriptKinds {
 		for _, b := range k.bodies {
-			m[normalise(b)] = k
+			n := normalise(b)
+			if other := byForm[n]; other != nil && other != k {
+				panic(fmt.Sprintf("proxy: script kinds %s and %s share the normal form %q", other.name, k.name, n))
+			}
+			byForm[n] = k
+		}
+		for _, d := range k.digests {
+			if bySHA[d] != nil {
+				panic(fmt.Sprintf("proxy: digest %s listed twice", d))
+			}
+			bySHA[d] = k
 		}
 	}
-	return m
+	return byForm, bySHA
 }()
 
-// classify returns the kind of a script, or nil when it is not recognised.
+// classify returns the kind of a script by its meaning (its normal form),
+// or nil when it is not recognised.
 func classify(body []byte) *scriptKind {
 	if len(body) > maxRecognisedScript {
 		return nil
 	}
 	return recognised[normalise(string(body))]
-}
-
-// runCompareAndDelete releases KEYS[1] held by ARGV[1]: 1, or 0 when not held.
-func runCompareAndDelete(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	_, err := l.Release(ctx, keys[0], args[0])
-	return heldResult(err)
-}
-
-// runCompareAndPExpire sets KEYS[1]'s TTL to ARGV[2] ms where ARGV[1] holds it.
-func runCompareAndPExpire(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	ttl, err := parseTTL([]byte(args[1]), false, "pexpire")
-	if err != nil {
-		return nil, err
-	}
-	_, err = l.Extend(ctx, keys[0], args[0], ttl)
-	return heldResult(err)
-}
-
-// heldResult turns a Release or Extend outcome into the scripts' 1/0.
-func heldResult(err error) (any, error) {
-	switch {
-	case err == nil:
-		return int64(1), nil
-	case errors.Is(err, quorum.ErrNotHeld):
-		return int64(0), nil
-	}
-	return nil, err
 }
 
 // scriptCacheSize bounds the script cache. Only recognised scripts are
@@ -159,7 +109,10 @@ func (s *Server) load(body []byte) (*scriptKind, error) {
 	if kind := s.scripts.get(sha); kind != nil {
 		return kind, nil
 	}
-	kind := classify(body)
+	kind := known[sha] // a published body: no need to read it
+	if kind == nil {
+		kind = classify(body)
+	}
 	if kind == nil {
 		return nil, errorf("ERR lockproxy does not run this script (sha1 %s): only recognised lock scripts are served", sha)
 	}

@@ -1,0 +1,672 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// The lock scripts of client libraries, by what they do. Each kind lists
+// the texts it is recognised by (compared after normalise: whitespace,
+// quotes and the case of command names do not count), the SHA1s of the
+// published bodies (answered without normalising), and the one Locker
+// operation that does on a quorum what the script does on one Redis. The
+// reply is what the script returns on one Redis: libraries tell outcomes
+// apart by it (1/0, a count, OK/null, -1, a PTTL).
+//
+// Which library sends which body, byte for byte, is in
+// testdata/scripts and the table of scripts_library_test.go; the scripts
+// that are deliberately not recognised (hashes, pub/sub, sorted sets, list
+// signals) are listed there too, with the reason, for the README.
+
+// scriptKinds lists the recognised scripts.
+var scriptKinds = []*scriptKind{
+	{
+		// redis.io's release, redis-py, bsm/redislock 0.9, node-redlock 3,
+		// redis-semaphore, pottery, redlock-rb, Laravel, RedLock.net,
+		// ShedLock, redsync <= 4.11, Symfony <= 5.3.
+		name: "compare-and-delete", keys: 1, args: 1, run: runCompareAndDelete,
+		bodies: ownerGuarded(`redis.call("del", KEYS[1])`, `redis.call("unlink", KEYS[1])`),
+		digests: []string{
+			"194f3902b2dd08557818d09fc2e7682d91480e53", "647c65a442733a1aa440f99908d249d13b4d6c4a",
+			"b70c2384248f88e6b75b9f89241a180f856ad852", "cf0e94b2e9ffc7e04395cf88f7583fc309985910",
+			"c3f8721cbb97f72bc19e972846bd7aaf91901658", "7157921a7cc7cfba979acf6d63f073151df17d12",
+			"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80", "8e4905cee18e7c3188d10f2b8b170e403baed34f",
+			"18b2a577dbe847b16bebde190d69a1613d68e60e", "cb0427378f700ddb2f0e9394dbb0a40bd6dba04a",
+			"00583931c4e4d483f6233879c133c71ed5393f9d", "bec85b1c518b7ba0348a49c79b24adbb1ca95d3b",
+		},
+	},
+	{
+		// bsm/redislock 0.9 refresh, node-redlock 3 extend, redsync extend,
+		// redis-py reacquire, redis-semaphore refresh, pottery extend,
+		// ShedLock, Symfony <= 5.3.
+		name: "compare-and-pexpire", keys: 1, args: 2, run: runCompareAndPExpire,
+		bodies: ownerGuarded(`redis.call("pexpire", KEYS[1], ARGV[2])`),
+		digests: []string{
+			"a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf", "d75bb8b5bd13532ddedd17762e772346e39b321e",
+			"1cac51482acf5858da00f6d685d68f886cd6b6b2", "594683e49a64ebaf975caf5f8079a1d097c438f1",
+			"ba015a80261b616e7a62d35df0b8e3edbe6c9414", "67256370c2d1c87e2250898075542b1a7fa5b917",
+			"ae948f48c8da9feb2e215c474a412c605d33ff30",
+		},
+	},
+	{
+		// go-redsync >= 4.12: -1 tells "already expired" (ErrLockAlreadyExpired).
+		name: "compare-and-delete-or-absent", keys: 1, args: 1, run: runCompareAndDeleteOrAbsent,
+		bodies: []string{
+			`local val = redis.call("GET", KEYS[1]) if val == ARGV[1] then return redis.call("DEL", KEYS[1]) elseif val == false then return -1 else return 0 end`,
+			`local val = redis.call("GET", KEYS[1]) if val == ARGV[1] then return redis.call("DEL", KEYS[1]) elseif not val then return -1 else return 0 end`,
+		},
+		digests: []string{"e950836ed1e694540c503ef9972b8de518044d3b"},
+	},
+	{
+		// Spring Integration SPIN_LOCK unlock (UNLINK, or DEL before 7.0).
+		name: "compare-and-delete-or-null", keys: 1, args: 1, run: runCompareAndDeleteOrNull,
+		bodies:  nullGuarded(`redis.call("del", KEYS[1])`, `redis.call("unlink", KEYS[1])`),
+		digests: []string{"f0f9038aa2b6d6c3436c72d147573ea2a58f0ef2", "356d97191f2b63031781ccc0e8e82f02e1995a90"},
+	},
+	{
+		// Spring Integration renew.
+		name: "compare-and-pexpire-or-null", keys: 1, args: 2, run: runCompareAndPExpireOrNull,
+		bodies:  nullGuarded(`redis.call("pexpire", KEYS[1], ARGV[2])`),
+		digests: []string{"879e0f7b8d83c3266d4e996627438c05dbda0b89"},
+	},
+	{
+		// redis-py Lock.extend: ARGV[3] "0" adds ARGV[2] ms to the TTL left,
+		// anything else sets it to ARGV[2] ms.
+		name: "compare-and-add-or-set-pttl", keys: 1, args: 3, run: runCompareAndAddOrSetPTTL,
+		bodies: []string{`
+			local token = redis.call('get', KEYS[1])
+			if not token or token ~= ARGV[1] then return 0 end
+			local expiration = redis.call('pttl', KEYS[1])
+			if not expiration then expiration = 0 end
+			if expiration < 0 then return 0 end
+			local newttl = ARGV[2]
+			if ARGV[3] == "0" then newttl = ARGV[2] + expiration end
+			redis.call('pexpire', KEYS[1], newttl)
+			return 1`,
+		},
+		digests: []string{"a4e8783852e6b949f9ef3a97212805108459a890"},
+	},
+	{
+		// redsync WithSetNXOnExtend, Symfony <= 5.3 save.
+		name: "extend-or-acquire", keys: 1, args: 2, run: runExtendOrAcquire,
+		bodies: []string{
+			`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) elseif redis.call("SET", KEYS[1], ARGV[1], "PX", ARGV[2], "NX") then return 1 else return 0 end`,
+			`if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) elseif redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 else return 0 end`,
+		},
+		digests: []string{"b6b55c439e02c6f52ffb8be7ec8c0d0ac816ea79", "81523960da32c1f15ecab9f1f0fae74f7e943d07"},
+	},
+	{
+		// Spring Integration obtain (the registry's clientId re-enters).
+		name: "extend-or-acquire-or-null", keys: 1, args: 2, run: runExtendOrAcquireOrNull,
+		bodies: []string{`
+			local lockClientId = redis.call('GET', KEYS[1])
+			if lockClientId == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return true
+			elseif not lockClientId then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return true end
+			return false`,
+		},
+		digests: []string{"175897a4e379e99e79a54937be09226f76cdcfe5", "8426c8df41c64d8177dce3ecbbe9146ef3759cd2"},
+	},
+	{
+		// RedLock.net auto-extend: -1 when another lockId holds the key.
+		name: "extend-or-acquire-or-conflict", keys: 1, args: 2, run: runExtendOrAcquireOrConflict,
+		bodies: []string{`
+			local currentVal = redis.call('get', KEYS[1])
+			if (currentVal == false) then return redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2]) and 1 or 0
+			elseif (currentVal == ARGV[1]) then return redis.call('pexpire', KEYS[1], ARGV[2])
+			else return -1 end`,
+		},
+		digests: []string{"9f614a785a5f9ae8c6396c6b4bf94d2087342603", "3e7c6bf3e080bb97a92e77362149c26252b98212"},
+	},
+	{
+		// redlock-rb lock and extend: ARGV[3] "yes" also takes a free key.
+		name: "set-if-owner-or-free", keys: 1, args: 3, run: runSetIfOwnerOrFree,
+		bodies: []string{
+			`if (redis.call("exists", KEYS[1]) == 0 and ARGV[3] == "yes") or redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2]) end`,
+		},
+		digests: []string{"ceb2b2062e40c51a2b3963fd078bc71f11bdc65c"},
+	},
+	{
+		// node-redlock 3 acquire.
+		name: "acquire", keys: 1, args: 2, run: runAcquire,
+		bodies: []string{
+			`return redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`,
+			`return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2], "NX")`,
+		},
+		digests: []string{"862f31bf38e9b63ce28d6e9e5143551bb34ef981"},
+	},
+	{
+		// bsm/redislock 0.9 obtain: value is token+metadata, ARGV[2] the
+		// token's length; the same token re-obtains.
+		name: "acquire-or-renew", keys: 1, args: 3, run: runAcquireOrRenew,
+		bodies: []string{`
+			if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[3]) then return redis.status_reply("OK") end
+			local offset = tonumber(ARGV[2])
+			if redis.call("getrange", KEYS[1], 0, offset-1) == string.sub(ARGV[1], 1, offset) then return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[3]) end`,
+		},
+		digests: []string{"80a1b5f2cfccec3b7119ba7721d2127682b691a7"},
+	},
+	{
+		// bsm/redislock 0.9 TTL: -3 when not the owner.
+		name: "owner-pttl", keys: 1, args: 1, run: runOwnerPTTL,
+		bodies: []string{
+			`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pttl", KEYS[1]) else return -3 end`,
+		},
+		digests: []string{"6484da7d58920897fdc22b7f9afd1a3d47524ea8"},
+	},
+	{
+		// pottery Redlock.locked(): 0 when not the owner.
+		name: "owner-pttl-or-zero", keys: 1, args: 1, run: runOwnerPTTLOrZero,
+		bodies: []string{`
+			if redis.call('get', KEYS[1]) == ARGV[1] then
+				local pttl = redis.call('pttl', KEYS[1])
+				return (pttl > 0) and pttl or 0
+			else return 0 end`,
+		},
+		digests: []string{"f5f7bd3a3aa4a63c507c1155c5ea1219b350d992"},
+	},
+	{
+		// redlock-rb get_remaining_ttl: [value, pttl], or [null, -2] for a
+		// free key (GET's false is a null inside the array).
+		name: "value-and-pttl", keys: 1, args: 0, run: runValueAndPTTL,
+		bodies:  []string{`return { redis.call("get", KEYS[1]), redis.call("pttl", KEYS[1]) }`},
+		digests: []string{"78d2ca48a6dc9ef6892059792a3a0c5237733d64"},
+	},
+	{
+		// python-redis-lock extend: EXPIRE in seconds; 0 done, 1 not owner
+		// (2, no TTL, cannot happen: every lock through lockproxy has one).
+		name: "compare-and-expire-seconds", keys: 1, args: 2, run: runCompareAndExpireSeconds,
+		bodies: []string{`
+			if redis.call("get", KEYS[1]) ~= ARGV[1] then return 1
+			elseif redis.call("ttl", KEYS[1]) < 0 then return 2
+			else redis.call("expire", KEYS[1], ARGV[2]) return 0 end`,
+		},
+		digests: []string{"fed16109024d968d9496e4140fe1355bac05ebff"},
+	},
+	{
+		// node-redlock 4 and 5 acquire: every key or none; a backend votes
+		// only when the reply is #KEYS.
+		name: "multi-acquire", keys: 1, args: 2, run: runMultiAcquire,
+		bodies: withCount(multiAcquireBody),
+		digests: []string{
+			"e5a322e2634ef59a516e8ea150cb085afafee684", "d01fb69e6ecc8bad3ca9bacba9f4f9e96862313f",
+			"96da70f7716f27d278a5218544df37fd8b0a5e4c",
+		},
+	},
+	{
+		// node-redlock 4 and 5 release. On one Redis the reply counts the
+		// keys deleted; a backend votes only when it is #KEYS, so a
+		// release that did not free every key on a quorum replies 0.
+		name: "multi-release-count", keys: 1, args: 1, run: runMultiReleaseCount,
+		bodies: []string{multiReleaseBody},
+		digests: []string{
+			"0f0f23b9048b36752b5be114f357ba083449f908", "517e7ed95f00c0c4a209c6a7afcc6ab797d30b85",
+			"e4612211c9f8f51c257e26e056b0a654b3187242",
+		},
+	},
+	{
+		// node-redlock 4 and 5 extend (a SET PX of the same value per key).
+		name: "multi-extend", keys: 1, args: 2, run: runMultiExtend,
+		bodies: withCount(multiExtendBody),
+		digests: []string{
+			"ce46f80993d5dac20dd066eb301a4e37994bdbed", "acaf90b4697bb48bb5f603e9e613a54df7536c70",
+			"1d48b4c6fea2cdadc46b3346de5c2eaf121c7bb3", "aed6f382e410db8ba7926d4e5e9aab410bf2a78a",
+		},
+	},
+	{
+		// @sesamecare-oss/redlock: node-redlock's scripts after a SELECT of
+		// ARGV[1], the rest of ARGV shifted by one.
+		name: "db-multi-acquire", keys: 1, args: 3, run: inDB0(runMultiAcquire),
+		bodies:  withDB(withCount(multiAcquireBody)...),
+		digests: []string{"1b77b94aa78451d55dfa97e18819bfbfc596cb5b"},
+	},
+	{
+		name: "db-multi-release-count", keys: 1, args: 2, run: inDB0(runMultiReleaseCount),
+		bodies:  withDB(multiReleaseBody),
+		digests: []string{"df51f6837dcfe303d334e6abea9aeae192bab216"},
+	},
+	{
+		name: "db-multi-extend", keys: 1, args: 3, run: inDB0(runMultiExtend),
+		bodies:  withDB(withCount(multiExtendBody)...),
+		digests: []string{"820e9778d2b6733e9ed771e4be90ae73a95a6f3b"},
+	},
+	{
+		// bsm/redislock 0.10 obtain: MSETNX, or, when every key holds a
+		// value with the same token prefix, MSET; then PEXPIRE each key.
+		name: "multi-acquire-or-renew", keys: 1, args: 3, run: runMultiAcquireOrRenew,
+		bodies: []string{`
+			local function pexpire(ttl) for _, key in ipairs(KEYS) do redis.call("pexpire", key, ttl) end end
+			local function canOverrideKeys()
+				local offset = tonumber(ARGV[2])
+				for _, key in ipairs(KEYS) do
+					if redis.call("getrange", key, 0, offset-1) ~= string.sub(ARGV[1], 1, offset) then return false end
+				end
+				return true
+			end
+			local setArgs = {}
+			for _, key in ipairs(KEYS) do table.insert(setArgs, key) table.insert(setArgs, ARGV[1]) end
+			if redis.call("msetnx", unpack(setArgs)) ~= 1 then
+				if canOverrideKeys() == false then return false end
+				redis.call("mset", unpack(setArgs))
+			end
+			pexpire(ARGV[3])
+			return redis.status_reply("OK")`,
+		},
+		digests: []string{"eb0c00d98f6f33b4262419a509002884540f30be"},
+	},
+	{
+		// bsm/redislock 0.10 release: all keys held, then DEL; OK or null.
+		name: "multi-release-all", keys: 1, args: 1, run: runMultiReleaseAll,
+		bodies:  []string{bsmHeldAll + `redis.call("del", unpack(KEYS)) return redis.status_reply("OK")`},
+		digests: []string{"9470c810040e272ee6c579d8d4331aaf6332a7b1"},
+	},
+	{
+		// bsm/redislock 0.10 refresh: all keys held, then PEXPIRE; OK or null.
+		name: "multi-pexpire-all", keys: 1, args: 2, run: runMultiPExpireAll,
+		bodies: []string{bsmHeldAll +
+			`for _, key in ipairs(KEYS) do redis.call("pexpire", key, ARGV[2]) end return redis.status_reply("OK")`},
+		digests: []string{"5a22d7e8431313862816d4416b5e46dd70fc340d"},
+	},
+	{
+		// bsm/redislock 0.10 TTL: all keys held, then the least positive
+		// PTTL (0 if none); null when not held.
+		name: "multi-owner-pttl", keys: 1, args: 1, run: runMultiOwnerPTTL,
+		bodies: []string{bsmHeldAll + `
+			local minTTL = 0
+			for _, key in ipairs(KEYS) do
+				local ttl = redis.call("pttl", key)
+				if ttl > 0 and (minTTL == 0 or ttl < minTTL) then minTTL = ttl end
+			end
+			return minTTL`,
+		},
+		digests: []string{"66e1084c2d842a7e8c271925aae90219fac4e129"},
+	},
+	{
+		// Redisson RedissonMultiLock/RedLock with a lease time: PEXPIRE
+		// every key, 1 when any was set. ARGV[2] is a PEXPIRE condition
+		// (NX, XX, GT, LT), which lockproxy does not take.
+		name: "pexpire-any", keys: 1, args: 2, run: runPExpireAny,
+		bodies: []string{`
+			local result = 0
+			for j = 1, #KEYS, 1 do
+				local expireSet
+				if ARGV[2] ~= '' then expireSet = redis.call('pexpire', KEYS[j], ARGV[1], ARGV[2])
+				else expireSet = redis.call('pexpire', KEYS[j], ARGV[1]) end
+				if expireSet == 1 then result = expireSet end
+			end
+			return result`,
+		},
+		digests: []string{"3fd750e0b43af99dbd223e5523718f18cded3664"},
+	},
+}
+
+// ownerGuards are the shapes in which libraries write "when KEYS[1] holds
+// ARGV[1], do %s and return 1 (or its result), else return 0", after
+// normalise has inlined their local variables.
+var ownerGuards = []string{
+	`if redis.call("get", KEYS[1]) == ARGV[1] then return %s else return 0 end`,
+	`if redis.call("get", KEYS[1]) == ARGV[1] then return %s end return 0`,
+	`if ARGV[1] == redis.call("get", KEYS[1]) then return %s else return 0 end`,
+	`if ARGV[1] == redis.call("get", KEYS[1]) then return %s end return 0`,
+	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return 1 else return 0 end`,
+	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return 1 end return 0`,
+	`if not redis.call("get", KEYS[1]) or redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end %s return 1`,
+}
+
+// nullGuards are the shapes of "do %s and return true (1), else return
+// false (null)".
+var nullGuards = []string{
+	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return true end return false`,
+	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return true else return false end`,
+	`if ARGV[1] == redis.call("get", KEYS[1]) then %s return true end return false`,
+	`if ARGV[1] == redis.call("get", KEYS[1]) then %s return true else return false end`,
+}
+
+func ownerGuarded(actions ...string) []string { return guarded(ownerGuards, actions) }
+
+func nullGuarded(actions ...string) []string { return guarded(nullGuards, actions) }
+
+func guarded(shapes, actions []string) []string {
+	var bodies []string
+	for _, g := range shapes {
+		for _, a := range actions {
+			bodies = append(bodies, fmt.Sprintf(g, a))
+		}
+	}
+	return bodies
+}
+
+// node-redlock's multi-key scripts (4.0.0 counted KEYS with table.getn).
+const (
+	multiAcquireBody = `
+		for i, key in ipairs(KEYS) do if redis.call("exists", key) == 1 then return 0 end end
+		for i, key in ipairs(KEYS) do redis.call("set", key, ARGV[1], "PX", ARGV[2]) end
+		return %s`
+	multiExtendBody = `
+		for i, key in ipairs(KEYS) do if redis.call("get", key) ~= ARGV[1] then return 0 end end
+		for i, key in ipairs(KEYS) do redis.call("set", key, ARGV[1], "PX", ARGV[2]) end
+		return %s`
+	multiReleaseBody = `
+		local count = 0
+		for i, key in ipairs(KEYS) do
+			if redis.call("get", key) == ARGV[1] then redis.pcall("del", key) count = count + 1 end
+		end
+		return count`
+	// bsmHeldAll starts bsm/redislock 0.10's release, refresh and pttl.
+	bsmHeldAll = `
+		local values = redis.call("mget", unpack(KEYS))
+		for i, _ in ipairs(KEYS) do if values[i] ~= ARGV[1] then return false end end `
+)
+
+func withCount(body string) []string {
+	return []string{fmt.Sprintf(body, "#KEYS"), fmt.Sprintf(body, "table.getn(KEYS)")}
+}
+
+// withDB puts sesamecare's SELECT first and shifts ARGV by one.
+func withDB(bodies ...string) []string {
+	shift := strings.NewReplacer("ARGV[1]", "ARGV[2]", "ARGV[2]", "ARGV[3]")
+	out := make([]string, len(bodies))
+	for i, b := range bodies {
+		out[i] = `redis.pcall("SELECT", tonumber(ARGV[1])) ` + shift.Replace(b)
+	}
+	return out
+}
+
+// notHeld reports whether err says the token does not hold (or did not
+// get) the lock: the script's "no" reply, not an error.
+func notHeld(err error) bool {
+	return errors.Is(err, quorum.ErrNotHeld) || errors.Is(err, quorum.ErrNotAcquired) ||
+		errors.Is(err, quorum.ErrNotFound)
+}
+
+// answer returns yes when err is nil, no when the lock is not held, and
+// err otherwise.
+func answer(err error, yes, no any) (any, error) {
+	switch {
+	case err == nil:
+		return yes, nil
+	case notHeld(err):
+		return no, nil
+	}
+	return nil, err
+}
+
+// ms parses a TTL argument in milliseconds, worded for the command the
+// script would have run.
+func ms(arg, cmd string) (time.Duration, error) { return parseTTL([]byte(arg), false, cmd) }
+
+// runCompareAndDelete releases KEYS[1] held by ARGV[1]: 1, or 0 when not held.
+func runCompareAndDelete(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	_, err := l.Release(ctx, keys[0], args[0])
+	return answer(err, int64(1), int64(0))
+}
+
+// runCompareAndPExpire sets KEYS[1]'s TTL to ARGV[2] ms where ARGV[1] holds it.
+func runCompareAndPExpire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "pexpire")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	return answer(err, int64(1), int64(0))
+}
+
+// runCompareAndDeleteOrAbsent is a release that answers -1 when a quorum
+// found the key absent (redsync's ErrLockAlreadyExpired).
+func runCompareAndDeleteOrAbsent(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	_, err := l.Release(ctx, keys[0], args[0])
+	if errors.Is(err, quorum.ErrAbsent) {
+		return int64(-1), nil
+	}
+	return answer(err, int64(1), int64(0))
+}
+
+// runCompareAndDeleteOrNull releases KEYS[1]: 1 (Lua true), or null (false).
+func runCompareAndDeleteOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	_, err := l.Release(ctx, keys[0], args[0])
+	return answer(err, int64(1), nil)
+}
+
+// runCompareAndPExpireOrNull extends KEYS[1] to ARGV[2] ms: 1, or null.
+func runCompareAndPExpireOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "pexpire")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	return answer(err, int64(1), nil)
+}
+
+// runCompareAndAddOrSetPTTL is redis-py's extend: ARGV[3] "0" adds ARGV[2]
+// ms to the TTL left (ExtendBy), anything else sets it (Extend); 1 or 0.
+func runCompareAndAddOrSetPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	d, err := ms(args[1], "pexpire")
+	if err != nil {
+		return nil, err
+	}
+	if args[2] == "0" {
+		_, err = l.ExtendBy(ctx, keys[0], args[0], d)
+	} else {
+		_, err = l.Extend(ctx, keys[0], args[0], d)
+	}
+	return answer(err, int64(1), int64(0))
+}
+
+// runExtendOrAcquire extends KEYS[1] for ARGV[1] or takes it when free: 1 or 0.
+func runExtendOrAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	return extendOrAcquire(ctx, l, keys, args, int64(1), int64(0))
+}
+
+// runExtendOrAcquireOrNull is Spring's obtain: 1 (true) or null (false).
+func runExtendOrAcquireOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	return extendOrAcquire(ctx, l, keys, args, int64(1), nil)
+}
+
+// runExtendOrAcquireOrConflict is RedLock.net's extend: 1, or -1 when
+// another lockId holds the key.
+func runExtendOrAcquireOrConflict(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	return extendOrAcquire(ctx, l, keys, args, int64(1), int64(-1))
+}
+
+func extendOrAcquire(ctx context.Context, l Locker, keys, args []string, yes, no any) (any, error) {
+	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.ExtendOrAcquire(ctx, keys[0], args[0], ttl)
+	return answer(err, yes, no)
+}
+
+// runSetIfOwnerOrFree is redlock-rb's lock/extend: ARGV[3] "yes" may take
+// a free key (ExtendOrAcquire), anything else only extends; OK or null.
+func runSetIfOwnerOrFree(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	if args[2] == "yes" {
+		_, err = l.ExtendOrAcquire(ctx, keys[0], args[0], ttl)
+	} else {
+		_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	}
+	return answer(err, statusOK{}, nil)
+}
+
+// runAcquire is SET KEYS[1] ARGV[1] NX PX ARGV[2] in a script: OK or null.
+func runAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.Acquire(ctx, keys[0], args[0], ttl)
+	return answer(err, statusOK{}, nil)
+}
+
+// runAcquireOrRenew is bsm/redislock's obtain: OK or null.
+func runAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	tokenLen, ttl, err := parseObtain(args)
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.AcquireOrRenew(ctx, keys[0], args[0], tokenLen, ttl)
+	return answer(err, statusOK{}, nil)
+}
+
+// parseObtain parses bsm/redislock's token length and TTL arguments.
+func parseObtain(args []string) (int, time.Duration, error) {
+	n, ok := parseInt([]byte(args[1]))
+	if !ok || n < 0 || n > int64(len(args[0])) {
+		return 0, 0, errorf("ERR lockproxy needs a token length between 0 and the value's %d bytes (got %q)", len(args[0]), args[1])
+	}
+	ttl, err := ms(args[2], "set")
+	return int(n), ttl, err
+}
+
+// runOwnerPTTL is bsm/redislock 0.9's TTL: PTTL ms, or -3 when not the owner.
+func runOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	d, err := l.OwnerPTTL(ctx, keys[0], args[0])
+	return answer(err, d.Milliseconds(), int64(-3))
+}
+
+// runOwnerPTTLOrZero is pottery's locked(): PTTL ms when positive, else 0.
+func runOwnerPTTLOrZero(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	d, err := l.OwnerPTTL(ctx, keys[0], args[0])
+	return answer(err, max(d.Milliseconds(), 0), int64(0))
+}
+
+// runValueAndPTTL is redlock-rb's [value, pttl], [null, -2] when free. It
+// takes two Locker calls: the value a quorum holds, then how long that
+// value holds the key, so the PTTL is always the returned value's (a value
+// that changed in between reads as a free key, as it would a moment later).
+func runValueAndPTTL(ctx context.Context, l Locker, keys, _ []string) (any, error) {
+	free := []any{nil, int64(-2)}
+	v, err := l.Get(ctx, keys[0])
+	if err != nil {
+		return answer(err, nil, free)
+	}
+	d, err := l.OwnerPTTL(ctx, keys[0], v)
+	return answer(err, []any{v, d.Milliseconds()}, free)
+}
+
+// runCompareAndExpireSeconds is python-redis-lock's extend: ARGV[2]
+// seconds; 0 extended, 1 not the owner.
+func runCompareAndExpireSeconds(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := parseTTL([]byte(args[1]), true, "expire")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	return answer(err, int64(0), int64(1))
+}
+
+// runMultiAcquire takes every key for ARGV[1]: #KEYS, or 0.
+func runMultiAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.AcquireAll(ctx, keys, args[0], ttl)
+	return answer(err, int64(len(keys)), int64(0))
+}
+
+// runMultiReleaseCount releases the keys ARGV[1] holds: #KEYS, or 0.
+func runMultiReleaseCount(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	_, err := l.ReleaseAll(ctx, keys, args[0])
+	return answer(err, int64(len(keys)), int64(0))
+}
+
+// runMultiExtend extends every key ARGV[1] holds: #KEYS, or 0.
+func runMultiExtend(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.ExtendAll(ctx, keys, args[0], ttl)
+	return answer(err, int64(len(keys)), int64(0))
+}
+
+// inDB0 runs a sesamecare script, whose ARGV[1] is the database it
+// selects, when that database is 0: lockproxy has one keyspace.
+func inDB0(run func(context.Context, Locker, []string, []string) (any, error)) func(context.Context, Locker, []string, []string) (any, error) {
+	return func(ctx context.Context, l Locker, keys, args []string) (any, error) {
+		if n, ok := parseInt([]byte(args[0])); !ok || n != 0 {
+			return nil, errorf("ERR lockproxy serves db 0 only (the script selects db %q)", args[0])
+		}
+		return run(ctx, l, keys, args[1:])
+	}
+}
+
+// runMultiAcquireOrRenew is bsm/redislock 0.10's obtain: OK or null. One
+// key is AcquireOrRenew, exactly the script. Several keys are AcquireAll:
+// what is lost is the re-obtain, by the same token, of keys it already
+// holds (the script's MSET after a failed MSETNX), which then replies null
+// as if another token held them.
+func runMultiAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	if len(keys) == 1 {
+		return runAcquireOrRenew(ctx, l, keys, args)
+	}
+	_, ttl, err := parseObtain(args)
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.AcquireAll(ctx, keys, args[0], ttl)
+	return answer(err, statusOK{}, nil)
+}
+
+// runMultiReleaseAll releases keys all held by ARGV[1]: OK or null.
+func runMultiReleaseAll(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	_, err := l.ReleaseAll(ctx, keys, args[0])
+	return answer(err, statusOK{}, nil)
+}
+
+// runMultiPExpireAll extends keys all held by ARGV[1]: OK or null.
+func runMultiPExpireAll(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "pexpire")
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.ExtendAll(ctx, keys, args[0], ttl)
+	return answer(err, statusOK{}, nil)
+}
+
+// runMultiOwnerPTTL is bsm/redislock 0.10's TTL: one OwnerPTTL per key;
+// the least positive PTTL (0 if none), or null when any key is not held.
+func runMultiOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	var least int64
+	for _, k := range keys {
+		d, err := l.OwnerPTTL(ctx, k, args[0])
+		if err != nil {
+			return answer(err, nil, nil)
+		}
+		if n := d.Milliseconds(); n > 0 && (least == 0 || n < least) {
+			least = n
+		}
+	}
+	return least, nil
+}
+
+// runPExpireAny sets every key's TTL to ARGV[1] ms: 1 when any was set.
+func runPExpireAny(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	if args[1] != "" {
+		return nil, errorf("ERR lockproxy does not take PEXPIRE conditions (the script passes %q)", args[1])
+	}
+	ttl, err := ms(args[0], "pexpire")
+	if err != nil {
+		return nil, err
+	}
+	var set int64
+	for _, k := range keys {
+		ok, err := l.Expire(ctx, k, ttl)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			set = 1
+		}
+	}
+	return set, nil
+}
