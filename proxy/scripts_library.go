@@ -112,7 +112,9 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"175897a4e379e99e79a54937be09226f76cdcfe5", "8426c8df41c64d8177dce3ecbbe9146ef3759cd2"},
 	},
 	{
-		// RedLock.net auto-extend: -1 when another lockId holds the key.
+		// RedLock.net auto-extend: re-creates a vanished key, -1 when another
+		// lockId holds it (its 0, a SET or PEXPIRE failing inside the
+		// script, cannot happen).
 		name: "extend-or-acquire-or-conflict", keys: 1, args: 2, run: runExtendOrAcquireOrConflict,
 		bodies: []string{`
 			local currentVal = redis.call('get', KEYS[1])
