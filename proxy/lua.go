@@ -35,7 +35,7 @@ func normalise(src string) string {
 			toks[i] = strings.ToLower(t)
 		}
 	}
-	toks = dropConditionParens(dropTonumber(dropTokens(toks, ";")))
+	toks = dropConditionParens(dropTokens(toks, ";"))
 	for {
 		next, ok := inlineLocal(toks)
 		if !ok {
@@ -43,7 +43,9 @@ func normalise(src string) string {
 		}
 		toks = next
 	}
-	return strings.Join(toks, " ")
+	// After inlining, so that a local holding tonumber(ARGV[n]) is judged
+	// where it is used.
+	return strings.Join(dropTonumber(toks), " ")
 }
 
 // luaOperators are Lua's multi-byte operators, longest first.
@@ -196,11 +198,13 @@ func dropTokens(toks []string, drop string) []string {
 	return out
 }
 
-// dropTonumber removes every tonumber( ... ) wrapper, keeping its argument:
-// Redis converts string arguments of commands itself.
+// dropTonumber removes the tonumber( ... ) wrappers of command arguments
+// (after a comma), keeping their argument: Redis converts string arguments
+// of commands itself. Elsewhere, in a comparison say, a number is not the
+// string it came from, so the wrapper stays.
 func dropTonumber(toks []string) []string {
-	for i := 0; i+1 < len(toks); i++ {
-		if toks[i] != "tonumber" || toks[i+1] != "(" {
+	for i := 1; i+1 < len(toks); i++ {
+		if toks[i] != "tonumber" || toks[i+1] != "(" || toks[i-1] != "," {
 			continue
 		}
 		if end := closingParen(toks, i+1); end > 0 {
@@ -239,7 +243,8 @@ func inlineLocal(toks []string) ([]string, bool) {
 		}
 		n := pureValue(toks[i+3:])
 		rest := i + 3 + n
-		if n == 0 || continuesExpr(toks, rest) || (n > 4 && usedAfterCall(toks[rest:], toks[i+1])) {
+		readsKey := toks[i+3] == "redis" // a GET, unlike KEYS/ARGV, depends on when it runs
+		if n == 0 || continuesExpr(toks, rest) || (readsKey && usedAfterCall(toks[rest:], toks[i+1])) {
 			continue
 		}
 		out := append([]string(nil), toks[:i]...)
@@ -284,6 +289,8 @@ func pureValue(t []string) int {
 	switch {
 	case index(t):
 		return 4
+	case len(t) >= 7 && t[0] == "tonumber" && t[1] == "(" && index(t[2:]) && t[6] == ")":
+		return 7
 	case len(t) >= 11 && t[0] == "redis" && t[1] == "." && t[2] == "call" && t[3] == "(" &&
 		t[4] == `"get"` && t[5] == "," && index(t[6:]) && t[10] == ")":
 		return 11

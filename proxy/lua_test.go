@@ -57,6 +57,8 @@ func TestClassifyVariants(t *testing.T) {
 		{"status case counts", "local values = redis.call('mget', unpack(KEYS)) for i, _ in ipairs(KEYS) do if values[i] ~= ARGV[1] then return false end end redis.call('del', unpack(KEYS)) return redis.status_reply('ok')", none},
 		{"merged return0", `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return0 end`, none},
 		{"quote inside single-quoted string", `if redis.call('get",KEYS[1]) == ARGV[1] then return redis.call("del', KEYS[1]) else return 0 end`, none},
+		{"compares with a number", `if redis.call("get",KEYS[1]) == tonumber(ARGV[1]) then return redis.call("del",KEYS[1]) else return 0 end`, none},
+		{"local number compared", "local token = tonumber(ARGV[1])\nif redis.call('get', KEYS[1]) == token then return redis.call('del', KEYS[1]) else return 0 end", none},
 		{"empty", "", none},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
