@@ -20,6 +20,8 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 		return Result{}, err
 	}
 	return e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
 		call: func(ctx context.Context, n *node) (ack, error) {
@@ -36,7 +38,10 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 // lockOp is an acquisition or extension: it holds with a quorum of yes
 // votes and positive validity, and is rolled back otherwise.
 type lockOp struct {
-	call func(ctx context.Context, n *node) (ack, error)
+	// keys and token are what the operation takes or extends.
+	keys  []string
+	token string
+	call  func(ctx context.Context, n *node) (ack, error)
 	// undo rolls the operation back on one backend: compare-and-delete.
 	undo func(ctx context.Context, n *node)
 	// ttl is the lock's TTL; zero when each yes voter reports its own.
@@ -45,6 +50,9 @@ type lockOp struct {
 }
 
 func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
+	if err := e.rollbacks.wait(ctx, op.keys, op.token); err != nil {
+		return Result{}, errors.Join(ErrNoQuorum, err)
+	}
 	start := time.Now()
 	votes := fanout(ctx, e, op.call)
 	t, seen := collect(votes, len(e.nodes), e.quorum)
@@ -86,6 +94,7 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 		limit = min(limit, op.ttl)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	end := e.rollbacks.start(op.keys, op.token)
 	undo := func(v vote[ack]) {
 		if v.err == nil && !v.val.yes {
 			return // refused: the token never reached this backend
@@ -110,6 +119,7 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 		close(done)
 		background.Wait()
 		cancel()
+		end()
 	}()
 
 	timer := time.NewTimer(e.cfg.NodeTimeout)

@@ -85,9 +85,10 @@ type Result struct {
 // of its own, so any number of engines (proxy instances) may share the same
 // backends. It is safe for concurrent use.
 type Engine struct {
-	cfg    Config
-	nodes  []*node
-	quorum int
+	cfg       Config
+	nodes     []*node
+	quorum    int
+	rollbacks rollbacks
 }
 
 // New validates cfg and returns an Engine that connects to its backends

@@ -18,8 +18,13 @@ type vote[T any] struct {
 // fanout sends call to every backend at once, each under its own timeout,
 // and returns a channel that receives exactly one vote per backend. The
 // channel is buffered so that nobody has to read the stragglers.
+//
+// A call is not cancelled with ctx, only by its timeout: the answer is often
+// decided before the slowest backends reply, and cutting their calls short
+// would turn a clear yes or no into "unknown", which then needs a rollback.
 func fanout[T any](ctx context.Context, e *Engine, call func(ctx context.Context, n *node) (T, error)) <-chan vote[T] {
 	votes := make(chan vote[T], len(e.nodes))
+	ctx = context.WithoutCancel(ctx)
 	for _, n := range e.nodes {
 		go func() {
 			nctx, cancel := context.WithTimeout(ctx, e.cfg.NodeTimeout)

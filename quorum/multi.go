@@ -21,6 +21,8 @@ func (e *Engine) AcquireAll(ctx context.Context, keys []string, token string, tt
 		return Result{}, err
 	}
 	return e.lockOp(ctx, lockOp{
+		keys:    keys,
+		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
 		call: func(ctx context.Context, n *node) (ack, error) {
@@ -54,6 +56,8 @@ func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl
 		return Result{}, err
 	}
 	return e.lockOp(ctx, lockOp{
+		keys:    keys,
+		token:   token,
 		ttl:     ttl,
 		refused: ErrNotHeld,
 		call: func(ctx context.Context, n *node) (ack, error) {
@@ -76,6 +80,8 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 	// Backends that refused because the sum would exceed MaxTTL say so here.
 	tooLong := make(chan time.Duration, len(e.nodes))
 	res, err := e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   token,
 		refused: ErrNotHeld,
 		call: func(ctx context.Context, n *node) (ack, error) {
 			ms, err := extendByScript.Run(ctx, n.client, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()).Int64()
@@ -104,6 +110,8 @@ func (e *Engine) ExtendOrAcquire(ctx context.Context, key, token string, ttl tim
 		return Result{}, err
 	}
 	return e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   token,
 		ttl:     ttl,
 		refused: ErrNotHeld,
 		call: func(ctx context.Context, n *node) (ack, error) {
@@ -122,6 +130,8 @@ func (e *Engine) AcquireOrRenew(ctx context.Context, key, value string, tokenLen
 		return Result{}, err
 	}
 	return e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   value,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
 		call: func(ctx context.Context, n *node) (ack, error) {

@@ -37,6 +37,8 @@ func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duratio
 		return Result{}, err
 	}
 	return e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   token,
 		ttl:     ttl,
 		refused: ErrNotHeld,
 		call: func(ctx context.Context, n *node) (ack, error) {
