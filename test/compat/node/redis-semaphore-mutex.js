@@ -49,16 +49,20 @@ async function scenario(addr) {
   try {
     await client.del(key);
 
-    // A 1 s lock refreshed every 250 ms by the library's timer.
-    const mutex = new Mutex(client, c.SCENARIO, { lockTimeout: 1000, refreshInterval: 250, onLockLost });
+    // A 2 s lock refreshed every 250 ms by the library's timer, held 2.5 s.
+    const mutex = new Mutex(client, c.SCENARIO, { lockTimeout: 2000, refreshInterval: 250, onLockLost });
     await mutex.acquire();
     c.check('acquire() takes mutex:compat:scenario', mutex.isAcquired && (await get()) === mutex.identifier, await get());
-    await c.sleep(1600);
+    await c.sleep(2500);
     const ttl = await client.pttl(key);
-    c.check('the refresh timer keeps it past its 1 s timeout', mutex.isAcquired && (await get()) === mutex.identifier && ttl > 0, ttl);
+    c.check('the refresh timer keeps it past its 2 s timeout', mutex.isAcquired && (await get()) === mutex.identifier && ttl > 0, ttl);
+    // Stop the timer (its next refresh would set 2 s again), let a refresh
+    // in flight land, and extend by hand.
+    mutex.stopRefresh();
+    await c.sleep(100);
     c.check('tryAcquire() of the owner\'s identifier (refresh script, 10 s) succeeds', await claim(mutex.identifier).tryAcquire());
     const extended = await client.pttl(key);
-    c.check('  ... and extends it past 1 s', extended > 1000 && extended <= 10000, extended);
+    c.check('  ... and extends it past 2 s', extended > 2000 && extended <= 10000, extended);
 
     const second = new Mutex(client, c.SCENARIO, { acquireTimeout: 100, retryInterval: 10 });
     c.check('a second Mutex cannot tryAcquire() while held', (await second.tryAcquire()) === false);

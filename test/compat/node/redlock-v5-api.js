@@ -99,11 +99,11 @@ function program({ Redlock, Lock, ExecutionError, ResourceLockedError }) {
       await lock.release();
       c.check('free again: acquire([b]) and release()', (await get(b)) === null);
 
-      // using(): a 1 s lock held for 1.6 s, kept by its automatic extension
-      // (when less than 500 ms remain), then released.
-      const settings = { automaticExtensionThreshold: 500 };
-      await redlock.using([k], 1000, settings, async (signal) => {
-        await c.sleep(1600);
+      // using(): a 1.5 s lock held for 2 s, kept by its automatic extension
+      // (when less than 1 s remains), then released.
+      const settings = { automaticExtensionThreshold: 1000 };
+      await redlock.using([k], 1500, settings, async (signal) => {
+        await c.sleep(2000);
         c.check('using(): the routine runs past the first TTL without abort', !signal.aborted, signal.error);
         const held = await get(k);
         ttl = await client.pttl(k);
