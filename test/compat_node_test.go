@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -16,24 +15,17 @@ import (
 const nodeDir = "compat/node"
 
 // nodeClients are the Node rows of the compatibility suite: one program
-// each, following the contract in compat_test.go.
+// each, following the contract in compat_test.go. The versions are pinned in
+// compat/node/package.json.
 var nodeClients = []struct{ name, program string }{
 	{"ioredis-5-recipe", "ioredis-recipe.js"},
 	{"ioredis-6-recipe", "ioredis6-recipe.js"},
 	{"node-redis-5-recipe", "node-redis-recipe.js"},
 	{"node-redis-6-recipe", "redis6-recipe.js"},
 	{"redis-semaphore-5.8.0-mutex", "redis-semaphore-mutex.js"},
-}
-
-// nodePending are Node rows whose lock scripts the proxy does not run yet
-// (it refuses them with "lockproxy does not run this script (sha1 …)"). Their
-// programs are proven against one real redis-server by
-// TestCompatNodeProgramsOnRedis; they join nodeClients when the proxy
-// recognises their scripts.
-var nodePending = []struct{ name, program string }{
-	{"redlock-4.2.0", "redlock4.js"},                      // node-redlock multi-key scripts
-	{"redlock-5.0.0-beta.2", "redlock5.js"},               // the same, re-indented
-	{"sesamecare-redlock-1.4.0", "sesamecare-redlock.js"}, // the same behind redis.pcall("SELECT", db)
+	{"redlock-4.2.0", "redlock4.js"},
+	{"redlock-5.0.0-beta.2", "redlock5.js"},
+	{"sesamecare-redlock-1.4.0", "sesamecare-redlock.js"},
 }
 
 // TestCompatNode runs the Node client libraries, unchanged, through the proxy
@@ -47,13 +39,13 @@ func TestCompatNode(t *testing.T) {
 	compatSuite(t, clients)
 }
 
-// TestCompatNodeProgramsOnRedis runs every Node program, pending ones too,
-// against one real redis-server: what the library does without the proxy,
-// so that a failure through the proxy is the proxy's.
+// TestCompatNodeProgramsOnRedis runs every Node program against one real
+// redis-server: what the library does without the proxy, so that a failure
+// through the proxy is the proxy's.
 func TestCompatNodeProgramsOnRedis(t *testing.T) {
 	dir := nodeModules(t)
 	addr := redistest.Start(t).Addr()
-	for _, c := range slices.Concat(nodeClients, nodePending) {
+	for _, c := range nodeClients {
 		client := nodeClient(dir, c.name, c.program)
 		t.Run(c.name, func(t *testing.T) {
 			t.Run("contention", func(t *testing.T) { runContention(t, addr, client, 4, 25) })
