@@ -17,11 +17,21 @@ func (e *Engine) Release(ctx context.Context, key, token string) (Result, error)
 	})
 }
 
-// unlockOp decides a release: done where a quorum did it.
+// unlockOp decides a release: done where a quorum did it. "Not held" is a
+// claim that the client's lock was lost, so it is made only when the
+// backends that failed to answer could not have made a quorum of yes:
+// otherwise the answer is that nothing could be decided.
 func (e *Engine) unlockOp(ctx context.Context, call func(context.Context, *node) (ack, error)) (Result, error) {
-	t, _ := collect(fanout(ctx, e, call), len(e.nodes), e.quorum)
-	if t.succeeded() {
+	votes := fanout(ctx, e, call)
+	t := &tally{total: len(e.nodes), quorum: e.quorum}
+	for t.pending() > 0 && !t.succeeded() {
+		t.add(<-votes)
+	}
+	switch {
+	case t.succeeded():
 		return t.result(), nil
+	case t.yes+len(t.failures) >= t.quorum:
+		return t.result(), &NoQuorumError{Counted: t.yes + t.no, Needed: t.quorum, Total: t.total, Nodes: t.failures}
 	}
 	return t.result(), t.err(ErrNotHeld)
 }

@@ -108,3 +108,19 @@ func expectValues(got []string, exp ...string) string {
 	}
 	return ""
 }
+
+// TestReleaseUndecidable: when the backends that did not answer could have
+// made a quorum of deletions, the release cannot say the lock was not held.
+func TestReleaseUndecidable(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, NodeTimeout: 200 * time.Millisecond})
+	key := uniqueKey(t)
+	// Held on 0, 1 (and on 2, which is about to hang); 3 and 4 are empty.
+	for _, i := range []int{0, 1, 2} {
+		c.direct[i].Set(t.Context(), key, "owner", time.Minute)
+	}
+	c.servers[2].Pause()
+	defer c.servers[2].Resume()
+	if exp, got := "noquorum", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+}
