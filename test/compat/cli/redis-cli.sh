@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# redis-cli with the redis.io recipe, by the compatibility suite's contract
+# (see test/compat_test.go): contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR.
+set -euo pipefail
+command=$1 addr=$2
+host=${addr%:*} port=${addr##*:}
+cli() { redis-cli -h "$host" -p "$port" "$@"; }
+release='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
+extend='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end'
+
+expect() { # expect WHAT WANT GOT
+	if [ "$2" != "$3" ]; then
+		echo "FAIL $1: expected '$2', got '$3'"
+		exit 1
+	fi
+	echo "ok   $1"
+}
+
+case $command in
+contend)
+	log=$3 rounds=$4 worker=$5
+	for ((n = 0; n < rounds; n++)); do
+		token="$worker-$n"
+		until [ "$(cli SET compat:contended "$token" NX PX 10000)" = OK ]; do
+			sleep "0.00$((RANDOM % 5 + 1))"
+		done
+		# One write per line, O_APPEND: the holders' log proves exclusion.
+		printf 'enter %s\n' "$token" >>"$log"
+		printf 'exit %s\n' "$token" >>"$log"
+		got=$(cli EVAL "$release" 1 compat:contended "$token")
+		[ "$got" = 1 ] || { echo "release of $token replied '$got', expected 1"; exit 1; }
+	done
+	;;
+scenario)
+	key=compat:scenario
+	cli DEL "$key" >/dev/null
+	expect "acquire" OK "$(cli SET "$key" me NX PX 10000)"
+	expect "second owner gets nil" "" "$(cli SET "$key" other PX 10000 NX)"
+	expect "extend as owner" 1 "$(cli EVAL "$extend" 1 "$key" me 20000)"
+	ttl=$(cli PTTL "$key")
+	[ "$ttl" -gt 10000 ] || { echo "FAIL PTTL after extend: $ttl"; exit 1; }
+	echo "ok   PTTL after extend ($ttl ms)"
+	expect "extend by a non-owner refused" 0 "$(cli EVAL "$extend" 1 "$key" other 20000)"
+	expect "release by a non-owner refused" 0 "$(cli EVAL "$release" 1 "$key" other)"
+	expect "GET shows the owner" me "$(cli GET "$key")"
+	sha=$(cli SCRIPT LOAD "$release")
+	expect "release by EVALSHA" 1 "$(cli EVALSHA "$sha" 1 "$key" me)"
+	expect "free again" OK "$(cli SET "$key" other NX PX 10000)"
+	cli DEL "$key" >/dev/null
+	;;
+*)
+	echo "usage: $0 contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR" >&2
+	exit 2
+	;;
+esac
