@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The operations in this file serve the lock scripts of client libraries:
@@ -17,20 +19,7 @@ import (
 // @sesamecare-oss/redlock). Errors as Acquire; a failure is rolled back key
 // by key.
 func (e *Engine) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	if err := e.checkKeysTTL(keys, ttl); err != nil {
-		return Result{}, err
-	}
-	return e.lockOp(ctx, lockOp{
-		keys:    keys,
-		token:   token,
-		ttl:     ttl,
-		refused: ErrNotAcquired,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			taken, err := acquireAllScript.Run(ctx, n.client, keys, token, ttl.Milliseconds()).Int()
-			return ack{yes: taken == len(keys)}, err
-		},
-		undo: func(ctx context.Context, n *node) { n.releaseAll(ctx, keys, token) },
-	})
+	return e.scriptOp(ctx, acquireAllScript, keys, token, ttl, ErrNotAcquired, token, ttl.Milliseconds())
 }
 
 // ReleaseAll deletes the keys token holds; it succeeds when a quorum
@@ -52,6 +41,13 @@ func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack
 // ExtendAll sets the TTL of every key on the backends where token holds all
 // of them. Errors as Extend; a failure is rolled back key by key.
 func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
+	return e.scriptOp(ctx, extendAllScript, keys, token, ttl, ErrNotHeld, token, ttl.Milliseconds())
+}
+
+// scriptOp takes or extends keys for token with a script that replies, on
+// each backend, how many keys it did that for; a backend agrees when it did
+// it for all of them. A failure is rolled back by compare-and-delete.
+func (e *Engine) scriptOp(ctx context.Context, script *redis.Script, keys []string, token string, ttl time.Duration, refused error, args ...any) (Result, error) {
 	if err := e.checkKeysTTL(keys, ttl); err != nil {
 		return Result{}, err
 	}
@@ -59,10 +55,10 @@ func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl
 		keys:    keys,
 		token:   token,
 		ttl:     ttl,
-		refused: ErrNotHeld,
+		refused: refused,
 		call: func(ctx context.Context, n *node) (ack, error) {
-			extended, err := extendAllScript.Run(ctx, n.client, keys, token, ttl.Milliseconds()).Int()
-			return ack{yes: extended == len(keys)}, err
+			done, err := script.Run(ctx, n.client, keys, args...).Int()
+			return ack{yes: done == len(keys)}, err
 		},
 		undo: func(ctx context.Context, n *node) { n.releaseAll(ctx, keys, token) },
 	})
@@ -106,40 +102,14 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 // is free (redsync WithSetNXOnExtend, RedLock.net, Spring's obtain). Errors
 // as Extend.
 func (e *Engine) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	if err := e.checkTTL(ttl); err != nil {
-		return Result{}, err
-	}
-	return e.lockOp(ctx, lockOp{
-		keys:    []string{key},
-		token:   token,
-		ttl:     ttl,
-		refused: ErrNotHeld,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			held, err := extendOrAcquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int()
-			return ack{yes: held == 1}, err
-		},
-		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
-	})
+	return e.scriptOp(ctx, extendOrAcquireScript, []string{key}, token, ttl, ErrNotHeld, token, ttl.Milliseconds())
 }
 
 // AcquireOrRenew takes key for value, or renews it with value where the
 // value held starts with the same first tokenLen bytes (bsm/redislock's
 // obtain with a caller-chosen token). Errors as Acquire.
 func (e *Engine) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
-	if err := e.checkTTL(ttl); err != nil {
-		return Result{}, err
-	}
-	return e.lockOp(ctx, lockOp{
-		keys:    []string{key},
-		token:   value,
-		ttl:     ttl,
-		refused: ErrNotAcquired,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			taken, err := acquireOrRenewScript.Run(ctx, n.client, []string{key}, value, tokenLen, ttl.Milliseconds()).Int()
-			return ack{yes: taken == 1}, err
-		},
-		undo: func(ctx context.Context, n *node) { n.release(ctx, key, value) },
-	})
+	return e.scriptOp(ctx, acquireOrRenewScript, []string{key}, value, ttl, ErrNotAcquired, value, tokenLen, ttl.Milliseconds())
 }
 
 // OwnerPTTL returns how long token still holds key on a quorum, less the

@@ -43,18 +43,5 @@ func (e *Engine) unlockOp(ctx context.Context, call func(context.Context, *node)
 // (0, MaxTTL]. A failed extension is rolled back like a failed acquisition:
 // a lock its holder can no longer rely on is released for others at once.
 func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	if err := e.checkTTL(ttl); err != nil {
-		return Result{}, err
-	}
-	return e.lockOp(ctx, lockOp{
-		keys:    []string{key},
-		token:   token,
-		ttl:     ttl,
-		refused: ErrNotHeld,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			extended, err := extendScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int()
-			return ack{yes: extended == 1}, err
-		},
-		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
-	})
+	return e.scriptOp(ctx, extendScript, []string{key}, token, ttl, ErrNotHeld, token, ttl.Milliseconds())
 }
