@@ -13,9 +13,11 @@ run: build
 	./lockproxy $(ARGS)
 
 ## test: every test, with the race detector, against real redis-server processes
-## and the real client libraries of the compatibility suite.
+## and the real client libraries of the compatibility suite. One package at a
+## time (-p 1): the fault tests time backends out on purpose, and another
+## package's load on this 2-core machine must not do it for them.
 test: deps
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 1 ./...
 
 # Debian packages the tests need: redis-server for the backends (the tests
 # fail rather than skip without one), and the client libraries that the
