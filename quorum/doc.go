@@ -4,5 +4,7 @@
 //
 // It knows nothing about RESP or the proxy. Callers pass keys, tokens and
 // TTLs and get a Result or one of the sentinel errors in errors.go.
-// An Engine keeps no per-lock state and is safe for concurrent use.
+// An Engine keeps no lock state (any number of engines may share the same
+// backends); it only remembers which rollbacks it is still running, so that
+// a retry with the same token waits for them. It is safe for concurrent use.
 package quorum
