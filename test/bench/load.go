@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// maxSamples bounds the latency samples one system keeps per round and
+// operation; cycles are counted beyond it, latencies are not.
+const maxSamples = 1 << 20
+
+// setting is one row of the table for all systems: a worker count, and
+// whether the workers share a few keys.
+type setting struct {
+	contended bool
+	workers   int
+}
+
+func (s setting) mode() string {
+	if s.contended {
+		return "contended"
+	}
+	return "uncontended"
+}
+
+// cell accumulates one system's rounds in one setting.
+type cell struct {
+	cycles, failed, errors int64
+	elapsed                time.Duration
+	acquire, release       []int64 // nanoseconds
+	errSamples             []string
+}
+
+// tally is what one worker counted in one round.
+type tally struct {
+	cycles, failed, errors int64
+	acquire, release       []int64
+	firstErr               error
+}
+
+// measure runs every setting, in rounds, with the systems in turns.
+func measure(ctx context.Context, o *options, ss *systems, rep *report, out io.Writer) error {
+	var settings []setting
+	for _, contended := range []bool{false, true} {
+		for _, n := range o.concurrency {
+			settings = append(settings, setting{contended, n})
+		}
+	}
+	cells := make(map[setting][]*cell)
+	for _, st := range settings {
+		for range ss.list {
+			cells[st] = append(cells[st], &cell{})
+		}
+	}
+
+	// Warm-up: open every pool's connections and load the script, so the
+	// first measured round is not the one that dials.
+	for i, sys := range ss.list {
+		runRound(ctx, o, sys, setting{false, o.concurrency[len(o.concurrency)-1]}, 300*time.Millisecond, fmt.Sprintf("warm%d", i))
+	}
+	total := o.rounds * len(settings) * len(ss.list)
+	fmt.Fprintf(out, "measuring %d rounds of %s (about %s)\n", total, o.duration, (time.Duration(total) * o.duration).Round(time.Second))
+	// Rounds outermost: each setting's rounds spread over the whole run.
+	for r := range o.rounds {
+		for _, st := range settings {
+			for i, sys := range ss.list {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				t, elapsed := runRound(ctx, o, sys, st, o.duration, fmt.Sprintf("r%d", r))
+				c := cells[st][i]
+				c.elapsed += elapsed
+				for _, w := range t {
+					c.cycles += w.cycles
+					c.failed += w.failed
+					c.errors += w.errors
+					c.acquire = append(c.acquire, w.acquire...)
+					c.release = append(c.release, w.release...)
+					if w.firstErr != nil && len(c.errSamples) < 3 {
+						c.errSamples = append(c.errSamples, w.firstErr.Error())
+					}
+				}
+			}
+		}
+		fmt.Fprintf(out, "round %d/%d done, load average %s\n", r+1, o.rounds, loadAvg())
+	}
+	for _, st := range settings {
+		for i, sys := range ss.list {
+			rep.Results = append(rep.Results, cells[st][i].result(sys.name, st))
+		}
+	}
+	return nil
+}
+
+// runRound runs st's workers on sys for d and returns what each counted
+// and the time from start until the last worker stopped.
+func runRound(ctx context.Context, o *options, sys system, st setting, d time.Duration, round string) ([]tally, time.Duration) {
+	tallies := make([]tally, st.workers)
+	perWorker := maxSamples / st.workers
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range st.workers {
+		key := fmt.Sprintf("bench:%s:%s:%s:%d", sys.name, st.mode(), round, w)
+		if st.contended {
+			key = fmt.Sprintf("bench:%s:contended:%d", sys.name, w%o.contendKeys)
+		}
+		l := sys.newLocker(key)
+		t := &tallies[w]
+		wg.Go(func() { work(ctx, l, t, deadline, perWorker, o.retryDelay) })
+	}
+	wg.Wait()
+	return tallies, time.Since(start)
+}
+
+// work runs lock cycles until deadline: one acquire attempt, and after a
+// success the release. A failed attempt (held elsewhere) waits retryDelay;
+// an error waits too so a broken system does not spin.
+func work(ctx context.Context, l locker, t *tally, deadline time.Time, keep int, retryDelay time.Duration) {
+	t.acquire = make([]int64, 0, min(keep, 4096))
+	t.release = make([]int64, 0, min(keep, 4096))
+	fail := func(err error) {
+		t.errors++
+		if t.firstErr == nil {
+			t.firstErr = err
+		}
+		time.Sleep(retryDelay)
+	}
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		t0 := time.Now()
+		ok, err := l.acquire(ctx)
+		t1 := time.Now()
+		switch {
+		case err != nil:
+			fail(fmt.Errorf("acquire: %w", err))
+			// The lock may be held after all: free it, untimed, so the
+			// contended keys do not stay blocked for the TTL.
+			l.release(context.WithoutCancel(ctx))
+			continue
+		case !ok:
+			t.failed++
+			time.Sleep(retryDelay)
+			continue
+		}
+		err = l.release(ctx)
+		t2 := time.Now()
+		if err != nil {
+			fail(fmt.Errorf("release: %w", err))
+			continue
+		}
+		t.cycles++
+		if len(t.acquire) < keep {
+			t.acquire = append(t.acquire, int64(t1.Sub(t0)))
+			t.release = append(t.release, int64(t2.Sub(t1)))
+		}
+	}
+}

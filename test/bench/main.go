@@ -1,0 +1,196 @@
+// Command bench measures lockproxy side by side with what a user would run
+// instead, in one run on the same backends:
+//
+//   - direct:  one Redis (backend 0) with the single-node recipe, go-redis v9
+//     SET key token NX PX ttl, then a compare-and-delete script (EVALSHA);
+//   - redsync: client-side Redlock with go-redsync/redsync v4 over all backends;
+//   - proxy:   the single-node recipe of direct, sent to lockproxy, which runs
+//     Redlock over the same backends.
+//
+// The systems run in turns (direct, redsync, proxy, direct, …) for every
+// concurrency, uncontended (each worker on its own key) and contended (all
+// workers on 8 keys), so machine drift hits all three alike. It then opens
+// 10,000 idle connections to the proxy and reports the RSS they cost.
+//
+// Usage:
+//
+//	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
+//
+// By default it starts 5 redis-servers and builds and starts lockproxy
+// itself, and kills them on exit (Ctrl-C too). It needs redis-server in PATH
+// unless -backends is given.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// options are the command's flags.
+type options struct {
+	duration    time.Duration
+	rounds      int
+	concurrency []int
+	ttl         time.Duration
+	retryDelay  time.Duration
+	contendKeys int
+	backends    []string
+	proxyAddr   string
+	proxyBin    string
+	proxyArgs   []string
+	idleConns   int
+	jsonPath    string
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "length of one round of one system")
+	fs.IntVar(&o.rounds, "rounds", 3, "rounds per system and setting (taken in turns: direct, redsync, proxy, direct, …)")
+	conc := fs.String("concurrency", "1,8,32,128", "comma-separated worker counts")
+	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock TTL")
+	fs.DurationVar(&o.retryDelay, "retry-delay", time.Millisecond, "contended mode: pause after a failed attempt, the same for all systems")
+	fs.IntVar(&o.contendKeys, "contended-keys", 8, "contended mode: number of keys all workers share")
+	backends := fs.String("backends", "", "comma-separated host:port of Redis masters to use instead of starting 5 redis-servers")
+	fs.StringVar(&o.proxyAddr, "proxy", "", "host:port of a running lockproxy over the same backends (no memory figures then)")
+	fs.StringVar(&o.proxyBin, "proxy-bin", "", "lockproxy binary to start; empty: go build it from the module root")
+	proxyArgs := fs.String("proxy-args", "", "extra space-separated flags for the started lockproxy")
+	fs.IntVar(&o.idleConns, "idle-conns", 10000, "idle client connections for the memory figure; 0 skips it")
+	fs.StringVar(&o.jsonPath, "json", "", "write all figures to this file as JSON")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, s := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-concurrency: bad worker count %q", s)
+		}
+		o.concurrency = append(o.concurrency, n)
+	}
+	for _, b := range strings.Split(*backends, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			o.backends = append(o.backends, b)
+		}
+	}
+	o.proxyArgs = strings.Fields(*proxyArgs)
+	switch {
+	case o.duration <= 0 || o.rounds < 1 || o.ttl < time.Millisecond || o.contendKeys < 1:
+		return nil, errors.New("-duration, -rounds, -ttl and -contended-keys must be positive")
+	case o.proxyAddr != "" && len(o.backends) == 0:
+		return nil, errors.New("-proxy needs -backends: the proxy's own backends, for direct and redsync")
+	}
+	return o, nil
+}
+
+func run(args []string, out io.Writer) error {
+	o, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	// go-redis logs each failed dial and pool event; errors are counted instead.
+	redis.SetLogger(discardLogger{})
+
+	// Before any child starts: the proxy inherits this limit.
+	nofile, err := raiseNoFile()
+	if err != nil {
+		return err
+	}
+	env := newEnv()
+	defer env.close()
+	if len(o.backends) == 0 {
+		if o.backends, err = env.startRedis(ctx, 5); err != nil {
+			return err
+		}
+	}
+	proxy := o.proxyAddr
+	if proxy == "" {
+		bin := o.proxyBin
+		if bin == "" {
+			if bin, err = env.buildProxy(ctx); err != nil {
+				return err
+			}
+		}
+		if proxy, err = env.startProxy(ctx, bin, o.backends, o.proxyArgs); err != nil {
+			return err
+		}
+	}
+	maxWorkers := 1
+	for _, n := range o.concurrency {
+		maxWorkers = max(maxWorkers, n)
+	}
+	systems := newSystems(o.backends, proxy, maxWorkers, o.ttl)
+	defer systems.close()
+
+	rep := &report{
+		Started: time.Now().UTC(), Machine: machineInfo(), NoFileLimit: nofile,
+		Params: params{
+			Duration: o.duration.String(), Rounds: o.rounds, Concurrency: o.concurrency,
+			TTL: o.ttl.String(), RetryDelay: o.retryDelay.String(), ContendedKeys: o.contendKeys,
+			Backends: o.backends, Proxy: proxy, ProxyArgs: o.proxyArgs,
+		},
+	}
+	if env.proxy != nil {
+		rep.Memory.RSSStart = env.proxyRSS()
+	}
+	fmt.Fprintf(out, "lockproxy bench: %d backends, proxy %s, %s × %d rounds per system, ttl %s; %s\n",
+		len(o.backends), proxy, o.duration, o.rounds, o.ttl, rep.Machine)
+	if err := measure(ctx, o, systems, rep, out); err != nil {
+		return err
+	}
+	if env.proxy != nil {
+		rep.Memory.RSSAfterLoad = env.proxyRSS()
+		if o.idleConns > 0 {
+			if err := measureIdle(ctx, env, proxy, o.idleConns, &rep.Memory); err != nil {
+				return err
+			}
+		}
+	}
+	rep.Machine.LoadAfter = loadAvg()
+	rep.ratios()
+	rep.print(out)
+	if o.jsonPath != "" {
+		return rep.writeJSON(o.jsonPath)
+	}
+	return nil
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
+// raiseNoFile lifts the soft open-files limit to the hard one: 10,000 idle
+// connections need as many descriptors here and in the proxy.
+func raiseNoFile() (uint64, error) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("getrlimit: %w", err)
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("setrlimit: %w", err)
+	}
+	return lim.Cur, nil
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// env owns the processes the bench starts and removes them on close.
+type env struct {
+	dir      string
+	procs    []*exec.Cmd
+	proxy    *exec.Cmd
+	proxyLog bytes.Buffer
+}
+
+func newEnv() *env { return &env{} }
+
+func (e *env) tempDir() (string, error) {
+	if e.dir == "" {
+		d, err := os.MkdirTemp("", "lockproxy-bench-")
+		if err != nil {
+			return "", err
+		}
+		e.dir = d
+	}
+	return e.dir, nil
+}
+
+// close kills every started process, waits for it, and removes the temp dir.
+func (e *env) close() {
+	for _, c := range e.procs {
+		c.Process.Kill()
+		c.Wait()
+	}
+	if e.dir != "" {
+		os.RemoveAll(e.dir)
+	}
+}
+
+// start runs c; Pdeathsig takes it down with the bench even on SIGKILL.
+func (e *env) start(c *exec.Cmd) error {
+	c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		return err
+	}
+	e.procs = append(e.procs, c)
+	return nil
+}
+
+// freePort returns a TCP port that was free a moment ago on 127.0.0.1.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startRedis starts n redis-servers without persistence and returns their
+// addresses once each answers PING. A port taken between freePort and the
+// bind is retried once with another port.
+func (e *env) startRedis(ctx context.Context, n int) ([]string, error) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return nil, errors.New("redis-server not in PATH (apt-get install redis-server), or pass -backends")
+	}
+	var addrs []string
+	for range n {
+		var addr string
+		var err error
+		for range 2 {
+			if addr, err = e.startOneRedis(ctx); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs, nil
+}
+
+func (e *env) startOneRedis(ctx context.Context) (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	var log bytes.Buffer
+	c := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no")
+	c.Stdout, c.Stderr = &log, &log
+	if err := e.start(c); err != nil {
+		return "", fmt.Errorf("redis-server: %w", err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if err := waitPing(ctx, addr, c); err != nil {
+		return "", fmt.Errorf("redis-server on %s: %w\n%s", addr, err, log.String())
+	}
+	return addr, nil
+}
+
+// waitPing waits until addr answers PING, c exits, or 10s pass.
+func waitPing(ctx context.Context, addr string, c *exec.Cmd) error {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer cl.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cl.Ping(ctx).Err()
+		if err == nil {
+			return nil
+		}
+		if c.ProcessState != nil || processGone(c) {
+			return errors.New("exited")
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("no PONG: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processGone reports whether c's process has exited (a zombie counts).
+func processGone(c *exec.Cmd) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Process.Pid))
+	if err != nil {
+		return true
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// buildProxy builds lockproxy from the module root, found with go env GOMOD.
+func (e *env) buildProxy(ctx context.Context) (string, error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(gomod))
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("not inside the lockproxy module: run from the repository or pass -proxy-bin")
+	}
+	root := filepath.Dir(mod)
+	dir, err := e.tempDir()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "lockproxy")
+	c := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	c.Dir = root
+	if out, err := c.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build lockproxy: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startProxy starts lockproxy over backends on a free port, without restart
+// quarantine (the backends are fresh; quarantine would refuse locks for
+// max_ttl), and returns its address once it grants a lock.
+func (e *env) startProxy(ctx context.Context, bin string, backends, extra []string) (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	urls := make([]string, len(backends))
+	for i, b := range backends {
+		urls[i] = "redis://" + b
+	}
+	args := append([]string{"-listen", addr, "-backends", strings.Join(urls, ","),
+		"-restart-quarantine=false", "-log-level", "warn"}, extra...)
+	c := exec.Command(bin, args...)
+	c.Stdout, c.Stderr = &e.proxyLog, &e.proxyLog
+	if err := e.start(c); err != nil {
+		return "", fmt.Errorf("lockproxy: %w", err)
+	}
+	e.proxy = c
+	if err := waitLock(ctx, addr, c); err != nil {
+		return "", fmt.Errorf("lockproxy on %s: %w\n%s", addr, err, e.proxyLog.String())
+	}
+	return addr, nil
+}
+
+// waitLock waits until the proxy grants and releases a lock.
+func waitLock(ctx context.Context, addr string, c *exec.Cmd) error {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: time.Second})
+	defer cl.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := cl.Do(ctx, "set", "bench:ready", "t", "nx", "px", 1000).Err()
+		if err == nil {
+			return releaseScript.Run(ctx, cl, []string{"bench:ready"}, "t").Err()
+		}
+		if processGone(c) {
+			return errors.New("exited")
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("no lock granted: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// proxyRSS returns the started proxy's resident set in bytes, 0 if unknown.
+func (e *env) proxyRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.proxy.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest) // "12345 kB"
+			if len(f) == 2 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

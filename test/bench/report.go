@@ -1,0 +1,279 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// report is every figure of one run; -json writes it as is.
+type report struct {
+	Started     time.Time `json:"started"`
+	Machine     machine   `json:"machine"`
+	NoFileLimit uint64    `json:"nofile_limit"`
+	Params      params    `json:"params"`
+	Results     []result  `json:"results"`
+	Ratios      []ratio   `json:"ratios"`
+	Targets     []target  `json:"targets"`
+	Memory      memory    `json:"memory"`
+}
+
+type machine struct {
+	CPUs       int    `json:"cpus"`
+	OS         string `json:"os"`
+	Go         string `json:"go"`
+	Redis      string `json:"redis"`
+	LoadBefore string `json:"load_before"`
+	LoadAfter  string `json:"load_after"`
+}
+
+func (m machine) String() string {
+	return fmt.Sprintf("%d CPUs, %s, %s, load average %s", m.CPUs, m.OS, m.Go, m.LoadBefore)
+}
+
+type params struct {
+	Duration      string   `json:"duration_per_round"`
+	Rounds        int      `json:"rounds"`
+	Concurrency   []int    `json:"concurrency"`
+	TTL           string   `json:"ttl"`
+	RetryDelay    string   `json:"contended_retry_delay"`
+	ContendedKeys int      `json:"contended_keys"`
+	Backends      []string `json:"backends"`
+	Proxy         string   `json:"proxy"`
+	ProxyArgs     []string `json:"proxy_args,omitempty"`
+}
+
+// latency percentiles in microseconds, exact over the kept samples.
+type latency struct {
+	P50  float64 `json:"p50_us"`
+	P99  float64 `json:"p99_us"`
+	P999 float64 `json:"p999_us"`
+	Mean float64 `json:"mean_us"`
+	N    int     `json:"samples"`
+}
+
+type result struct {
+	System         string   `json:"system"`
+	Mode           string   `json:"mode"`
+	Workers        int      `json:"workers"`
+	Cycles         int64    `json:"cycles"`
+	FailedAttempts int64    `json:"failed_attempts"`
+	Errors         int64    `json:"errors"`
+	Seconds        float64  `json:"seconds"`
+	CyclesPerSec   float64  `json:"cycles_per_sec"`
+	FailedPerSec   float64  `json:"failed_attempts_per_sec"`
+	Acquire        latency  `json:"acquire"`
+	Release        latency  `json:"release"`
+	ErrorSamples   []string `json:"error_samples,omitempty"`
+}
+
+type ratio struct {
+	Mode           string  `json:"mode"`
+	Workers        int     `json:"workers"`
+	ProxyToRedsync float64 `json:"proxy_to_redsync_cycles"`
+	ProxyToDirect  float64 `json:"proxy_to_direct_cycles"`
+	AcquireP50     float64 `json:"proxy_to_redsync_acquire_p50"`
+}
+
+type target struct {
+	Name  string  `json:"name"`
+	Want  string  `json:"want"`
+	Got   float64 `json:"got"`
+	Met   bool    `json:"met"`
+	Known bool    `json:"known"`
+}
+
+type memory struct {
+	RSSStart       int64   `json:"proxy_rss_start_bytes"`
+	RSSAfterLoad   int64   `json:"proxy_rss_after_load_bytes"`
+	IdleConns      int     `json:"idle_conns"`
+	RSSBeforeIdle  int64   `json:"proxy_rss_before_idle_bytes"`
+	RSSWithIdle    int64   `json:"proxy_rss_with_idle_bytes"`
+	RSSAfterClose  int64   `json:"proxy_rss_after_close_bytes"`
+	BytesPerIdle   float64 `json:"bytes_per_idle_conn"`
+	IdleOpenSecond float64 `json:"idle_open_seconds"`
+}
+
+func (c *cell) result(name string, st setting) result {
+	secs := c.elapsed.Seconds()
+	return result{
+		System: name, Mode: st.mode(), Workers: st.workers,
+		Cycles: c.cycles, FailedAttempts: c.failed, Errors: c.errors, Seconds: secs,
+		CyclesPerSec: float64(c.cycles) / secs, FailedPerSec: float64(c.failed) / secs,
+		Acquire: percentiles(c.acquire), Release: percentiles(c.release),
+		ErrorSamples: c.errSamples,
+	}
+}
+
+// percentiles sorts ns and reads nearest-rank percentiles from it.
+func percentiles(ns []int64) latency {
+	if len(ns) == 0 {
+		return latency{}
+	}
+	slices.Sort(ns)
+	at := func(q float64) float64 {
+		i := int(math.Ceil(q*float64(len(ns)))) - 1
+		return float64(ns[max(i, 0)]) / 1e3
+	}
+	var sum float64
+	for _, v := range ns {
+		sum += float64(v)
+	}
+	return latency{P50: at(0.50), P99: at(0.99), P999: at(0.999), Mean: sum / float64(len(ns)) / 1e3, N: len(ns)}
+}
+
+func (r *report) find(system, mode string, workers int) *result {
+	for i := range r.Results {
+		x := &r.Results[i]
+		if x.System == system && x.Mode == mode && x.Workers == workers {
+			return x
+		}
+	}
+	return nil
+}
+
+// ratios computes proxy/redsync and proxy/direct for every setting, and
+// checks the targets of issue 5.
+func (r *report) ratios() {
+	for _, x := range r.Results {
+		if x.System != "proxy" {
+			continue
+		}
+		d, rs := r.find("direct", x.Mode, x.Workers), r.find("redsync", x.Mode, x.Workers)
+		r.Ratios = append(r.Ratios, ratio{
+			Mode: x.Mode, Workers: x.Workers,
+			ProxyToRedsync: div(x.CyclesPerSec, rs.CyclesPerSec),
+			ProxyToDirect:  div(x.CyclesPerSec, d.CyclesPerSec),
+			AcquireP50:     div(x.Acquire.P50, rs.Acquire.P50),
+		})
+	}
+	var at32, at1 *ratio
+	for i := range r.Ratios {
+		x := &r.Ratios[i]
+		if x.Mode == "uncontended" && x.Workers == 32 {
+			at32 = x
+		}
+		if x.Mode == "uncontended" && x.Workers == 1 {
+			at1 = x
+		}
+	}
+	add := func(name, want string, x *ratio, got func(*ratio) float64, ok func(float64) bool) {
+		t := target{Name: name, Want: want, Known: x != nil}
+		if x != nil {
+			t.Got = got(x)
+			t.Met = ok(t.Got)
+		}
+		r.Targets = append(r.Targets, t)
+	}
+	add("32 workers: proxy/redsync cycles", ">= 3", at32, func(x *ratio) float64 { return x.ProxyToRedsync }, func(v float64) bool { return v >= 3 })
+	add("32 workers: proxy/direct cycles", ">= 0.5", at32, func(x *ratio) float64 { return x.ProxyToDirect }, func(v float64) bool { return v >= 0.5 })
+	add("1 worker: proxy/redsync acquire p50", "<= 1", at1, func(x *ratio) float64 { return x.AcquireP50 }, func(v float64) bool { return v > 0 && v <= 1 })
+	m := r.Memory
+	add("bytes per idle connection", "<= 16384", &ratio{}, func(*ratio) float64 { return m.BytesPerIdle }, func(v float64) bool { return v <= 16384 })
+	if m.IdleConns == 0 {
+		r.Targets[len(r.Targets)-1].Known = false
+		r.Targets[len(r.Targets)-1].Met = false
+	}
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func (r *report) print(out io.Writer) {
+	fmt.Fprintf(out, "\nThroughput and latency (cycle = acquire + release; latencies in µs, exact percentiles of %s)\n",
+		"all kept samples")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tsystem\tcycles/s\tfailed/s\terrors\tacq p50\tacq p99\tacq p99.9\trel p50\trel p99\trel p99.9\t")
+	for i, x := range r.Results {
+		if i > 0 && x.System == "direct" {
+			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t\t")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+			x.Mode, x.Workers, x.System, x.CyclesPerSec, x.FailedPerSec, x.Errors,
+			x.Acquire.P50, x.Acquire.P99, x.Acquire.P999, x.Release.P50, x.Release.P99, x.Release.P999)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(out, "\nRatios (proxy over the others)")
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tproxy/redsync cycles\tproxy/direct cycles\tproxy/redsync acq p50\t")
+	for _, x := range r.Ratios {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", x.Mode, x.Workers, x.ProxyToRedsync, x.ProxyToDirect, x.AcquireP50)
+	}
+	tw.Flush()
+
+	m := r.Memory
+	fmt.Fprintln(out, "\nProxy memory (VmRSS)")
+	if m.RSSStart == 0 {
+		fmt.Fprintln(out, "  not measured: the proxy was not started by the bench")
+	} else {
+		fmt.Fprintf(out, "  at start %s, after the load %s\n", mib(m.RSSStart), mib(m.RSSAfterLoad))
+		if m.IdleConns > 0 {
+			fmt.Fprintf(out, "  %d idle connections (opened in %.1fs): %s -> %s, %.0f bytes (%.1f KiB) each; after closing them %s\n",
+				m.IdleConns, m.IdleOpenSecond, mib(m.RSSBeforeIdle), mib(m.RSSWithIdle), m.BytesPerIdle, m.BytesPerIdle/1024, mib(m.RSSAfterClose))
+		}
+	}
+
+	fmt.Fprintln(out, "\nTargets of issue 5")
+	for _, t := range r.Targets {
+		verdict := "MISSED"
+		switch {
+		case !t.Known:
+			verdict = "not measured"
+		case t.Met:
+			verdict = "met"
+		}
+		fmt.Fprintf(out, "  %-38s want %-8s got %-10.2f %s\n", t.Name, t.Want, t.Got, verdict)
+	}
+	var errs int64
+	for _, x := range r.Results {
+		errs += x.Errors
+		for _, e := range x.ErrorSamples {
+			fmt.Fprintf(out, "  error (%s %s %d): %s\n", x.System, x.Mode, x.Workers, e)
+		}
+	}
+	fmt.Fprintf(out, "errors in total: %d; load average after: %s\n", errs, r.Machine.LoadAfter)
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func (r *report) writeJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func machineInfo() machine {
+	m := machine{CPUs: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), LoadBefore: loadAvg()}
+	if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
+		m.Redis = strings.TrimSpace(string(out))
+	}
+	return m
+}
+
+// loadAvg returns the three load averages of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"time"
+
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+)
+
+// releaseScript is the single-node release of redis.io and bsm/redislock:
+// delete the key only if it still holds our token. Run sends EVALSHA and
+// falls back to EVAL once on NOSCRIPT, as applications do.
+var releaseScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+
+// errNotHeld is a release that found the lock gone: with the bench's TTL
+// it means something is wrong, so it counts as an error.
+var errNotHeld = errors.New("bench: release found the lock not held")
+
+// locker is one worker's lock on one key. acquire makes one attempt and
+// reports false, nil when the lock is held by someone else.
+type locker interface {
+	acquire(ctx context.Context) (bool, error)
+	release(ctx context.Context) error
+}
+
+// system is one of the three things measured.
+type system struct {
+	name      string
+	newLocker func(key string) locker
+}
+
+// systems holds the clients of the three systems, shared by all workers
+// as an application would share them.
+type systems struct {
+	list    []system
+	clients []*redis.Client
+}
+
+// clientOptions are go-redis defaults except the pool, sized so that no
+// worker waits for a connection, and timeouts generous enough that the
+// bench measures latency rather than fails on it. MaxRetries stays at the
+// default, as users leave it.
+func clientOptions(addr string, workers int) *redis.Options {
+	return &redis.Options{
+		Addr:         addr,
+		PoolSize:     workers + 8,
+		DialTimeout:  10 * time.Second,
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
+		PoolTimeout:  30 * time.Second,
+	}
+}
+
+func newSystems(backends []string, proxy string, workers int, ttl time.Duration) *systems {
+	s := &systems{}
+	client := func(addr string) *redis.Client {
+		c := redis.NewClient(clientOptions(addr, workers))
+		s.clients = append(s.clients, c)
+		return c
+	}
+	direct := client(backends[0])
+	pools := make([]redsyncredis.Pool, 0, len(backends))
+	for _, b := range backends {
+		pools = append(pools, redsyncgoredis.NewPool(client(b)))
+	}
+	rs := redsync.New(pools...)
+	proxied := client(proxy)
+	s.list = []system{
+		{"direct", func(key string) locker { return &recipe{c: direct, key: key, ttl: ttl} }},
+		{"redsync", func(key string) locker {
+			// One try: the bench's worker loop does the retrying, the same
+			// way for all three systems.
+			return &redsyncLocker{m: rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))}
+		}},
+		{"proxy", func(key string) locker { return &recipe{c: proxied, key: key, ttl: ttl} }},
+	}
+	return s
+}
+
+func (s *systems) close() {
+	for _, c := range s.clients {
+		c.Close()
+	}
+}
+
+// recipe is the single-node lock: SET key token NX PX ttl, then
+// compare-and-delete.
+type recipe struct {
+	c     *redis.Client
+	key   string
+	token string
+	ttl   time.Duration
+}
+
+func (r *recipe) acquire(ctx context.Context) (bool, error) {
+	r.token = rand.Text()
+	err := r.c.Do(ctx, "set", r.key, r.token, "nx", "px", r.ttl.Milliseconds()).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (r *recipe) release(ctx context.Context) error {
+	n, err := releaseScript.Run(ctx, r.c, []string{r.key}, r.token).Int()
+	if err == nil && n != 1 {
+		err = errNotHeld
+	}
+	return err
+}
+
+// redsyncLocker is redsync's Mutex, one per worker and key.
+type redsyncLocker struct{ m *redsync.Mutex }
+
+func (r *redsyncLocker) acquire(ctx context.Context) (bool, error) {
+	err := r.m.LockContext(ctx)
+	// A lost vote is ErrTaken, ErrNodeTaken (split vote) or ErrFailed;
+	// only a failed node call (RedisError) is an error.
+	var re *redsync.RedisError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &re):
+		return false, err
+	default:
+		return false, nil
+	}
+}
+
+func (r *redsyncLocker) release(ctx context.Context) error {
+	ok, err := r.m.UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errNotHeld
+	}
+	return err
+}
