@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Acquire takes key for token on a quorum of backends with SET NX PX ttl.
@@ -25,13 +23,18 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 		ttl:     ttl,
 		refused: ErrNotAcquired,
 		call: func(ctx context.Context, n *node) (ack, error) {
-			err := n.client.Do(ctx, "set", key, token, "nx", "px", ttl.Milliseconds()).Err()
-			if errors.Is(err, redis.Nil) {
-				return ack{}, nil
-			}
-			return yes, err
+			stamp, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
+			return ack{yes: stamp > 0, stamp: stamp}, err
 		},
-		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
+		undo: func(ctx context.Context, n *node, v ack) {
+			if v.yes {
+				// Exactly this acquisition: a retry with the same token,
+				// through this proxy or another, keeps its holding.
+				releaseStampedScript.Run(ctx, n.client, []string{key}, token, v.stamp)
+				return
+			}
+			n.release(ctx, key, token)
+		},
 	})
 }
 
@@ -42,8 +45,9 @@ type lockOp struct {
 	keys  []string
 	token string
 	call  func(ctx context.Context, n *node) (ack, error)
-	// undo rolls the operation back on one backend: compare-and-delete.
-	undo func(ctx context.Context, n *node)
+	// undo rolls the operation back on one backend, given its answer (the
+	// zero ack when it gave none): compare-and-delete.
+	undo func(ctx context.Context, n *node, v ack)
 	// ttl is the lock's TTL; zero when each yes voter reports its own.
 	ttl     time.Duration
 	refused error
@@ -99,7 +103,7 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 		if v.err == nil && !v.val.yes {
 			return // refused: the token never reached this backend
 		}
-		op.undo(ctx, e.nodes[v.node])
+		op.undo(ctx, e.nodes[v.node], v.val)
 	}
 
 	var yes, background sync.WaitGroup

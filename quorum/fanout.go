@@ -49,10 +49,8 @@ type ack struct {
 	yes    bool          // it did what was asked
 	absent bool          // it refused because the key does not exist
 	ttl    time.Duration // the TTL it set, where that varies by backend
+	stamp  int64         // the expiry it gave the key (ms), where known
 }
-
-// yes is the answer of a backend that did what was asked.
-var yes = ack{yes: true}
 
 // tally counts the votes of a lock operation, where each backend that
 // answers either did what was asked (yes) or refused (no).

@@ -60,7 +60,7 @@ func (e *Engine) scriptOp(ctx context.Context, script *redis.Script, keys []stri
 			done, err := script.Run(ctx, n.client, keys, args...).Int()
 			return ack{yes: done == len(keys)}, err
 		},
-		undo: func(ctx context.Context, n *node) { n.releaseAll(ctx, keys, token) },
+		undo: func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, keys, token) },
 	})
 }
 
@@ -86,7 +86,7 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 			}
 			return ack{yes: ms > 0, ttl: time.Duration(ms) * time.Millisecond}, err
 		},
-		undo: func(ctx context.Context, n *node) { n.release(ctx, key, token) },
+		undo: func(ctx context.Context, n *node, _ ack) { n.release(ctx, key, token) },
 	})
 	if errors.Is(err, ErrNotHeld) {
 		select {

@@ -68,3 +68,34 @@ func TestRetryWaitsForRollback(t *testing.T) {
 		t.Fatalf("the retry finished %s after the first attempt began, before the pause (%s) let its rollback end", elapsed, pause)
 	}
 }
+
+// TestStampedRollbackSparesRetry: the rollback of one acquisition deletes
+// that acquisition's key and not a later one made with the same token (a
+// retry, possibly through another proxy instance).
+func TestStampedRollbackSparesRetry(t *testing.T) {
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
+	n, key := c.engine.nodes[0], uniqueKey(t)
+	first, err := acquireScript.Run(t.Context(), n.client, []string{key}, "tok", 10000).Int64()
+	if err != nil || first <= 0 {
+		t.Fatalf("first acquisition: %d, %v", first, err)
+	}
+	// The first attempt's key is gone (rolled back or expired) and the retry
+	// takes it again with the same token.
+	c.direct[0].Del(t.Context(), key)
+	retry, err := acquireScript.Run(t.Context(), n.client, []string{key}, "tok", 20000).Int64()
+	if err != nil || retry <= first {
+		t.Fatalf("retry: stamp %d after %d, %v", retry, first, err)
+	}
+	if deleted, err := releaseStampedScript.Run(t.Context(), n.client, []string{key}, "tok", first).Int(); err != nil || deleted != 0 {
+		t.Fatalf("the first attempt's rollback deleted the retry's key: %d, %v", deleted, err)
+	}
+	if deleted, err := releaseStampedScript.Run(t.Context(), n.client, []string{key}, "tok", retry).Int(); err != nil || deleted != 1 {
+		t.Fatalf("the retry's own rollback: %d, %v", deleted, err)
+	}
+	if got, err := acquireScript.Run(t.Context(), n.client, []string{key}, "other", 10000).Int64(); err != nil || got <= 0 {
+		t.Fatalf("acquisition after the rollback: %d, %v", got, err)
+	}
+	if got, _ := acquireScript.Run(t.Context(), n.client, []string{key}, "tok", 10000).Int64(); got != 0 {
+		t.Fatalf("acquisition of a held key answered %d, want 0", got)
+	}
+}

@@ -10,6 +10,14 @@ import (
 // read and tested as Lua; go-redis sends EVALSHA and falls back to EVAL on
 // NOSCRIPT, which a restarted backend answers.
 var (
+	//go:embed lua/acquire.lua
+	acquireLua    string
+	acquireScript = redis.NewScript(acquireLua)
+
+	//go:embed lua/release_stamped.lua
+	releaseStampedLua    string
+	releaseStampedScript = redis.NewScript(releaseStampedLua)
+
 	//go:embed lua/release.lua
 	releaseLua    string
 	releaseScript = redis.NewScript(releaseLua)
