@@ -23,14 +23,14 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 		ttl:     ttl,
 		refused: ErrNotAcquired,
 		call: func(ctx context.Context, n *node) (ack, error) {
-			stamp, err := acquireScript.Run(ctx, n.client, []string{key}, token, ttl.Milliseconds()).Int64()
+			stamp, err := n.run(ctx, acquireScript, []string{key}, token, ttl.Milliseconds()).Int64()
 			return ack{yes: stamp > 0, stamp: stamp}, err
 		},
 		undo: func(ctx context.Context, n *node, v ack) {
 			if v.yes {
 				// Exactly this acquisition: a retry with the same token,
 				// through this proxy or another, keeps its holding.
-				releaseStampedScript.Run(ctx, n.client, []string{key}, token, v.stamp)
+				n.run(ctx, releaseStampedScript, []string{key}, token, v.stamp)
 				return
 			}
 			n.release(ctx, key, token)
@@ -136,6 +136,6 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 
 // release runs compare-and-delete on one backend.
 func (n *node) release(ctx context.Context, key, token string) (ack, error) {
-	deleted, err := releaseScript.Run(ctx, n.client, []string{key}, token).Int()
+	deleted, err := n.run(ctx, releaseScript, []string{key}, token).Int()
 	return ack{yes: deleted == 1, absent: deleted == -1}, err
 }

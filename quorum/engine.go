@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -112,12 +113,23 @@ func New(cfg Config) (*Engine, error) {
 
 // Close closes every backend connection.
 func (e *Engine) Close() error {
-	var errs *multierror.Error
+	// Concurrently: a hung backend holds its Close for up to its read
+	// timeout, and one should not add to another.
+	var (
+		mu   sync.Mutex
+		errs *multierror.Error
+		wg   sync.WaitGroup
+	)
 	for _, n := range e.nodes {
-		if err := n.client.Close(); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("backend %s: %w", n.addr, err))
-		}
+		wg.Go(func() {
+			if err := n.client.Close(); err != nil {
+				mu.Lock()
+				errs = multierror.Append(errs, fmt.Errorf("backend %s: %w", n.addr, err))
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errs.ErrorOrNil()
 }
 

@@ -34,7 +34,7 @@ func (e *Engine) ReleaseAll(ctx context.Context, keys []string, token string) (R
 }
 
 func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
-	deleted, err := releaseAllScript.Run(ctx, n.client, keys, token).Int()
+	deleted, err := n.run(ctx, releaseAllScript, keys, token).Int()
 	return ack{yes: deleted == len(keys)}, err
 }
 
@@ -57,7 +57,7 @@ func (e *Engine) scriptOp(ctx context.Context, script *redis.Script, keys []stri
 		ttl:     ttl,
 		refused: refused,
 		call: func(ctx context.Context, n *node) (ack, error) {
-			done, err := script.Run(ctx, n.client, keys, args...).Int()
+			done, err := n.run(ctx, script, keys, args...).Int()
 			return ack{yes: done == len(keys)}, err
 		},
 		undo: func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, keys, token) },
@@ -80,7 +80,7 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 		token:   token,
 		refused: ErrNotHeld,
 		call: func(ctx context.Context, n *node) (ack, error) {
-			ms, err := extendByScript.Run(ctx, n.client, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()).Int64()
+			ms, err := n.run(ctx, extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()).Int64()
 			if ms < 0 {
 				tooLong <- time.Duration(-ms) * time.Millisecond
 			}

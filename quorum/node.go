@@ -19,6 +19,7 @@ type node struct {
 	index  int
 	addr   string
 	client *redis.Client
+	pipe   *redis.AutoPipeliner
 	log    *slog.Logger
 
 	// quarantine is off when the backends persist every write.
@@ -39,6 +40,11 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 	opt.MaxRetries = -1
 	opt.ContextTimeoutEnabled = true
 	opt.DialTimeout = cfg.NodeTimeout
+	// A pipelined batch runs under the connection's deadlines, not its
+	// callers' (see node.run): a hung backend fails the batch after these,
+	// and Close waits for no longer.
+	opt.ReadTimeout = 2 * cfg.NodeTimeout
+	opt.WriteTimeout = 2 * cfg.NodeTimeout
 	// A dial retry could not finish inside one node timeout anyway.
 	opt.DialerRetries = 1
 	// Each new connection costs one round trip (INFO, below) and nothing more.
@@ -59,6 +65,14 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 		opt.OnConnect = n.checkUptime
 	}
 	n.client = redis.NewClient(opt)
+	// Lock commands share their writes and reads: the operations in flight
+	// travel to a backend in one batch instead of one round trip each.
+	pipe, err := n.client.AutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxBatchSize: 256, MaxConcurrentBatches: 1})
+	if err != nil {
+		n.client.Close()
+		return nil, fmt.Errorf("backend %d: %w", index, err)
+	}
+	n.pipe = pipe
 	return n, nil
 }
 
@@ -136,4 +150,21 @@ func parseServerInfo(info string) (runID string, uptime time.Duration, err error
 		return "", 0, fmt.Errorf("quorum: INFO server lacks run_id or uptime_in_seconds")
 	}
 	return runID, time.Duration(seconds) * time.Second, nil
+}
+
+// run runs a lock script on the backend through its auto-pipeline. A
+// pipelined command does not honour its caller's context once queued, so the
+// caller stops waiting at ctx's deadline on its own; the command's late
+// answer is then dropped, and the vote counts as no answer.
+func (n *node) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	done := make(chan *redis.Cmd, 1)
+	go func() { done <- script.Run(ctx, n.pipe, keys, args...) }()
+	select {
+	case cmd := <-done:
+		return cmd
+	case <-ctx.Done():
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(ctx.Err())
+		return cmd
+	}
 }

@@ -21,7 +21,7 @@ type keyState struct {
 // *NoQuorumError when fewer than a quorum answered.
 func (e *Engine) read(ctx context.Context, key string) ([]keyState, error) {
 	votes := fanout(ctx, e, func(ctx context.Context, n *node) (keyState, error) {
-		reply, err := readScript.Run(ctx, n.client, []string{key}).Slice()
+		reply, err := n.run(ctx, readScript, []string{key}).Slice()
 		if errors.Is(err, redis.Nil) {
 			return keyState{}, nil
 		}
