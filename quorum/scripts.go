@@ -1,7 +1,7 @@
 package quorum
 
 import (
-	_ "embed"
+	"embed"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -10,47 +10,28 @@ import (
 // read and tested as Lua; go-redis sends EVALSHA and falls back to EVAL on
 // NOSCRIPT, which a restarted backend answers.
 var (
-	//go:embed lua/acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-
-	//go:embed lua/release_stamped.lua
-	releaseStampedLua    string
-	releaseStampedScript = redis.NewScript(releaseStampedLua)
-
-	//go:embed lua/release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
-
-	//go:embed lua/extend.lua
-	extendLua    string
-	extendScript = redis.NewScript(extendLua)
-
-	//go:embed lua/read.lua
-	readLua    string
-	readScript = redis.NewScript(readLua)
-
-	//go:embed lua/acquire_all.lua
-	acquireAllLua    string
-	acquireAllScript = redis.NewScript(acquireAllLua)
-
-	//go:embed lua/release_all.lua
-	releaseAllLua    string
-	releaseAllScript = redis.NewScript(releaseAllLua)
-
-	//go:embed lua/extend_all.lua
-	extendAllLua    string
-	extendAllScript = redis.NewScript(extendAllLua)
-
-	//go:embed lua/extend_by.lua
-	extendByLua    string
-	extendByScript = redis.NewScript(extendByLua)
-
-	//go:embed lua/extend_or_acquire.lua
-	extendOrAcquireLua    string
-	extendOrAcquireScript = redis.NewScript(extendOrAcquireLua)
-
-	//go:embed lua/acquire_or_renew.lua
-	acquireOrRenewLua    string
-	acquireOrRenewScript = redis.NewScript(acquireOrRenewLua)
+	acquireScript         = luaScript("acquire")
+	releaseScript         = luaScript("release")
+	releaseStampedScript  = luaScript("release_stamped")
+	extendScript          = luaScript("extend")
+	readScript            = luaScript("read")
+	acquireAllScript      = luaScript("acquire_all")
+	releaseAllScript      = luaScript("release_all")
+	extendAllScript       = luaScript("extend_all")
+	extendByScript        = luaScript("extend_by")
+	extendOrAcquireScript = luaScript("extend_or_acquire")
+	acquireOrRenewScript  = luaScript("acquire_or_renew")
 )
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// luaScript loads lua/name.lua; a missing file is a build mistake, caught
+// when the package loads.
+func luaScript(name string) *redis.Script {
+	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	return redis.NewScript(string(src))
+}
