@@ -21,6 +21,7 @@ type fileConfig struct {
 	Listen            string   `toml:"listen"`
 	Backends          []string `toml:"backends"`
 	Metrics           string   `toml:"metrics"`
+	Pprof             bool     `toml:"pprof"`
 	BackendTimeout    string   `toml:"backend_timeout"`
 	DriftFactor       float64  `toml:"drift_factor"`
 	MaxTTL            string   `toml:"max_ttl"`
@@ -50,6 +51,7 @@ func defaultFileConfig() fileConfig {
 type config struct {
 	listen          string
 	metrics         string
+	pprof           bool // serve /debug/pprof/ next to /metrics
 	embedded        bool // no backends configured: run on in-memory ones
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
@@ -67,6 +69,7 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.String("listen", fc.Listen, "address to serve RESP on")
 	fs.String("backends", "", "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)")
 	fs.String("metrics", fc.Metrics, "address for /metrics, /healthz and /readyz; empty disables")
+	fs.Bool("pprof", fc.Pprof, "also serve Go's /debug/pprof/ profiles on the metrics address")
 	fs.String("backend-timeout", fc.BackendTimeout, "timeout of each backend request")
 	fs.Float64("drift-factor", fc.DriftFactor, "clock drift allowance as a share of the TTL")
 	fs.String("max-ttl", fc.MaxTTL, "longest lock TTL accepted; also the restart quarantine")
@@ -119,6 +122,8 @@ func (fc *fileConfig) set(name, value string) error {
 		}
 	case "metrics":
 		fc.Metrics = value
+	case "pprof":
+		fc.Pprof = value == "true"
 	case "backend_timeout":
 		fc.BackendTimeout = value
 	case "drift_factor":
@@ -149,7 +154,7 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &config{listen: fc.Listen, metrics: fc.Metrics, logger: logger, embedded: len(fc.Backends) == 0}
+	c := &config{listen: fc.Listen, metrics: fc.Metrics, pprof: fc.Pprof, logger: logger, embedded: len(fc.Backends) == 0}
 	durations := []struct {
 		key   string
 		value string
@@ -171,6 +176,8 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		return nil, errors.New("listen: must not be empty")
 	case fc.DriftFactor <= 0 || fc.DriftFactor >= 0.5:
 		return nil, fmt.Errorf("drift_factor: %g is outside (0, 0.5)", fc.DriftFactor)
+	case fc.Pprof && fc.Metrics == "":
+		return nil, errors.New("pprof: needs a metrics address to serve on")
 	case fc.MaxRequestBytes < 1024:
 		return nil, fmt.Errorf("max_request_bytes: %d is below 1024", fc.MaxRequestBytes)
 	}

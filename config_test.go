@@ -105,6 +105,7 @@ func TestConfigRejects(t *testing.T) {
 		{"wrong type", `max_request_bytes = "big"`, nil, "max_request_bytes"},
 		{"drift out of range", `drift_factor = 0.9`, nil, "drift_factor"},
 		{"small request limit", `max_request_bytes = 10`, nil, "max_request_bytes"},
+		{"pprof without metrics", `pprof = true`, nil, "pprof"},
 		{"bad log level", `log_level = "loud"`, nil, "log_level"},
 		{"bad flag duration", ``, []string{"-backend-timeout", "soon"}, "backend_timeout"},
 		{"unknown flag", ``, []string{"-max-tll", "1s"}, "max-tll"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,9 +40,19 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 }
 
 // opsHandler serves /metrics, /healthz (the process answers) and /readyz
-// (a quorum of backends answers PING within the backend timeout).
-func opsHandler(e *quorum.Engine) http.Handler {
+// (a quorum of backends answers PING within the backend timeout), and with
+// withPprof Go's profiles, which are off by default: a CPU profile costs the
+// proxy while it runs, and the address may be reachable by more than the
+// operator.
+func opsHandler(e *quorum.Engine, withPprof bool) http.Handler {
 	mux := http.NewServeMux()
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

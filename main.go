@@ -80,7 +80,7 @@ func run(args []string, stderr io.Writer) error {
 			ln.Close()
 			return fmt.Errorf("metrics: %w", err)
 		}
-		metrics = &http.Server{Handler: opsHandler(engine), ReadHeaderTimeout: 5 * time.Second}
+		metrics = &http.Server{Handler: opsHandler(engine, cfg.pprof), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
 			if err := metrics.Serve(mln); !errors.Is(err, http.ErrServerClosed) {

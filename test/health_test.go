@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -41,6 +42,9 @@ func TestHealthEndpoints(t *testing.T) {
 	if code, _, _ := get("/metrics"); code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)
 	}
+	if code, _, _ := get("/debug/pprof/"); code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/ without -pprof: %d, want 404", code)
+	}
 
 	c.servers[0].Kill()
 	c.servers[1].Kill()
@@ -57,5 +61,20 @@ func TestHealthEndpoints(t *testing.T) {
 	}
 	if code, _, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz with backends down: %d", code)
+	}
+}
+
+// TestPprofEndpoint: -pprof serves Go's profiles next to /metrics.
+func TestPprofEndpoint(t *testing.T) {
+	c := newCluster(t, 3, "-metrics", "127.0.0.1:0", "-pprof")
+	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
+	resp, err := http.Get(base + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("/debug/pprof/goroutine: %d %.200s", resp.StatusCode, body)
 	}
 }
