@@ -70,7 +70,19 @@ func measure(ctx context.Context, o *options, ss *systems, rep *report, out io.W
 				if err := ctx.Err(); err != nil {
 					return err
 				}
+				var profiled func() (string, error)
+				if r == 0 && sys.name == "proxy" && o.profileDir != "" {
+					profiled = pprofClient{o.pprofAddr}.profileRound(ctx, o.profileDir, st, o.duration)
+				}
 				t, elapsed := runRound(ctx, o, sys, st, o.duration, fmt.Sprintf("r%d", r))
+				if profiled != nil {
+					// Before the next turn, which the profile must not cover.
+					path, err := profiled()
+					if err != nil {
+						return err
+					}
+					rep.Profiles = append(rep.Profiles, path)
+				}
 				c := cells[st][i]
 				c.elapsed += elapsed
 				for _, w := range t {

@@ -15,10 +15,29 @@
 // Usage:
 //
 //	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
+//		[-profile DIR] [-soak 10m] [-soak-workers 32]
 //
 // By default it starts 5 redis-servers and builds and starts lockproxy
 // itself, and kills them on exit (Ctrl-C too). It needs redis-server in PATH
 // unless -backends is given.
+//
+// -profile DIR takes a CPU profile of the proxy during the first measured
+// round of the proxy in every setting and writes it to
+// DIR/proxy-<uncontended|contended>-<workers>.pprof, for go tool pprof. The
+// profile covers the round's whole seconds (at least one; a shorter round
+// waits for it), and the proxy pays for it while it runs, so that round's
+// figures are a little lower. The started proxy gets -metrics on a free port
+// and -pprof for it; an external one (-proxy) needs -pprof-addr HOST:PORT,
+// its -metrics address, started with -pprof.
+//
+// -soak DURATION (for the acceptance "no memory growth over a 10-minute run":
+// -soak 10m -concurrency 32) then runs the proxy alone, uncontended, with
+// -soak-workers workers for that long, before the idle-connection figure. It
+// samples every twentieth of the run, at least a second apart: the proxy's
+// RSS (when the bench started it), its goroutines and heap in use after a
+// GC the sample forces (when its pprof address is known; the started proxy
+// always serves it with -soak), and each interval's cycles/s. A verdict line compares the first sample
+// after the first 10% (warm-up) with the last; -json has it all under "soak".
 package main
 
 import (
@@ -27,8 +46,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -51,6 +72,10 @@ type options struct {
 	proxyArgs   []string
 	idleConns   int
 	jsonPath    string
+	profileDir  string
+	pprofAddr   string // where the proxy serves /debug/pprof/; empty: unknown
+	soak        time.Duration
+	soakWorkers int
 }
 
 func main() {
@@ -75,6 +100,10 @@ func parseFlags(args []string) (*options, error) {
 	proxyArgs := fs.String("proxy-args", "", "extra space-separated flags for the started lockproxy")
 	fs.IntVar(&o.idleConns, "idle-conns", 10000, "idle client connections for the memory figure; 0 skips it")
 	fs.StringVar(&o.jsonPath, "json", "", "write all figures to this file as JSON")
+	fs.StringVar(&o.profileDir, "profile", "", "write a CPU profile of the proxy's first round of every setting into this directory")
+	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "with -proxy: its -metrics host:port, served with -pprof, for -profile and -soak")
+	fs.DurationVar(&o.soak, "soak", 0, "after the table, run the proxy alone this long and sample its memory; 0 skips it")
+	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -99,6 +128,12 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-duration, -rounds, -ttl and -contended-keys must be positive")
 	case o.proxyAddr != "" && len(o.backends) == 0:
 		return nil, errors.New("-proxy needs -backends: the proxy's own backends, for direct and redsync")
+	case o.pprofAddr != "" && o.proxyAddr == "":
+		return nil, errors.New("-pprof-addr is for -proxy: the started proxy serves pprof on a port of the bench's choosing")
+	case o.profileDir != "" && o.proxyAddr != "" && o.pprofAddr == "":
+		return nil, errors.New("-profile with -proxy needs -pprof-addr: the proxy's -metrics address, started with -pprof")
+	case o.soak < 0 || (o.soak > 0 && o.soakWorkers < 1):
+		return nil, errors.New("-soak must not be negative, and -soak-workers must be positive")
 	}
 	return o, nil
 }
@@ -125,21 +160,29 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 	}
+	if o.profileDir != "" {
+		// Now, not after the first rounds.
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return fmt.Errorf("-profile: %w", err)
+		}
+	}
 	proxy := o.proxyAddr
 	if proxy == "" {
-		bin := o.proxyBin
-		if bin == "" {
-			if bin, err = env.buildProxy(ctx); err != nil {
-				return err
-			}
+		if proxy, err = startProxy(ctx, o, env); err != nil {
+			return err
 		}
-		if proxy, err = env.startProxy(ctx, bin, o.backends, o.proxyArgs); err != nil {
+	}
+	if o.pprofAddr != "" {
+		if err := (pprofClient{o.pprofAddr}).wait(ctx); err != nil {
 			return err
 		}
 	}
 	maxWorkers := 1
 	for _, n := range o.concurrency {
 		maxWorkers = max(maxWorkers, n)
+	}
+	if o.soak > 0 {
+		maxWorkers = max(maxWorkers, o.soakWorkers)
 	}
 	systems := newSystems(o.backends, proxy, maxWorkers, o.ttl)
 	defer systems.close()
@@ -150,6 +193,7 @@ func run(args []string, out io.Writer) error {
 			Duration: o.duration.String(), Rounds: o.rounds, Concurrency: o.concurrency,
 			TTL: o.ttl.String(), RetryDelay: o.retryDelay.String(), ContendedKeys: o.contendKeys,
 			Backends: o.backends, Proxy: proxy, ProxyArgs: o.proxyArgs,
+			ProfileDir: o.profileDir, PprofAddr: o.pprofAddr,
 		},
 	}
 	if env.proxy != nil {
@@ -162,10 +206,15 @@ func run(args []string, out io.Writer) error {
 	}
 	if env.proxy != nil {
 		rep.Memory.RSSAfterLoad = env.proxyRSS()
-		if o.idleConns > 0 {
-			if err := measureIdle(ctx, env, proxy, o.idleConns, &rep.Memory); err != nil {
-				return err
-			}
+	}
+	if o.soak > 0 {
+		if rep.Soak, err = runSoak(ctx, o, systems.byName("proxy"), probeOf(o, env), out); err != nil {
+			return err
+		}
+	}
+	if env.proxy != nil && o.idleConns > 0 {
+		if err := measureIdle(ctx, env, proxy, o.idleConns, &rep.Memory); err != nil {
+			return err
 		}
 	}
 	rep.Machine.LoadAfter = loadAvg()
@@ -175,6 +224,42 @@ func run(args []string, out io.Writer) error {
 		return rep.writeJSON(o.jsonPath)
 	}
 	return nil
+}
+
+// startProxy builds (unless -proxy-bin) and starts lockproxy. With -profile
+// or -soak it also serves pprof, on a port chosen here because the proxy
+// logs the one it got only at info level, which the bench turns off.
+func startProxy(ctx context.Context, o *options, e *env) (string, error) {
+	bin := o.proxyBin
+	if bin == "" {
+		var err error
+		if bin, err = e.buildProxy(ctx); err != nil {
+			return "", err
+		}
+	}
+	args := o.proxyArgs
+	if o.profileDir != "" || o.soak > 0 {
+		port, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		o.pprofAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		// Last, so they win over a -metrics in -proxy-args.
+		args = append(slices.Clip(args), "-metrics", o.pprofAddr, "-pprof")
+	}
+	return e.startProxy(ctx, bin, o.backends, args)
+}
+
+// probeOf is what the soak can read of the proxy.
+func probeOf(o *options, e *env) soakProbe {
+	var p soakProbe
+	if e.proxy != nil {
+		p.rss = e.proxyRSS
+	}
+	if o.pprofAddr != "" {
+		p.pp = &pprofClient{o.pprofAddr}
+	}
+	return p
 }
 
 type discardLogger struct{}

@@ -24,6 +24,8 @@ type report struct {
 	Ratios      []ratio   `json:"ratios"`
 	Targets     []target  `json:"targets"`
 	Memory      memory    `json:"memory"`
+	Soak        *soak     `json:"soak,omitempty"`
+	Profiles    []string  `json:"cpu_profiles,omitempty"`
 }
 
 type machine struct {
@@ -49,6 +51,8 @@ type params struct {
 	Backends      []string `json:"backends"`
 	Proxy         string   `json:"proxy"`
 	ProxyArgs     []string `json:"proxy_args,omitempty"`
+	ProfileDir    string   `json:"profile_dir,omitempty"`
+	PprofAddr     string   `json:"pprof_addr,omitempty"`
 }
 
 // latency percentiles in microseconds, exact over the kept samples.
@@ -226,6 +230,10 @@ func (r *report) print(out io.Writer) {
 		}
 	}
 
+	if r.Soak != nil {
+		r.Soak.print(out)
+	}
+
 	fmt.Fprintln(out, "\nTargets of issue 5")
 	for _, t := range r.Targets {
 		verdict := "MISSED"
@@ -245,6 +253,27 @@ func (r *report) print(out io.Writer) {
 		}
 	}
 	fmt.Fprintf(out, "errors in total: %d; load average after: %s\n", errs, r.Machine.LoadAfter)
+	r.printProfiles(out)
+}
+
+// printProfiles names the CPU profiles, and how to read the uncontended one
+// with the most workers: the busiest proxy, without contention's waits.
+func (r *report) printProfiles(out io.Writer) {
+	if len(r.Profiles) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nCPU profiles of the proxy (first round of each setting, %s)\n", r.Params.PprofAddr)
+	hint, most := r.Profiles[0], 0
+	for _, p := range r.Profiles {
+		fmt.Fprintf(out, "  %s\n", p)
+	}
+	for _, x := range r.Results {
+		if x.System == "proxy" && x.Mode == "uncontended" && x.Workers > most {
+			most = x.Workers
+			hint = profileFile(r.Params.ProfileDir, setting{false, x.Workers})
+		}
+	}
+	fmt.Fprintf(out, "read one with: go tool pprof -top %s\n", hint)
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -82,6 +82,15 @@ func newSystems(backends []string, proxy string, workers int, ttl time.Duration)
 	return s
 }
 
+func (s *systems) byName(name string) system {
+	for _, x := range s.list {
+		if x.name == name {
+			return x
+		}
+	}
+	panic("bench: no system " + name)
+}
+
 func (s *systems) close() {
 	for _, c := range s.clients {
 		c.Close()
