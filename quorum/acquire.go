@@ -22,8 +22,9 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			stamp, err := n.run(ctx, acquireScript, []string{key}, token, ttl.Milliseconds()).Int64()
+		cmd:     scriptCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
+		decode: func(_ *node, r reply) (ack, error) {
+			stamp, err := r.integer()
 			return ack{yes: stamp > 0, stamp: stamp}, err
 		},
 		undo: func(ctx context.Context, n *node, v ack) {
@@ -42,9 +43,10 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 // votes and positive validity, and is rolled back otherwise.
 type lockOp struct {
 	// keys and token are what the operation takes or extends.
-	keys  []string
-	token string
-	call  func(ctx context.Context, n *node) (ack, error)
+	keys   []string
+	token  string
+	cmd    *command
+	decode func(n *node, r reply) (ack, error)
 	// undo rolls the operation back on one backend, given its answer (the
 	// zero ack when it gave none): compare-and-delete.
 	undo func(ctx context.Context, n *node, v ack)
@@ -58,7 +60,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		return Result{}, errors.Join(ErrNoQuorum, err)
 	}
 	start := time.Now()
-	votes := fanout(ctx, e, op.call)
+	votes := fanout(e, op.cmd, op.decode)
 	t, seen := collect(votes, len(e.nodes), e.quorum)
 	res := t.result()
 	if t.succeeded() {
@@ -136,6 +138,16 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 
 // release runs compare-and-delete on one backend.
 func (n *node) release(ctx context.Context, key, token string) (ack, error) {
-	deleted, err := n.run(ctx, releaseScript, []string{key}, token).Int()
+	r, err := n.run(ctx, releaseScript, []string{key}, token)
+	if err != nil {
+		return ack{}, err
+	}
+	return decodeRelease(n, r)
+}
+
+// decodeRelease reads release.lua's answer: 1 deleted, 0 held by another
+// token, -1 absent.
+func decodeRelease(_ *node, r reply) (ack, error) {
+	deleted, err := r.integer()
 	return ack{yes: deleted == 1, absent: deleted == -1}, err
 }

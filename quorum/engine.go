@@ -113,8 +113,8 @@ func New(cfg Config) (*Engine, error) {
 
 // Close closes every backend connection.
 func (e *Engine) Close() error {
-	// Concurrently: a hung backend holds its Close for up to its read
-	// timeout, and one should not add to another.
+	// Concurrently: a backend being dialled holds its close for up to the
+	// backend timeout, and one should not add to another.
 	var (
 		mu   sync.Mutex
 		errs *multierror.Error
@@ -122,7 +122,7 @@ func (e *Engine) Close() error {
 	)
 	for _, n := range e.nodes {
 		wg.Go(func() {
-			if err := n.client.Close(); err != nil {
+			if err := n.pipe.close(); err != nil {
 				mu.Lock()
 				errs = multierror.Append(errs, fmt.Errorf("backend %s: %w", n.addr, err))
 				mu.Unlock()
@@ -170,10 +170,12 @@ type NodeStatus struct {
 // connection, and reports each one's state.
 func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 	type pong struct{ latency time.Duration }
-	votes := fanout(ctx, e, func(ctx context.Context, n *node) (pong, error) {
-		start := time.Now()
-		err := n.client.Ping(ctx).Err()
-		return pong{time.Since(start)}, err
+	start := time.Now()
+	votes := fanout(e, plainCommand("PING"), func(_ *node, r reply) (pong, error) {
+		if r.kind != '+' {
+			return pong{}, errUnexpectedReply
+		}
+		return pong{time.Since(start)}, nil
 	})
 	statuses := make([]NodeStatus, len(e.nodes))
 	for _, v := range collectAll(votes, len(e.nodes)) {

@@ -3,6 +3,9 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,33 +18,76 @@ type vote[T any] struct {
 	err  error
 }
 
-// fanout sends call to every backend at once, each under its own timeout,
-// and returns a channel that receives exactly one vote per backend. The
-// channel is buffered so that nobody has to read the stragglers.
+// fanout sends cmd to every backend at once and returns a channel that
+// receives exactly one vote per backend: decode's reading of its reply, or
+// a *NodeError when it gave none within the backend timeout. The channel is
+// buffered so that nobody has to read the stragglers.
 //
-// A call is not cancelled with ctx, only by its timeout: the answer is often
-// decided before the slowest backends reply, and cutting their calls short
-// would turn a clear yes or no into "unknown", which then needs a rollback.
-func fanout[T any](ctx context.Context, e *Engine, call func(ctx context.Context, n *node) (T, error)) <-chan vote[T] {
-	votes := make(chan vote[T], len(e.nodes))
-	ctx = context.WithoutCancel(ctx)
-	for _, n := range e.nodes {
-		go func() {
-			nctx, cancel := context.WithTimeout(ctx, e.cfg.NodeTimeout)
-			val, err := call(nctx, n)
-			cancel()
-			if err == nil {
-				// Judged after the reply: the connection it came on may have
-				// just revealed a restart.
-				err = n.quarantined()
-			}
-			if err != nil {
-				err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
-			}
-			votes <- vote[T]{node: n.index, val: val, err: err}
-		}()
+// No goroutine waits per backend: the backends' pipes deliver the replies,
+// and one timer per fan-out gives the rest up. Nothing is cancelled with the
+// caller either: the answer is often decided before the slowest backends
+// reply, and cutting their requests short would turn a clear yes or no into
+// "unknown", which then needs a rollback.
+func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, error)) <-chan vote[T] {
+	f := &flight[T]{
+		e:       e,
+		decode:  decode,
+		votes:   make(chan vote[T], len(e.nodes)),
+		settled: make([]atomic.Bool, len(e.nodes)),
+		sends:   make([]pending, len(e.nodes)),
 	}
-	return votes
+	f.left.Store(int32(len(e.nodes)))
+	// Armed only once f.timer is set, which complete reads.
+	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
+	f.timer.Reset(e.cfg.NodeTimeout)
+	for i, n := range e.nodes {
+		f.sends[i] = pending{to: f, node: i, cmd: cmd}
+		n.pipe.send(&f.sends[i])
+	}
+	return f.votes
+}
+
+// flight is one fan-out in progress.
+type flight[T any] struct {
+	e       *Engine
+	decode  func(n *node, r reply) (T, error)
+	votes   chan vote[T]
+	settled []atomic.Bool // per backend: its vote is cast
+	left    atomic.Int32  // votes not yet cast
+	timer   *time.Timer
+	sends   []pending
+}
+
+// errNoReply is the vote of a backend that did not answer in time.
+var errNoReply = fmt.Errorf("no reply within the backend timeout: %w", context.DeadlineExceeded)
+
+func (f *flight[T]) complete(i int, r reply, err error) {
+	if !f.settled[i].CompareAndSwap(false, true) {
+		return // too late: the timeout has spoken for this backend
+	}
+	n := f.e.nodes[i]
+	var val T
+	if err == nil {
+		val, err = f.decode(n, r)
+	}
+	if err == nil {
+		// Judged after the reply: the connection it came on may have just
+		// revealed a restart.
+		err = n.quarantined()
+	}
+	if err != nil {
+		err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
+	}
+	f.votes <- vote[T]{node: i, val: val, err: err}
+	if f.left.Add(-1) == 0 {
+		f.timer.Stop()
+	}
+}
+
+func (f *flight[T]) expire() {
+	for i := range f.settled {
+		f.complete(i, reply{}, errNoReply)
+	}
 }
 
 // ack is one backend's answer to a lock operation.

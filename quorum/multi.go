@@ -6,8 +6,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The operations in this file serve the lock scripts of client libraries:
@@ -28,14 +26,23 @@ func (e *Engine) ReleaseAll(ctx context.Context, keys []string, token string) (R
 	if len(keys) == 0 {
 		return Result{}, errNoKeys
 	}
-	return e.unlockOp(ctx, func(ctx context.Context, n *node) (ack, error) {
-		return n.releaseAll(ctx, keys, token)
-	})
+	return e.unlockOp(scriptCommand(releaseAllScript, keys, token), decodeReleaseAll(len(keys)))
 }
 
 func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
-	deleted, err := n.run(ctx, releaseAllScript, keys, token).Int()
-	return ack{yes: deleted == len(keys)}, err
+	r, err := n.run(ctx, releaseAllScript, keys, token)
+	if err != nil {
+		return ack{}, err
+	}
+	return decodeReleaseAll(len(keys))(n, r)
+}
+
+// decodeReleaseAll reads how many of the keys a script changed: yes when all.
+func decodeReleaseAll(keys int) func(*node, reply) (ack, error) {
+	return func(_ *node, r reply) (ack, error) {
+		done, err := r.integer()
+		return ack{yes: done == int64(keys)}, err
+	}
 }
 
 // ExtendAll sets the TTL of every key on the backends where token holds all
@@ -47,7 +54,7 @@ func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl
 // scriptOp takes or extends keys for token with a script that replies, on
 // each backend, how many keys it did that for; a backend agrees when it did
 // it for all of them. A failure is rolled back by compare-and-delete.
-func (e *Engine) scriptOp(ctx context.Context, script *redis.Script, keys []string, token string, ttl time.Duration, refused error, args ...any) (Result, error) {
+func (e *Engine) scriptOp(ctx context.Context, s *script, keys []string, token string, ttl time.Duration, refused error, args ...any) (Result, error) {
 	if err := e.checkKeysTTL(keys, ttl); err != nil {
 		return Result{}, err
 	}
@@ -56,10 +63,8 @@ func (e *Engine) scriptOp(ctx context.Context, script *redis.Script, keys []stri
 		token:   token,
 		ttl:     ttl,
 		refused: refused,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			done, err := n.run(ctx, script, keys, args...).Int()
-			return ack{yes: done == len(keys)}, err
-		},
+		cmd:     scriptCommand(s, keys, args...),
+		decode:  decodeReleaseAll(len(keys)),
 		undo: func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, keys, token) },
 	})
 }
@@ -79,8 +84,9 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 		keys:    []string{key},
 		token:   token,
 		refused: ErrNotHeld,
-		call: func(ctx context.Context, n *node) (ack, error) {
-			ms, err := n.run(ctx, extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()).Int64()
+		cmd:     scriptCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		decode: func(_ *node, r reply) (ack, error) {
+			ms, err := r.integer()
 			if ms < 0 {
 				tooLong <- time.Duration(-ms) * time.Millisecond
 			}

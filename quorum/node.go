@@ -11,16 +11,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
-)
+	)
 
 // node is one backend master and what the engine knows of its restarts.
 type node struct {
-	index  int
-	addr   string
-	client *redis.Client
-	pipe   *redis.AutoPipeliner
-	log    *slog.Logger
+	index int
+	addr  string
+	pipe  *pipe
+	log   *slog.Logger
 
 	// quarantine is off when the backends persist every write.
 	quarantine time.Duration
@@ -35,23 +33,6 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %d: %w", index, err)
 	}
-	// A lost reply to a retried SET NX would read as "held elsewhere" while we
-	// hold the key, so no command is ever retried behind our back.
-	opt.MaxRetries = -1
-	opt.ContextTimeoutEnabled = true
-	opt.DialTimeout = cfg.NodeTimeout
-	// A pipelined batch runs under the connection's deadlines, not its
-	// callers' (see node.run): a hung backend fails the batch after these,
-	// and Close waits for no longer.
-	opt.ReadTimeout = 2 * cfg.NodeTimeout
-	opt.WriteTimeout = 2 * cfg.NodeTimeout
-	// A dial retry could not finish inside one node timeout anyway.
-	opt.DialerRetries = 1
-	// Each new connection costs one round trip (INFO, below) and nothing more.
-	opt.Protocol = 2
-	opt.DisableIdentity = true
-	opt.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
-
 	n := &node{
 		index: index,
 		addr:  opt.Addr,
@@ -59,30 +40,50 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 	}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
-		// A backend that restarted has closed every connection we had to it,
-		// so the first command to reach the new process comes through here:
-		// its uptime is known before any of its replies is counted.
-		opt.OnConnect = n.checkUptime
 	}
-	n.client = redis.NewClient(opt)
-	// Lock commands share their writes and reads: the operations in flight
-	// travel to a backend in one batch instead of one round trip each.
-	pipe, err := n.client.AutoPipelineWithOptions(&redis.AutoPipelineOptions{MaxBatchSize: 256, MaxConcurrentBatches: 1})
-	if err != nil {
-		n.client.Close()
-		return nil, fmt.Errorf("backend %d: %w", index, err)
-	}
-	n.pipe = pipe
+	n.pipe = newPipe(opt, cfg.NodeTimeout, n.hello)
 	return n, nil
+}
+
+// hello greets a new connection. A backend that restarted has closed every
+// connection we had to it, so the first command to reach the new process
+// comes after this: its uptime is known before any of its replies counts.
+// The scripts are loaded in the same round trip, so that the first lock
+// after a restart is as quick as any.
+func (n *node) hello(rw *bufio.ReadWriter) error {
+	var cmds []*command
+	if n.quarantine > 0 {
+		cmds = append(cmds, plainCommand("INFO", "server"))
+	}
+	for _, s := range allScripts {
+		cmds = append(cmds, plainCommand("SCRIPT", "LOAD", s.src))
+	}
+	for _, c := range cmds {
+		rw.Write(c.wire)
+	}
+	if err := rw.Flush(); err != nil {
+		return err
+	}
+	for i := range cmds {
+		r, err := readReply(rw.Reader)
+		if err != nil {
+			return err
+		}
+		if r.kind == '-' {
+			return redisError(r.str)
+		}
+		if i == 0 && n.quarantine > 0 {
+			if err := n.checkUptime(r.str); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // checkUptime reads the backend's own uptime so that every proxy instance,
 // including one started after the backend restarted, reaches the same verdict.
-func (n *node) checkUptime(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
-	if err != nil {
-		return err
-	}
+func (n *node) checkUptime(info string) error {
 	runID, uptime, err := parseServerInfo(info)
 	if err != nil {
 		return err
@@ -152,19 +153,31 @@ func parseServerInfo(info string) (runID string, uptime time.Duration, err error
 	return runID, time.Duration(seconds) * time.Second, nil
 }
 
-// run runs a lock script on the backend through its auto-pipeline. A
-// pipelined command does not honour its caller's context once queued, so the
-// caller stops waiting at ctx's deadline on its own; the command's late
-// answer is then dropped, and the vote counts as no answer.
-func (n *node) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
-	done := make(chan *redis.Cmd, 1)
-	go func() { done <- script.Run(ctx, n.pipe, keys, args...) }()
+// do sends cmd to the backend and waits for its reply until ctx is done.
+// The command is not withdrawn then: its late reply is dropped, and the
+// caller must treat its effect as unknown.
+func (n *node) do(ctx context.Context, cmd *command) (reply, error) {
+	w := make(waiter, 1)
+	n.pipe.send(&pending{to: w, node: n.index, cmd: cmd})
 	select {
-	case cmd := <-done:
-		return cmd
+	case o := <-w:
+		return o.reply, o.err
 	case <-ctx.Done():
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+		return reply{}, ctx.Err()
 	}
 }
+
+// run runs a script on the backend and waits as do does.
+func (n *node) run(ctx context.Context, s *script, keys []string, args ...any) (reply, error) {
+	return n.do(ctx, scriptCommand(s, keys, args...))
+}
+
+type pipeOutcome struct {
+	reply reply
+	err   error
+}
+
+// waiter is the completer of a single request with someone waiting on it.
+type waiter chan pipeOutcome
+
+func (w waiter) complete(_ int, r reply, err error) { w <- pipeOutcome{r, err} }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"math"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // keyState is one backend's view of a key.
@@ -20,16 +18,7 @@ type keyState struct {
 // read looks at key on every backend and returns the views that count, or a
 // *NoQuorumError when fewer than a quorum answered.
 func (e *Engine) read(ctx context.Context, key string) ([]keyState, error) {
-	votes := fanout(ctx, e, func(ctx context.Context, n *node) (keyState, error) {
-		reply, err := n.run(ctx, readScript, []string{key}).Slice()
-		if errors.Is(err, redis.Nil) {
-			return keyState{}, nil
-		}
-		if err != nil {
-			return keyState{}, err
-		}
-		return parseKeyState(reply)
-	})
+	votes := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
 	var states []keyState
 	var failures []*NodeError
 	for _, v := range collectAll(votes, len(e.nodes)) {
@@ -45,20 +34,23 @@ func (e *Engine) read(ctx context.Context, key string) ([]keyState, error) {
 	return states, nil
 }
 
-func parseKeyState(reply []any) (keyState, error) {
-	if len(reply) != 2 {
+func parseKeyState(_ *node, r reply) (keyState, error) {
+	if r.kind == 0 {
+		return keyState{}, nil // absent
+	}
+	if r.kind != '*' || len(r.array) != 2 {
 		return keyState{}, errors.New("quorum: unexpected read reply")
 	}
-	ms, ok := reply[1].(int64)
-	if !ok {
+	ms, err := r.array[1].integer()
+	if err != nil {
 		return keyState{}, errors.New("quorum: unexpected pttl reply")
 	}
 	s := keyState{exists: true, pttl: time.Duration(ms) * time.Millisecond}
 	if ms < 0 { // -1: no expiry (-2 cannot happen: the script saw the key)
 		s.pttl = math.MaxInt64
 	}
-	if v, ok := reply[0].(string); ok {
-		s.hasValue, s.value = true, v
+	if v := r.array[0]; v.kind == '$' {
+		s.hasValue, s.value = true, v.str
 	}
 	return s, nil
 }
@@ -148,10 +140,7 @@ func (e *Engine) Exists(ctx context.Context, key string) (bool, error) {
 // unlock. It reports whether a quorum deleted it, and returns a
 // *NoQuorumError when too few backends answered.
 func (e *Engine) Delete(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(ctx, func(ctx context.Context, n *node) (ack, error) {
-		deleted, err := n.client.Del(ctx, key).Result()
-		return ack{yes: deleted == 1}, err
-	})
+	return e.writeAll(plainCommand("DEL", key))
 }
 
 // Expire sets key's TTL on every backend, whoever holds it. It reports
@@ -161,16 +150,16 @@ func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (boo
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err
 	}
-	return e.writeAll(ctx, func(ctx context.Context, n *node) (ack, error) {
-		set, err := n.client.PExpire(ctx, key, ttl).Result()
-		return ack{yes: set}, err
-	})
+	return e.writeAll(plainCommand("PEXPIRE", key, ttl.Milliseconds()))
 }
 
-// writeAll runs an unconditional write on every backend; write reports
-// whether it took effect there.
-func (e *Engine) writeAll(ctx context.Context, write func(context.Context, *node) (ack, error)) (bool, error) {
-	votes := fanout(ctx, e, write)
+// writeAll runs an unconditional write on every backend, which answers 1
+// where it took effect.
+func (e *Engine) writeAll(cmd *command) (bool, error) {
+	votes := fanout(e, cmd, func(_ *node, r reply) (ack, error) {
+		n, err := r.integer()
+		return ack{yes: n == 1}, err
+	})
 	t, _ := collect(votes, len(e.nodes), e.quorum)
 	if t.succeeded() {
 		return true, nil

@@ -12,17 +12,15 @@ import (
 // is also ErrNotHeld, when a quorum found no key at all — and a
 // *NoQuorumError when too few backends answered.
 func (e *Engine) Release(ctx context.Context, key, token string) (Result, error) {
-	return e.unlockOp(ctx, func(ctx context.Context, n *node) (ack, error) {
-		return n.release(ctx, key, token)
-	})
+	return e.unlockOp(scriptCommand(releaseScript, []string{key}, token), decodeRelease)
 }
 
 // unlockOp decides a release: done where a quorum did it. "Not held" is a
 // claim that the client's lock was lost, so it is made only when the
 // backends that failed to answer could not have made a quorum of yes:
 // otherwise the answer is that nothing could be decided.
-func (e *Engine) unlockOp(ctx context.Context, call func(context.Context, *node) (ack, error)) (Result, error) {
-	votes := fanout(ctx, e, call)
+func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) (Result, error) {
+	votes := fanout(e, cmd, decode)
 	t := &tally{total: len(e.nodes), quorum: e.quorum}
 	for t.pending() > 0 && !t.succeeded() {
 		t.add(<-votes)

@@ -51,6 +51,9 @@ func TestRetryWaitsForRollback(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, NodeTimeout: timeout})
 	key := uniqueKey(t)
 	c.direct[2].Set(t.Context(), key, "other", time.Minute)
+	// Connected beforehand, so that the first attempt reaches the paused
+	// backend and its effect there is unknown.
+	waitAllCount(t, c.engine)
 	start := time.Now()
 	if err := c.direct[1].Do(t.Context(), "client", "pause", pause.Milliseconds(), "all").Err(); err != nil {
 		t.Fatalf("CLIENT PAUSE: %v", err)
@@ -63,9 +66,11 @@ func TestRetryWaitsForRollback(t *testing.T) {
 		t.Fatalf("retry: %v", err)
 	}
 	// A lower bound only: the retry cannot have run before the rollback on
-	// the paused backend ended, which is after the pause.
-	if elapsed := time.Since(start); elapsed < pause-50*time.Millisecond {
-		t.Fatalf("the retry finished %s after the first attempt began, before the pause (%s) let its rollback end", elapsed, pause)
+	// the paused backend ended, which is when the pause let it answer or
+	// the engine gave up on the connection as stalled (two timeouts), both
+	// well after the first attempt's answer (one timeout).
+	if elapsed, ended := time.Since(start), 2*timeout; elapsed < ended-50*time.Millisecond {
+		t.Fatalf("the retry finished %s after the first attempt began, before its rollback could have ended (%s)", elapsed, ended)
 	}
 }
 
@@ -75,27 +80,34 @@ func TestRetryWaitsForRollback(t *testing.T) {
 func TestStampedRollbackSparesRetry(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
 	n, key := c.engine.nodes[0], uniqueKey(t)
-	first, err := acquireScript.Run(t.Context(), n.client, []string{key}, "tok", 10000).Int64()
+	run := func(s *script, args ...any) (int64, error) {
+		r, err := n.run(t.Context(), s, []string{key}, args...)
+		if err != nil {
+			return 0, err
+		}
+		return r.integer()
+	}
+	first, err := run(acquireScript, "tok", 10000)
 	if err != nil || first <= 0 {
 		t.Fatalf("first acquisition: %d, %v", first, err)
 	}
 	// The first attempt's key is gone (rolled back or expired) and the retry
 	// takes it again with the same token.
 	c.direct[0].Del(t.Context(), key)
-	retry, err := acquireScript.Run(t.Context(), n.client, []string{key}, "tok", 20000).Int64()
+	retry, err := run(acquireScript, "tok", 20000)
 	if err != nil || retry <= first {
 		t.Fatalf("retry: stamp %d after %d, %v", retry, first, err)
 	}
-	if deleted, err := releaseStampedScript.Run(t.Context(), n.client, []string{key}, "tok", first).Int(); err != nil || deleted != 0 {
+	if deleted, err := run(releaseStampedScript, "tok", first); err != nil || deleted != 0 {
 		t.Fatalf("the first attempt's rollback deleted the retry's key: %d, %v", deleted, err)
 	}
-	if deleted, err := releaseStampedScript.Run(t.Context(), n.client, []string{key}, "tok", retry).Int(); err != nil || deleted != 1 {
+	if deleted, err := run(releaseStampedScript, "tok", retry); err != nil || deleted != 1 {
 		t.Fatalf("the retry's own rollback: %d, %v", deleted, err)
 	}
-	if got, err := acquireScript.Run(t.Context(), n.client, []string{key}, "other", 10000).Int64(); err != nil || got <= 0 {
+	if got, err := run(acquireScript, "other", 10000); err != nil || got <= 0 {
 		t.Fatalf("acquisition after the rollback: %d, %v", got, err)
 	}
-	if got, _ := acquireScript.Run(t.Context(), n.client, []string{key}, "tok", 10000).Int64(); got != 0 {
+	if got, _ := run(acquireScript, "tok", 10000); got != 0 {
 		t.Fatalf("acquisition of a held key answered %d, want 0", got)
 	}
 }

@@ -2,13 +2,11 @@ package quorum
 
 import (
 	"embed"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The scripts run on each backend. Keeping them in .lua files lets them be
-// read and tested as Lua; go-redis sends EVALSHA and falls back to EVAL on
-// NOSCRIPT, which a restarted backend answers.
+// read and tested as Lua. They are loaded on every new backend connection
+// and run by SHA1; a backend that answers NOSCRIPT (SCRIPT FLUSH) gets EVAL.
 var (
 	acquireScript         = luaScript("acquire")
 	releaseScript         = luaScript("release")
@@ -21,6 +19,12 @@ var (
 	extendByScript        = luaScript("extend_by")
 	extendOrAcquireScript = luaScript("extend_or_acquire")
 	acquireOrRenewScript  = luaScript("acquire_or_renew")
+
+	allScripts = []*script{
+		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
+		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
+		extendOrAcquireScript, acquireOrRenewScript,
+	}
 )
 
 //go:embed lua/*.lua
@@ -28,10 +32,10 @@ var luaFiles embed.FS
 
 // luaScript loads lua/name.lua; a missing file is a build mistake, caught
 // when the package loads.
-func luaScript(name string) *redis.Script {
+func luaScript(name string) *script {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(string(src))
+	return newScript(name, string(src))
 }
