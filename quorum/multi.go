@@ -65,7 +65,7 @@ func (e *Engine) scriptOp(ctx context.Context, s *script, keys []string, token s
 		refused: refused,
 		cmd:     scriptCommand(s, keys, args...),
 		decode:  decodeReleaseAll(len(keys)),
-		undo: func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, keys, token) },
+		undo:    func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, keys, token) },
 	})
 }
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	)
+)
 
 // node is one backend master and what the engine knows of its restarts.
 type node struct {
