@@ -338,7 +338,7 @@ func TestNew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if exp, got := (Config{MaxRequestBytes: 1 << 20, RequestTimeout: 5 * time.Second}), (Config{MaxRequestBytes: s.cfg.MaxRequestBytes, RequestTimeout: s.cfg.RequestTimeout}); exp != got {
+				if exp, got := (Config{MaxRequestBytes: 1 << 20}), (Config{MaxRequestBytes: s.cfg.MaxRequestBytes, RequestTimeout: s.cfg.RequestTimeout}); exp != got {
 					t.Fatalf("defaults: want %+v, got %+v", exp, got)
 				}
 				return

@@ -60,8 +60,8 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		return Result{}, errors.Join(ErrNoQuorum, err)
 	}
 	start := time.Now()
-	votes := fanout(e, op.cmd, op.decode)
-	t, seen := collect(votes, len(e.nodes), e.quorum)
+	f := fanout(e, op.cmd, op.decode)
+	t, seen := collect(f, len(e.nodes), e.quorum)
 	res := t.result()
 	if t.succeeded() {
 		ttl := op.ttl
@@ -73,7 +73,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 			return res, nil
 		}
 	}
-	e.rollback(ctx, op, seen, votes, t.pending())
+	e.rollback(ctx, op, seen, f.votes, t.pending())
 	if t.succeeded() {
 		return res, op.refused // too slow: the lock may already be expiring
 	}
@@ -102,8 +102,8 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	end := e.rollbacks.start(op.keys, op.token)
 	undo := func(v vote[ack]) {
-		if v.err == nil && !v.val.yes {
-			return // refused: the token never reached this backend
+		if v.err == nil && !v.val.yes || wasNotSent(v.err) {
+			return // refused, or never sent: the token is not there
 		}
 		op.undo(ctx, e.nodes[v.node], v.val)
 	}

@@ -171,14 +171,14 @@ type NodeStatus struct {
 func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 	type pong struct{ latency time.Duration }
 	start := time.Now()
-	votes := fanout(e, plainCommand("PING"), func(_ *node, r reply) (pong, error) {
+	f := fanout(e, plainCommand("PING"), func(_ *node, r reply) (pong, error) {
 		if r.kind != '+' {
 			return pong{}, errUnexpectedReply
 		}
 		return pong{time.Since(start)}, nil
 	})
 	statuses := make([]NodeStatus, len(e.nodes))
-	for _, v := range collectAll(votes, len(e.nodes)) {
+	for _, v := range collectAll(f, len(e.nodes)) {
 		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
 		if v.err != nil {
 			s.Err = v.err.(*NodeError).Err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -18,51 +19,63 @@ type vote[T any] struct {
 	err  error
 }
 
-// fanout sends cmd to every backend at once and returns a channel that
-// receives exactly one vote per backend: decode's reading of its reply, or
-// a *NodeError when it gave none within the backend timeout. The channel is
-// buffered so that nobody has to read the stragglers.
+// fanout sends cmd to every backend at once and returns the flight, whose
+// votes channel receives exactly one vote per backend: decode's reading of
+// its reply, or a *NodeError when it gave none within the backend timeout.
+// The channel is buffered so that nobody has to read the stragglers.
 //
 // No goroutine waits per backend: the backends' pipes deliver the replies,
 // and one timer per fan-out gives the rest up. Nothing is cancelled with the
 // caller either: the answer is often decided before the slowest backends
 // reply, and cutting their requests short would turn a clear yes or no into
 // "unknown", which then needs a rollback.
-func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, error)) <-chan vote[T] {
+func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, error)) *flight[T] {
 	f := &flight[T]{
-		e:       e,
-		decode:  decode,
-		votes:   make(chan vote[T], len(e.nodes)),
-		settled: make([]atomic.Bool, len(e.nodes)),
-		sends:   make([]pending, len(e.nodes)),
+		e:      e,
+		decode: decode,
+		votes:  make(chan vote[T], len(e.nodes)),
+		wake:   make(chan struct{}, 1),
+		slots:  make([]slot, len(e.nodes)),
 	}
 	f.left.Store(int32(len(e.nodes)))
 	// Armed only once f.timer is set, which complete reads.
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
 	for i, n := range e.nodes {
-		f.sends[i] = pending{to: f, node: i, cmd: cmd}
-		n.pipe.send(&f.sends[i])
+		f.slots[i].pending = pending{to: f, node: i, cmd: cmd}
+		n.pipe.send(&f.slots[i].pending)
 	}
-	return f.votes
+	return f
 }
 
 // flight is one fan-out in progress.
 type flight[T any] struct {
-	e       *Engine
-	decode  func(n *node, r reply) (T, error)
-	votes   chan vote[T]
-	settled []atomic.Bool // per backend: its vote is cast
-	left    atomic.Int32  // votes not yet cast
-	timer   *time.Timer
-	sends   []pending
+	e      *Engine
+	decode func(n *node, r reply) (T, error)
+	votes  chan vote[T]
+	slots  []slot
+	left   atomic.Int32 // votes not yet cast
+	timer  *time.Timer
+
+	// The caller sleeps until enough votes are in to decide anything,
+	// rather than waking for each one.
+	mu     sync.Mutex
+	cast   int
+	wakeAt int // 0: nobody waits
+	wake   chan struct{}
+}
+
+// slot is one backend's part of a flight.
+type slot struct {
+	pending
+	settled atomic.Bool // its vote is cast
 }
 
 // errNoReply is the vote of a backend that did not answer in time.
 var errNoReply = fmt.Errorf("no reply within the backend timeout: %w", context.DeadlineExceeded)
 
 func (f *flight[T]) complete(i int, r reply, err error) {
-	if !f.settled[i].CompareAndSwap(false, true) {
+	if !f.slots[i].settled.CompareAndSwap(false, true) {
 		return // too late: the timeout has spoken for this backend
 	}
 	n := f.e.nodes[i]
@@ -79,16 +92,38 @@ func (f *flight[T]) complete(i int, r reply, err error) {
 		err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
 	}
 	f.votes <- vote[T]{node: i, val: val, err: err}
+	f.mu.Lock()
+	if f.cast++; f.wakeAt > 0 && f.cast >= f.wakeAt {
+		f.wakeAt = 0
+		f.wake <- struct{}{}
+	}
+	f.mu.Unlock()
 	if f.left.Add(-1) == 0 {
 		f.timer.Stop()
 	}
 }
 
 func (f *flight[T]) expire() {
-	for i := range f.settled {
+	for i := range f.slots {
 		f.complete(i, reply{}, errNoReply)
 	}
 }
+
+// waitFor returns once at least n votes are in the channel.
+func (f *flight[T]) waitFor(n int) {
+	f.mu.Lock()
+	if f.cast >= n {
+		f.mu.Unlock()
+		return
+	}
+	f.wakeAt = n
+	f.mu.Unlock()
+	<-f.wake
+}
+
+// decisive is the fewest votes that can decide a quorum operation: a
+// quorum of yes, or so many others that a quorum of yes is out of reach.
+func decisive(total, quorum int) int { return min(quorum, total-quorum+1) }
 
 // ack is one backend's answer to a lock operation.
 type ack struct {
@@ -167,11 +202,12 @@ func (t *tally) result() Result { return Result{Counted: t.yes + t.no, Succeeded
 // the votes read so far; the rest are still on their way. A decided failure
 // to reach quorum still waits for every backend (each within its timeout) so
 // that the error names them all.
-func collect(votes <-chan vote[ack], total, quorum int) (*tally, []vote[ack]) {
+func collect(f *flight[ack], total, quorum int) (*tally, []vote[ack]) {
 	t := &tally{total: total, quorum: quorum}
-	var seen []vote[ack]
+	seen := make([]vote[ack], 0, total)
+	f.waitFor(decisive(total, quorum))
 	for !t.decided() || (t.yes+t.no < quorum && t.pending() > 0) {
-		v := <-votes
+		v := <-f.votes
 		seen = append(seen, v)
 		t.add(v)
 	}
@@ -179,10 +215,11 @@ func collect(votes <-chan vote[ack], total, quorum int) (*tally, []vote[ack]) {
 }
 
 // collectAll reads one vote per backend.
-func collectAll[T any](votes <-chan vote[T], total int) []vote[T] {
+func collectAll[T any](f *flight[T], total int) []vote[T] {
+	f.waitFor(total)
 	all := make([]vote[T], 0, total)
 	for range total {
-		all = append(all, <-votes)
+		all = append(all, <-f.votes)
 	}
 	return all
 }

@@ -56,6 +56,19 @@ type pending struct {
 
 var errPipeClosed = errors.New("quorum: engine closed")
 
+// notSent is the failure of a request that never left the proxy, so that
+// the backend certainly did not run it: nothing there needs undoing.
+type notSent struct{ err error }
+
+func (e notSent) Error() string { return e.err.Error() }
+func (e notSent) Unwrap() error { return e.err }
+
+// wasNotSent reports whether err says the request never reached the backend.
+func wasNotSent(err error) bool {
+	var ns notSent
+	return errors.As(err, &ns)
+}
+
 func newPipe(opt *redis.Options, timeout time.Duration, hello func(*bufio.ReadWriter) error) *pipe {
 	return &pipe{opt: opt, timeout: timeout, hello: hello}
 }
@@ -66,14 +79,14 @@ func (pp *pipe) send(p *pending) {
 	switch {
 	case pp.closed:
 		pp.mu.Unlock()
-		p.to.complete(p.node, reply{}, errPipeClosed)
+		p.to.complete(p.node, reply{}, notSent{errPipeClosed})
 	case pp.conn != nil:
 		pp.conn.push(p)
 		pp.mu.Unlock()
 	case time.Now().Before(pp.downUntil):
 		err := pp.downErr
 		pp.mu.Unlock()
-		p.to.complete(p.node, reply{}, err)
+		p.to.complete(p.node, reply{}, notSent{err})
 	default:
 		pp.waiting = append(pp.waiting, p)
 		if !pp.dialing {
@@ -104,7 +117,7 @@ func (pp *pipe) dial() {
 		pp.downUntil, pp.downErr = time.Now().Add(pp.redialBackoff()), err
 		pp.mu.Unlock()
 		for _, p := range waiting {
-			p.to.complete(p.node, reply{}, err)
+			p.to.complete(p.node, reply{}, notSent{err})
 		}
 		return
 	}
@@ -199,6 +212,8 @@ type pipeConn struct {
 	rw   *bufio.ReadWriter
 
 	out      []byte     // requests not yet written
+	queued   int        // how many requests out holds
+	unread   int        // requests written whose replies have not all come
 	inflight []*pending // every request pushed and not yet answered, in order
 	head     int        // inflight[head:] are the live ones
 	broken   bool
@@ -223,6 +238,13 @@ func (c *pipeConn) push(p *pending) {
 		c.out = append(c.out, p.cmd.wire...)
 	}
 	c.inflight = append(c.inflight, p)
+	c.queued++
+	if c.unread == 0 {
+		c.wakeWriter()
+	}
+}
+
+func (c *pipeConn) wakeWriter() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -239,11 +261,13 @@ func (c *pipeConn) writeLoop() {
 			return
 		}
 		c.pipe.mu.Lock()
-		buf, c.out = c.out, buf[:0]
-		c.pipe.mu.Unlock()
-		if len(buf) == 0 {
+		if c.unread > 0 || c.queued == 0 {
+			c.pipe.mu.Unlock()
 			continue
 		}
+		buf, c.out = c.out, buf[:0]
+		c.unread, c.queued = c.queued, 0
+		c.pipe.mu.Unlock()
 		c.nc.SetWriteDeadline(time.Now().Add(c.pipe.stallLimit()))
 		if _, err := c.nc.Write(buf); err != nil {
 			c.fail(err)
@@ -274,6 +298,9 @@ func (c *pipeConn) readLoop() {
 		p := c.inflight[c.head]
 		c.inflight[c.head] = nil
 		c.head++
+		if c.unread--; c.unread == 0 && c.queued > 0 {
+			c.wakeWriter()
+		}
 		if c.head == len(c.inflight) {
 			c.inflight, c.head = c.inflight[:0], 0
 			c.nc.SetReadDeadline(time.Time{})
@@ -313,12 +340,18 @@ func (c *pipeConn) fail(err error) error {
 		pp.conn = nil
 	}
 	owed := c.inflight[c.head:]
+	// The last queued were never written: the backend cannot have run them.
+	sent := len(owed) - c.queued
 	c.inflight, c.out = nil, nil
 	close(c.dead)
 	pp.mu.Unlock()
 	closeErr := c.nc.Close()
-	for _, p := range owed {
-		p.to.complete(p.node, reply{}, err)
+	for i, p := range owed {
+		if i < sent {
+			p.to.complete(p.node, reply{}, err)
+		} else {
+			p.to.complete(p.node, reply{}, notSent{err})
+		}
 	}
 	return closeErr
 }

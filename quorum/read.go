@@ -18,10 +18,10 @@ type keyState struct {
 // read looks at key on every backend and returns the views that count, or a
 // *NoQuorumError when fewer than a quorum answered.
 func (e *Engine) read(ctx context.Context, key string) ([]keyState, error) {
-	votes := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
+	f := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
 	var states []keyState
 	var failures []*NodeError
-	for _, v := range collectAll(votes, len(e.nodes)) {
+	for _, v := range collectAll(f, len(e.nodes)) {
 		if v.err != nil {
 			failures = append(failures, v.err.(*NodeError))
 			continue
@@ -156,11 +156,11 @@ func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (boo
 // writeAll runs an unconditional write on every backend, which answers 1
 // where it took effect.
 func (e *Engine) writeAll(cmd *command) (bool, error) {
-	votes := fanout(e, cmd, func(_ *node, r reply) (ack, error) {
+	f := fanout(e, cmd, func(_ *node, r reply) (ack, error) {
 		n, err := r.integer()
 		return ack{yes: n == 1}, err
 	})
-	t, _ := collect(votes, len(e.nodes), e.quorum)
+	t, _ := collect(f, len(e.nodes), e.quorum)
 	if t.succeeded() {
 		return true, nil
 	}

@@ -20,10 +20,12 @@ func (e *Engine) Release(ctx context.Context, key, token string) (Result, error)
 // backends that failed to answer could not have made a quorum of yes:
 // otherwise the answer is that nothing could be decided.
 func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) (Result, error) {
-	votes := fanout(e, cmd, decode)
+	f := fanout(e, cmd, decode)
 	t := &tally{total: len(e.nodes), quorum: e.quorum}
+	// Nothing is decided before a quorum has voted.
+	f.waitFor(e.quorum)
 	for t.pending() > 0 && !t.succeeded() {
-		t.add(<-votes)
+		t.add(<-f.votes)
 	}
 	switch {
 	case t.succeeded():

@@ -41,7 +41,7 @@ func plainCommand(args ...any) *command {
 // scriptCommand encodes EVALSHA sha numkeys keys... args....
 func scriptCommand(s *script, keys []string, args ...any) *command {
 	argc := 3 + len(keys) + len(args)
-	b := appendArrayHeader(nil, argc)
+	b := appendArrayHeader(make([]byte, 0, wireSize(s.sha, keys, args)), argc)
 	b = appendArg(b, "EVALSHA")
 	b = appendArg(b, s.sha)
 	tail := len(b)
@@ -62,6 +62,23 @@ func (c *command) eval() []byte {
 	b = appendArg(b, "EVAL")
 	b = appendArg(b, c.script.src)
 	return append(b, c.wire[c.tail:]...)
+}
+
+// wireSize is enough room for a script command, so that encoding it takes
+// one allocation: each argument costs its length and at most 16 bytes of
+// framing ("$" length CRLF ... CRLF); an integer at most 20 digits.
+func wireSize(sha string, keys []string, args []any) int {
+	size := 16 + 16 + len("EVALSHA") + 16 + len(sha) + 16 + 20
+	for _, k := range keys {
+		size += 16 + len(k)
+	}
+	for _, a := range args {
+		size += 16 + 20
+		if s, ok := a.(string); ok {
+			size += len(s)
+		}
+	}
+	return size
 }
 
 func appendArrayHeader(b []byte, n int) []byte {

@@ -1,0 +1,78 @@
+package quorum
+
+import (
+	"bufio"
+	"strings"
+	"testing"
+)
+
+func TestScriptCommandWire(t *testing.T) {
+	s := newScript("t", "return 1")
+	cmd := scriptCommand(s, []string{"k"}, "tok", int64(1500), 7)
+	want := "*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.sha + "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"
+	if got := string(cmd.wire); got != want {
+		t.Fatalf("EVALSHA form:\n got %q\nwant %q", got, want)
+	}
+	wantEval := "*7\r\n$4\r\nEVAL\r\n$8\r\nreturn 1\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"
+	if got := string(cmd.eval()); got != wantEval {
+		t.Fatalf("EVAL form:\n got %q\nwant %q", got, wantEval)
+	}
+	if got, want := string(plainCommand("DEL", "k").wire), "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"; got != want {
+		t.Fatalf("plain: got %q, want %q", got, want)
+	}
+}
+
+func TestReadReply(t *testing.T) {
+	in := "+OK\r\n:-12\r\n$3\r\nabc\r\n$-1\r\n*2\r\n$-1\r\n:5\r\n*-1\r\n-NOSCRIPT No matching script\r\n$0\r\n\r\n"
+	br := bufio.NewReader(strings.NewReader(in))
+	want := []reply{
+		{kind: '+', str: "OK"},
+		{kind: ':', int: -12},
+		{kind: '$', str: "abc"},
+		{},
+		{kind: '*', array: []reply{{}, {kind: ':', int: 5}}},
+		{},
+		{kind: '-', str: "NOSCRIPT No matching script"},
+		{kind: '$', str: ""},
+	}
+	for i, w := range want {
+		got, err := readReply(br)
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if !equalReply(got, w) {
+			t.Fatalf("reply %d: got %+v, want %+v", i, got, w)
+		}
+	}
+}
+
+func TestReadReplyRejectsGarbage(t *testing.T) {
+	for _, in := range []string{
+		"",                                     // EOF
+		"?x\r\n",                               // unknown type
+		":12a\r\n",                             // bad integer
+		"$5\r\nab\r\n",                         // short bulk
+		"$3\r\nabcd\r\n",                       // bulk without its CRLF
+		"$-7\r\n",                              // negative length
+		"$999999999999\r\n",                    // beyond the bulk limit
+		"*2\r\n:1\r\n",                         // short array
+		":1\n",                                 // LF without CR
+		"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", // nested too deep
+	} {
+		if r, err := readReply(bufio.NewReader(strings.NewReader(in))); err == nil {
+			t.Errorf("%q: accepted as %+v", in, r)
+		}
+	}
+}
+
+func equalReply(a, b reply) bool {
+	if a.kind != b.kind || a.int != b.int || a.str != b.str || len(a.array) != len(b.array) {
+		return false
+	}
+	for i := range a.array {
+		if !equalReply(a.array[i], b.array[i]) {
+			return false
+		}
+	}
+	return true
+}
