@@ -13,27 +13,30 @@ type command struct {
 	name   string // lower case; "client|setname" for a subcommand, as Redis names it in errors
 	arity  int    // Redis's convention: n means exactly n arguments, -n at least n (the name counts)
 	noAuth bool   // served before AUTH, as Redis serves AUTH, HELLO, QUIT and RESET
-	run    func(redcon.Conn, redcon.Command)
-	subs   map[string]*command // subcommands, keyed in lower case
+	// concurrent commands change nothing but their keys, and may run at
+	// once with others of a pipeline on other keys (pipeline.go).
+	concurrent bool
+	run        func(redcon.Conn, redcon.Command)
+	subs       map[string]*command // subcommands, keyed in lower case
 }
 
 // newCommands builds the dispatch table: every command the proxy answers.
 // Nothing else is forwarded anywhere.
 func (s *Server) newCommands() map[string]*command {
 	return table(
-		&command{name: "set", arity: -3, run: s.handleSet},
-		&command{name: "setnx", arity: 3, run: s.handleSetNX},
-		&command{name: "get", arity: 2, run: s.handleGet},
-		&command{name: "pttl", arity: 2, run: s.handlePTTL},
-		&command{name: "ttl", arity: 2, run: s.handleTTL},
-		&command{name: "exists", arity: -2, run: s.handleExists},
-		&command{name: "del", arity: -2, run: s.handleDel},
-		&command{name: "pexpire", arity: -3, run: s.handlePExpire},
-		&command{name: "expire", arity: -3, run: s.handleExpire},
-		&command{name: "delex", arity: -2, run: s.handleDelEx},
-		&command{name: "delifeq", arity: 3, run: s.handleDelIfEq},
-		&command{name: "eval", arity: -3, run: s.handleEval},
-		&command{name: "evalsha", arity: -3, run: s.handleEvalSHA},
+		&command{name: "set", concurrent: true, arity: -3, run: s.handleSet},
+		&command{name: "setnx", concurrent: true, arity: 3, run: s.handleSetNX},
+		&command{name: "get", concurrent: true, arity: 2, run: s.handleGet},
+		&command{name: "pttl", concurrent: true, arity: 2, run: s.handlePTTL},
+		&command{name: "ttl", concurrent: true, arity: 2, run: s.handleTTL},
+		&command{name: "exists", concurrent: true, arity: -2, run: s.handleExists},
+		&command{name: "del", concurrent: true, arity: -2, run: s.handleDel},
+		&command{name: "pexpire", concurrent: true, arity: -3, run: s.handlePExpire},
+		&command{name: "expire", concurrent: true, arity: -3, run: s.handleExpire},
+		&command{name: "delex", concurrent: true, arity: -2, run: s.handleDelEx},
+		&command{name: "delifeq", concurrent: true, arity: 3, run: s.handleDelIfEq},
+		&command{name: "eval", concurrent: true, arity: -3, run: s.handleEval},
+		&command{name: "evalsha", concurrent: true, arity: -3, run: s.handleEvalSHA},
 		&command{name: "script", arity: -2, subs: table(
 			&command{name: "script|load", arity: 3, run: s.handleScriptLoad},
 			&command{name: "script|exists", arity: -3, run: s.handleScriptExists},
@@ -80,6 +83,9 @@ func table(cmds ...*command) map[string]*command {
 // serveRESP is redcon's handler: it gates and dispatches one command.
 // Checks run in Redis's order: unknown command, arity, then authentication.
 func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
+	if s.finishAhead(conn, cmd) {
+		return
+	}
 	if !s.begin() {
 		s.writeError(conn, errShuttingDown)
 		s.flushIfClosing(conn)
@@ -94,6 +100,7 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 		s.writeError(conn, err)
 		return
 	}
+	s.startAhead(conn, cmd, c)
 	c.run(conn, cmd)
 }
 

@@ -27,6 +27,9 @@ type connState struct {
 	db      int // always 0: lock keys live in db 0 on the backends
 	libName string
 	libVer  string
+	// early are the commands of the current pipeline started ahead of
+	// their turn, in order (pipeline.go).
+	early []*early
 }
 
 func state(conn redcon.Conn) *connState {

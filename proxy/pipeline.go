@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"strings"
+
+	"github.com/tidwall/redcon"
+)
+
+// A client that pipelines lock commands (redis-py and go-redis pipelines,
+// ioredis auto-pipelining) sends many before reading any reply. Each one's
+// quorum round trip would otherwise wait for the previous one's. When the
+// commands ahead in the pipeline touch keys no other of them touches, and
+// change nothing but their keys, their order cannot be observed: they run
+// at once, and their replies are still written in order.
+
+// maxConcurrentPipeline bounds the commands of one connection run at once.
+const maxConcurrentPipeline = 128
+
+// early is a command started ahead of its turn, and its reply once done.
+type early struct {
+	raw   *byte // identifies the command: the first byte of cmd.Raw
+	done  chan struct{}
+	reply []byte
+}
+
+// startAhead starts the commands pipelined behind cmd that can run now,
+// together with cmd, which the caller then serves itself. It is called
+// only with cmd admitted (authenticated, begun).
+func (s *Server) startAhead(conn redcon.Conn, cmd redcon.Command, c *command) {
+	ahead := conn.PeekPipeline()
+	if len(ahead) == 0 || !c.concurrent {
+		return
+	}
+	st := state(conn)
+	if len(st.early) > 0 {
+		return // already started from an earlier command of this pipeline
+	}
+	keys := map[string]struct{}{}
+	if !s.claimKeys(keys, c, cmd.Args) {
+		return
+	}
+	for _, next := range ahead[:min(len(ahead), maxConcurrentPipeline-1)] {
+		nc, err := s.lookup(next.Args)
+		if err != nil || !nc.concurrent || !s.claimKeys(keys, nc, next.Args) || !s.begin() {
+			break
+		}
+		e := &early{raw: &next.Raw[0], done: make(chan struct{})}
+		st.early = append(st.early, e)
+		// Its own copy of the connection's state: a HELLO later in the
+		// pipeline must not change the protocol of an earlier reply.
+		rec := &replyBuffer{Conn: conn, state: *st}
+		rec.state.early = nil
+		go func() {
+			defer close(e.done)
+			nc.run(rec, next)
+			e.reply = rec.buf
+		}()
+	}
+}
+
+// finishAhead writes the reply of cmd if it was started ahead, and reports
+// whether it was. The command counts as in flight for Shutdown until then,
+// so that its reply is flushed before the connection is closed.
+func (s *Server) finishAhead(conn redcon.Conn, cmd redcon.Command) bool {
+	st := state(conn)
+	if len(st.early) == 0 || st.early[0].raw != &cmd.Raw[0] {
+		return false
+	}
+	e := st.early[0]
+	st.early[0] = nil
+	if st.early = st.early[1:]; len(st.early) == 0 {
+		st.early = nil
+	}
+	<-e.done
+	conn.WriteRaw(e.reply)
+	s.end(conn)
+	return true
+}
+
+// claimKeys adds the keys of a command to keys and reports whether none was
+// there already, nor unknown. An EVALSHA counts only when its script is
+// cached already: an EVAL ahead of it may be what caches it.
+func (s *Server) claimKeys(keys map[string]struct{}, c *command, args [][]byte) bool {
+	var own [][]byte
+	switch c.name {
+	case "exists", "del":
+		own = args[1:]
+	case "evalsha":
+		if s.scripts.get(strings.ToLower(string(args[1]))) == nil {
+			return false
+		}
+		fallthrough
+	case "eval":
+		n, ok := parseInt(args[2])
+		if !ok || n < 0 || n > int64(len(args)-3) {
+			return false
+		}
+		own = args[3 : 3+n]
+	default:
+		own = args[1:2]
+	}
+	for _, k := range own {
+		if _, taken := keys[string(k)]; taken {
+			return false
+		}
+		keys[string(k)] = struct{}{}
+	}
+	return true
+}
+
+// replyBuffer is a connection whose replies are kept instead of sent; the
+// rest (state, address) is the client's connection's.
+type replyBuffer struct {
+	redcon.Conn
+	state connState
+	buf   []byte
+}
+
+func (r *replyBuffer) Context() any     { return &r.state }
+func (r *replyBuffer) SetContext(v any) {} // lock commands change no state
+
+func (r *replyBuffer) WriteString(s string)     { r.buf = redcon.AppendString(r.buf, s) }
+func (r *replyBuffer) WriteBulk(b []byte)       { r.buf = redcon.AppendBulk(r.buf, b) }
+func (r *replyBuffer) WriteBulkString(s string) { r.buf = redcon.AppendBulkString(r.buf, s) }
+func (r *replyBuffer) WriteInt(n int)           { r.buf = redcon.AppendInt(r.buf, int64(n)) }
+func (r *replyBuffer) WriteInt64(n int64)       { r.buf = redcon.AppendInt(r.buf, n) }
+func (r *replyBuffer) WriteUint64(n uint64)     { r.buf = redcon.AppendUint(r.buf, n) }
+func (r *replyBuffer) WriteError(msg string)    { r.buf = redcon.AppendError(r.buf, msg) }
+func (r *replyBuffer) WriteArray(n int)         { r.buf = redcon.AppendArray(r.buf, n) }
+func (r *replyBuffer) WriteNull()               { r.buf = redcon.AppendNull(r.buf) }
+func (r *replyBuffer) WriteRaw(b []byte)        { r.buf = append(r.buf, b...) }
+func (r *replyBuffer) WriteAny(v any)           { r.buf = redcon.AppendAny(r.buf, v) }
