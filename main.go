@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -22,7 +23,16 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
+// gcPercent replaces Go's default GOGC of 100. The proxy's live heap is a
+// few MiB, so at 100 it collects dozens of times a second under load; at
+// 400 a collection costs the same and comes a quarter as often: about a
+// tenth less CPU per lock for some 10 MiB more memory. GOGC still wins.
+const gcPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "lockproxy:", err)
 		os.Exit(1)
