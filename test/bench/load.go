@@ -30,7 +30,8 @@ func (s setting) mode() string {
 type cell struct {
 	cycles, failed, errors int64
 	elapsed                time.Duration
-	acquire, release       []int64 // nanoseconds
+	cpu                    cpuTimes // during the rounds, not between them
+	acquire, release       []int64  // nanoseconds
 	errSamples             []string
 }
 
@@ -42,7 +43,7 @@ type tally struct {
 }
 
 // measure runs every setting, in rounds, with the systems in turns.
-func measure(ctx context.Context, o *options, ss *systems, rep *report, out io.Writer) error {
+func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *report, out io.Writer) error {
 	var settings []setting
 	for _, contended := range []bool{false, true} {
 		for _, n := range o.concurrency {
@@ -74,7 +75,9 @@ func measure(ctx context.Context, o *options, ss *systems, rep *report, out io.W
 				if r == 0 && sys.name == "proxy" && o.profileDir != "" {
 					profiled = pprofClient{o.pprofAddr}.profileRound(ctx, o.profileDir, st, o.duration)
 				}
+				before := clock.read()
 				t, elapsed := runRound(ctx, o, sys, st, o.duration, fmt.Sprintf("r%d", r))
+				used := clock.read().sub(before)
 				if profiled != nil {
 					// Before the next turn, which the profile must not cover.
 					path, err := profiled()
@@ -85,6 +88,7 @@ func measure(ctx context.Context, o *options, ss *systems, rep *report, out io.W
 				}
 				c := cells[st][i]
 				c.elapsed += elapsed
+				c.cpu.add(used)
 				for _, w := range t {
 					c.cycles += w.cycles
 					c.failed += w.failed
@@ -101,7 +105,7 @@ func measure(ctx context.Context, o *options, ss *systems, rep *report, out io.W
 	}
 	for _, st := range settings {
 		for i, sys := range ss.list {
-			rep.Results = append(rep.Results, cells[st][i].result(sys.name, st))
+			rep.Results = append(rep.Results, cells[st][i].result(sys.name, st, rep.Machine.CPUs))
 		}
 	}
 	return nil

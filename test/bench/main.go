@@ -12,6 +12,11 @@
 // workers on 8 keys), so machine drift hits all three alike. It then opens
 // 10,000 idle connections to the proxy and reports the RSS they cost.
 //
+// Everything shares the machine's cores, so it also reports where their
+// CPU went per lock cycle: the bench's own (the clients), the proxy's and
+// the redis-servers', read around every round from getrusage and
+// /proc/PID/stat; the parts the bench did not start show as "?".
+//
 // Usage:
 //
 //	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
@@ -201,7 +206,7 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "lockproxy bench: %d backends, proxy %s, %s × %d rounds per system, ttl %s; %s\n",
 		len(o.backends), proxy, o.duration, o.rounds, o.ttl, rep.Machine)
-	if err := measure(ctx, o, systems, rep, out); err != nil {
+	if err := measure(ctx, o, systems, env.cpuClock(), rep, out); err != nil {
 		return err
 	}
 	if env.proxy != nil {

@@ -23,6 +23,8 @@ type env struct {
 	procs    []*exec.Cmd
 	proxy    *exec.Cmd
 	proxyLog bytes.Buffer
+	// redisPIDs are the started redis-servers' own pids, 0 where unknown.
+	redisPIDs []int
 }
 
 func newEnv() *env { return &env{} }
@@ -40,6 +42,13 @@ func (e *env) tempDir() (string, error) {
 
 // close kills every started process, waits for it, and removes the temp dir.
 func (e *env) close() {
+	// First the servers a wrapper may have started as its children: killing
+	// the wrapper would leave them holding its output pipe, and Wait with it.
+	for _, pid := range e.redisPIDs {
+		if descendant(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 	for _, c := range e.procs {
 		c.Process.Kill()
 		c.Wait()
@@ -109,7 +118,40 @@ func (e *env) startOneRedis(ctx context.Context) (string, error) {
 	if err := waitPing(ctx, addr, c); err != nil {
 		return "", fmt.Errorf("redis-server on %s: %w\n%s", addr, err, log.String())
 	}
+	e.redisPIDs = append(e.redisPIDs, redisPID(ctx, addr))
 	return addr, nil
+}
+
+// redisPID asks the server on addr for its pid rather than taking the
+// started command's: redis-server in PATH may be a wrapper that runs it as
+// a child, and the wrapper's CPU time would not be the server's. 0 if the
+// server does not say, or names a process the bench did not start.
+func redisPID(ctx context.Context, addr string) int {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer cl.Close()
+	info, err := cl.Info(ctx, "server").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			pid, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || !descendant(pid) {
+				return 0
+			}
+			return pid
+		}
+	}
+	return 0
+}
+
+// cpuClock reads the processes the bench started.
+func (e *env) cpuClock() cpuClock {
+	c := cpuClock{backends: e.redisPIDs}
+	if e.proxy != nil {
+		c.proxy = e.proxy.Process.Pid
+	}
+	return c
 }
 
 // waitPing waits until addr answers PING, c exits, or 10s pass.

@@ -77,6 +77,12 @@ type result struct {
 	Acquire        latency  `json:"acquire"`
 	Release        latency  `json:"release"`
 	ErrorSamples   []string `json:"error_samples,omitempty"`
+	// CPU is what the bench's workers, the proxy and the backends used
+	// during the rounds, over the cycles done; MachineBusy is their sum
+	// over the rounds' time on all cores. Null parts were not measured:
+	// processes the bench did not start.
+	CPU         *cpuPerCycle `json:"cpu_us_per_cycle"`
+	MachineBusy *float64     `json:"machine_busy"`
 }
 
 type ratio struct {
@@ -106,14 +112,16 @@ type memory struct {
 	IdleOpenSecond float64 `json:"idle_open_seconds"`
 }
 
-func (c *cell) result(name string, st setting) result {
+func (c *cell) result(name string, st setting, cpus int) result {
 	secs := c.elapsed.Seconds()
+	cpu, busy := cpuFigures(c.cpu, c.cycles, c.elapsed, cpus)
 	return result{
 		System: name, Mode: st.mode(), Workers: st.workers,
 		Cycles: c.cycles, FailedAttempts: c.failed, Errors: c.errors, Seconds: secs,
 		CyclesPerSec: float64(c.cycles) / secs, FailedPerSec: float64(c.failed) / secs,
 		Acquire: percentiles(c.acquire), Release: percentiles(c.release),
 		ErrorSamples: c.errSamples,
+		CPU:          cpu, MachineBusy: busy,
 	}
 }
 
@@ -209,6 +217,7 @@ func (r *report) print(out io.Writer) {
 			x.Acquire.P50, x.Acquire.P99, x.Acquire.P999, x.Release.P50, x.Release.P99, x.Release.P999)
 	}
 	tw.Flush()
+	r.printCPU(out)
 
 	fmt.Fprintln(out, "\nRatios (proxy over the others)")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -245,6 +254,7 @@ func (r *report) print(out io.Writer) {
 		}
 		fmt.Fprintf(out, "  %-38s want %-8s got %-10.2f %s\n", t.Name, t.Want, t.Got, verdict)
 	}
+	r.printProxyAlone(out)
 	var errs int64
 	for _, x := range r.Results {
 		errs += x.Errors
@@ -255,6 +265,79 @@ func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "errors in total: %d; load average after: %s\n", errs, r.Machine.LoadAfter)
 	r.printProfiles(out)
 }
+
+// printCPU shows where the machine's CPU went per lock cycle: all parts
+// share its cores, so a system's cycles/s here cannot exceed the cores'
+// time over the total.
+func (r *report) printCPU(out io.Writer) {
+	fmt.Fprintf(out, "\nCPU per lock cycle (µs; client = the bench's workers, backends = all %d redis-servers)\n",
+		len(r.Params.Backends))
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tsystem\tclient\tproxy\tbackends\ttotal\tmachine busy %\t")
+	for i, x := range r.Results {
+		if i > 0 && x.System == "direct" {
+			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
+		}
+		c := x.CPU
+		if c == nil {
+			c = &cpuPerCycle{} // no cycles: nothing to divide by
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.System,
+			usOrUnknown(c.Client), r.proxyCPU(x, c.Proxy), usOrUnknown(c.Backends), usOrUnknown(c.Total),
+			pctOrUnknown(x.MachineBusy))
+	}
+	tw.Flush()
+}
+
+// proxyCPU is the proxy column: for the other systems the proxy idles, so
+// its figure is shown only when it exceeds what the readings' resolution
+// could make of nothing, one clock tick per round and reading pair.
+func (r *report) proxyCPU(x result, us *float64) string {
+	if x.System == "proxy" || us == nil {
+		return usOrUnknown(us)
+	}
+	if *us*float64(x.Cycles) <= float64(r.Params.Rounds)*float64(clockTick.Microseconds()) {
+		return "-"
+	}
+	return usOrUnknown(us)
+}
+
+func usOrUnknown(v *float64) string {
+	if v == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}
+
+func pctOrUnknown(v *float64) string {
+	if v == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f", *v*100)
+}
+
+// printProxyAlone derives from the proxy's own CPU per cycle at 32
+// uncontended workers what it would carry without clients and backends on
+// its cores, and likewise direct's redis-server: the shared machine caps
+// both, so this is what compares them apart from it.
+func (r *report) printProxyAlone(out io.Writer) {
+	p, d := r.find("proxy", "uncontended", 32), r.find("direct", "uncontended", 32)
+	if p == nil || p.CPU == nil || p.CPU.Proxy == nil || *p.CPU.Proxy <= 0 {
+		return
+	}
+	x := *p.CPU.Proxy
+	fmt.Fprintf(out, "  at 32 workers the proxy's own CPU is %.1f µs per cycle: on a machine of its own (clients and backends elsewhere) one core would carry about %.0f cycles/s\n",
+		x, roughly(1e6/x))
+	if d == nil || d.CPU == nil || d.CPU.Backends == nil || *d.CPU.Backends <= 0 {
+		return
+	}
+	y := *d.CPU.Backends
+	fmt.Fprintf(out, "  at 32 workers direct's backends use %.1f µs per cycle: one core of redis-server alone would carry about %.0f cycles/s\n",
+		y, roughly(1e6/y))
+}
+
+// roughly rounds to hundreds: figures from 10 ms clock ticks are not finer.
+func roughly(v float64) float64 { return math.Round(v/100) * 100 }
 
 // printProfiles names the CPU profiles, and how to read the uncontended one
 // with the most workers: the busiest proxy, without contention's waits.
