@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +175,20 @@ func TestPipeDeadBackendFailsFast(t *testing.T) {
 	}
 	if len(got) != 1 || !wasNotSent(got[0]) || !isRefused(got[0]) {
 		t.Fatalf("votes of a dead backend: %v; want one refused and never sent", got)
+	}
+}
+
+// TestPipeUnixSocket: a backend named by a unix:// URL is reached over its
+// socket.
+func TestPipeUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	srv := redistest.Start(t, "--unixsocket", sock)
+	e := newEngine(t, Config{Backends: []string{"unix://" + sock}, DisableRestartQuarantine: true, NodeTimeout: time.Second})
+	key := uniqueKey(t)
+	if _, err := e.Acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+		t.Fatalf("acquire over a unix socket: %v", err)
+	}
+	if got, err := srv.Client(t).Get(t.Context(), key).Result(); err != nil || got != "tok" {
+		t.Fatalf("backend holds %q, %v; want tok", got, err)
 	}
 }
