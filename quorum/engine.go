@@ -31,6 +31,8 @@ type Config struct {
 	DisableRestartQuarantine bool
 	// Logger receives one line per backend state change. Default: slog.Default().
 	Logger *slog.Logger
+	// Observer, if set, hears of every backend vote (metrics).
+	Observer Observer
 }
 
 const (

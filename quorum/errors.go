@@ -81,18 +81,10 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // error text could carry MOVED or READONLY and make clients redirect.
 func (e *NodeError) Kind() string {
 	var q *QuarantineError
-	switch {
-	case errors.As(e.Err, &q):
+	if errors.As(e.Err, &q) {
 		return q.Error()
-	case isTimeout(e.Err):
-		return "timeout"
-	case isRefused(e.Err):
-		return "connection refused"
-	case isClosed(e.Err):
-		return "connection closed"
-	default:
-		return "error"
 	}
+	return failureKind(e.Err)
 }
 
 // QuarantineError marks a backend that answered but does not count toward

@@ -32,6 +32,7 @@ type vote[T any] struct {
 func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, error)) *flight[T] {
 	f := &flight[T]{
 		e:      e,
+		start:  time.Now(),
 		decode: decode,
 		votes:  make(chan vote[T], len(e.nodes)),
 		wake:   make(chan struct{}, 1),
@@ -51,6 +52,7 @@ func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, er
 // flight is one fan-out in progress.
 type flight[T any] struct {
 	e      *Engine
+	start  time.Time
 	decode func(n *node, r reply) (T, error)
 	votes  chan vote[T]
 	slots  []slot
@@ -88,8 +90,15 @@ func (f *flight[T]) complete(i int, r reply, err error) {
 		// revealed a restart.
 		err = n.quarantined()
 	}
+	kind := ""
 	if err != nil {
+		kind = failureKind(err)
 		err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
+	}
+	latency := time.Since(f.start)
+	n.stats.record(latency, kind)
+	if obs := f.e.cfg.Observer; obs != nil {
+		obs.Vote(n.addr, latency, kind)
 	}
 	f.votes <- vote[T]{node: i, val: val, err: err}
 	f.mu.Lock()

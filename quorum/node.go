@@ -19,6 +19,7 @@ type node struct {
 	addr  string
 	pipe  *pipe
 	log   *slog.Logger
+	stats nodeStats
 
 	// quarantine is off when the backends persist every write.
 	quarantine time.Duration
@@ -41,7 +42,7 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}
-	n.pipe = newPipe(opt, cfg.NodeTimeout, n.hello)
+	n.pipe = newPipe(opt, cfg.NodeTimeout, n.hello, n.logState)
 	return n, nil
 }
 
@@ -79,6 +80,16 @@ func (n *node) hello(rw *bufio.ReadWriter) error {
 		}
 	}
 	return nil
+}
+
+// logState logs each change of the backend's connection, once: a dead
+// backend is redialled every timeout, and only the first failure is news.
+func (n *node) logState(up bool, err error) {
+	if up {
+		n.log.Info("backend connected")
+		return
+	}
+	n.log.Warn("backend unreachable; its votes count as failures until it answers again", "err", err)
 }
 
 // checkUptime reads the backend's own uptime so that every proxy instance,

@@ -28,6 +28,8 @@ type pipe struct {
 	// hello runs once per new connection, before any request is written on
 	// it: the backend's uptime must be known before its replies count.
 	hello func(rw *bufio.ReadWriter) error
+	// onState hears of each change between connected and not, once.
+	onState func(up bool, err error)
 
 	mu        sync.Mutex
 	conn      *pipeConn  // nil while there is none
@@ -35,6 +37,8 @@ type pipe struct {
 	dialing   bool
 	downUntil time.Time // after a failed dial, requests fail at once until then
 	downErr   error
+	up        bool // connected, as last reported to onState
+	reported  bool // onState has been called at least once
 	closed    bool
 	running   sync.WaitGroup // dialer, readers and writers
 }
@@ -69,8 +73,29 @@ func wasNotSent(err error) bool {
 	return errors.As(err, &ns)
 }
 
-func newPipe(opt *redis.Options, timeout time.Duration, hello func(*bufio.ReadWriter) error) *pipe {
-	return &pipe{opt: opt, timeout: timeout, hello: hello}
+func newPipe(opt *redis.Options, timeout time.Duration, hello func(*bufio.ReadWriter) error, onState func(up bool, err error)) *pipe {
+	return &pipe{opt: opt, timeout: timeout, hello: hello, onState: onState}
+}
+
+// changed records whether the backend is connected and reports whether
+// that is news for onState; pipe.mu is held.
+func (pp *pipe) changed(up bool) bool {
+	news := !pp.reported || pp.up != up
+	pp.up, pp.reported = up, true
+	return news && !pp.closed
+}
+
+// state names the connection's state for Engine.Backends.
+func (pp *pipe) state() string {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	switch {
+	case pp.conn != nil:
+		return "up"
+	case pp.reported:
+		return "down"
+	}
+	return "idle"
 }
 
 // send queues p for the backend; its completer hears back exactly once.
@@ -115,7 +140,11 @@ func (pp *pipe) dial() {
 	}
 	if err != nil {
 		pp.downUntil, pp.downErr = time.Now().Add(pp.redialBackoff()), err
+		news := pp.changed(false)
 		pp.mu.Unlock()
+		if news {
+			pp.onState(false, err)
+		}
 		for _, p := range waiting {
 			p.to.complete(p.node, reply{}, notSent{err})
 		}
@@ -129,7 +158,11 @@ func (pp *pipe) dial() {
 	pp.running.Add(2)
 	go c.writeLoop()
 	go c.readLoop()
+	news := pp.changed(true)
 	pp.mu.Unlock()
+	if news {
+		pp.onState(true, nil)
+	}
 }
 
 // connect dials the backend and greets it, all within one backend timeout.
@@ -336,8 +369,10 @@ func (c *pipeConn) fail(err error) error {
 		return nil
 	}
 	c.broken = true
+	news := false
 	if pp.conn == c {
 		pp.conn = nil
+		news = pp.changed(false)
 	}
 	owed := c.inflight[c.head:]
 	// The last queued were never written: the backend cannot have run them.
@@ -346,6 +381,9 @@ func (c *pipeConn) fail(err error) error {
 	close(c.dead)
 	pp.mu.Unlock()
 	closeErr := c.nc.Close()
+	if news {
+		pp.onState(false, err)
+	}
 	for i, p := range owed {
 		if i < sent {
 			p.to.complete(p.node, reply{}, err)

@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -191,4 +192,59 @@ func TestPipeUnixSocket(t *testing.T) {
 	if got, err := srv.Client(t).Get(t.Context(), key).Result(); err != nil || got != "tok" {
 		t.Fatalf("backend holds %q, %v; want tok", got, err)
 	}
+}
+
+// TestBackendStates: Backends reports each backend's connection, counters
+// and last failure, and each change of state is logged once.
+func TestBackendStates(t *testing.T) {
+	var logged syncBuffer
+	c := newCluster(t, 3, Config{
+		DisableRestartQuarantine: true,
+		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
+	})
+	for _, st := range c.engine.Backends() {
+		if st.State != "idle" {
+			t.Fatalf("before any request: %+v", st)
+		}
+	}
+	c.servers[2].Kill()
+	for range 5 {
+		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+	}
+	states := c.engine.Backends()
+	for i, st := range states[:2] {
+		if st.State != "up" || st.Replies != 5 || st.LastError != "" {
+			t.Errorf("backend %d: %+v; want up with 5 replies", i, st)
+		}
+	}
+	if st := states[2]; st.State != "down" || st.LastError != KindRefused || st.Failures[KindRefused] != 5 || st.Replies != 0 {
+		t.Errorf("killed backend: %+v; want down with 5 refusals", st)
+	}
+	text := logged.String()
+	if n := strings.Count(text, "backend connected"); n != 2 {
+		t.Errorf("%d lines say a backend connected, want 2:\n%s", n, text)
+	}
+	if n := strings.Count(text, "backend unreachable"); n != 1 {
+		t.Errorf("%d lines say a backend is unreachable, want 1:\n%s", n, text)
+	}
+}
+
+// syncBuffer is a bytes.Buffer that the engine's goroutines may log to.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

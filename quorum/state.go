@@ -1,0 +1,116 @@
+package quorum
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Failure kinds, as NodeError.Kind names them and metrics label them.
+const (
+	KindTimeout     = "timeout"
+	KindRefused     = "connection refused"
+	KindClosed      = "connection closed"
+	KindQuarantined = "quarantined"
+	KindError       = "error"
+)
+
+// failureKinds lists every kind, in a fixed order for reports.
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindError}
+
+// failureKind classifies a backend failure into one of failureKinds.
+func failureKind(err error) string {
+	var q *QuarantineError
+	switch {
+	case errors.As(err, &q):
+		return KindQuarantined
+	case isTimeout(err):
+		return KindTimeout
+	case isRefused(err):
+		return KindRefused
+	case isClosed(err):
+		return KindClosed
+	}
+	return KindError
+}
+
+// Observer hears of every vote a backend casts, as it is cast: kind is ""
+// for a reply that counts toward quorum, else one of the Kind constants.
+// latency is from the start of the operation to the vote. It is called
+// from the engine's I/O goroutines, so it must be quick and must not block.
+type Observer interface {
+	Vote(backend string, latency time.Duration, kind string)
+}
+
+// BackendState is what the engine knows of one backend now, without asking
+// it (Probe asks).
+type BackendState struct {
+	Addr string
+	// State is "up" (connected, its replies count), "quarantined"
+	// (connected, restarted less than max_ttl ago), "down" (no connection:
+	// the last dial or connection failed) or "idle" (not dialled yet).
+	State          string
+	QuarantineLeft time.Duration
+	// LastLatency is the latency of its last vote; LastError the kind of
+	// its last failure and when it happened.
+	LastLatency time.Duration
+	LastError   string
+	LastErrorAt time.Time
+	// Replies counts the votes that counted; Failures the others, by kind.
+	Replies  uint64
+	Failures map[string]uint64
+}
+
+// nodeStats are one backend's counters, updated from the I/O goroutines.
+type nodeStats struct {
+	replies     atomic.Uint64
+	failures    [len(failureKinds)]atomic.Uint64
+	lastLatency atomic.Int64
+
+	mu          sync.Mutex
+	lastError   string
+	lastErrorAt time.Time
+}
+
+func (s *nodeStats) record(latency time.Duration, kind string) {
+	s.lastLatency.Store(int64(latency))
+	if kind == "" {
+		s.replies.Add(1)
+		return
+	}
+	for i, k := range failureKinds {
+		if k == kind {
+			s.failures[i].Add(1)
+		}
+	}
+	s.mu.Lock()
+	s.lastError, s.lastErrorAt = kind, time.Now()
+	s.mu.Unlock()
+}
+
+// Backends reports every backend's state, in configuration order.
+func (e *Engine) Backends() []BackendState {
+	out := make([]BackendState, len(e.nodes))
+	for i, n := range e.nodes {
+		st := BackendState{
+			Addr:        n.addr,
+			State:       n.pipe.state(),
+			LastLatency: time.Duration(n.stats.lastLatency.Load()),
+			Replies:     n.stats.replies.Load(),
+			Failures:    make(map[string]uint64, len(failureKinds)),
+		}
+		for j, k := range failureKinds {
+			st.Failures[k] = n.stats.failures[j].Load()
+		}
+		n.stats.mu.Lock()
+		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
+		n.stats.mu.Unlock()
+		var q *QuarantineError
+		if st.State == "up" && errors.As(n.quarantined(), &q) {
+			st.State, st.QuarantineLeft = "quarantined", q.Left
+		}
+		out[i] = st
+	}
+	return out
+}
