@@ -12,7 +12,7 @@ import (
 type command struct {
 	name   string // lower case; "client|setname" for a subcommand, as Redis names it in errors
 	arity  int    // Redis's convention: n means exactly n arguments, -n at least n (the name counts)
-	noAuth bool   // served before AUTH, as Redis serves AUTH, HELLO, QUIT and RESET
+	noAuth bool   // served before AUTH: AUTH, HELLO, QUIT and RESET as in Redis, and PING
 	// concurrent commands change nothing but their keys, and may run at
 	// once with others of a pipeline on other keys (pipeline.go).
 	concurrent bool
@@ -42,7 +42,7 @@ func (s *Server) newCommands() map[string]*command {
 			&command{name: "script|exists", arity: -3, run: s.handleScriptExists},
 			&command{name: "script|flush", arity: -2, run: s.handleScriptFlush},
 		)},
-		&command{name: "ping", arity: -1, run: s.handlePing},
+		&command{name: "ping", arity: -1, noAuth: true, run: s.handlePing},
 		&command{name: "echo", arity: 2, run: s.handleEcho},
 		&command{name: "quit", arity: -1, noAuth: true, run: s.handleQuit},
 		&command{name: "reset", arity: 1, noAuth: true, run: s.handleReset},
@@ -93,7 +93,7 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 	}
 	defer s.end(conn)
 	c, err := s.lookup(cmd.Args)
-	if err == nil && !c.noAuth && !state(conn).authed {
+	if err == nil && !c.noAuth && state(conn).user == nil {
 		err = errNoAuth
 	}
 	if err != nil {

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"math"
 	"os"
@@ -21,8 +19,8 @@ const compatVersion = "7.0.15"
 // connection's goroutine touches it.
 type connState struct {
 	id      int64
-	proto   int // 2 or 3
-	authed  bool
+	proto   int      // 2 or 3
+	user    *account // nil until authenticated
 	name    string
 	db      int // always 0: lock keys live in db 0 on the backends
 	libName string
@@ -67,7 +65,7 @@ func (s *Server) handleQuit(conn redcon.Conn, _ redcon.Command) {
 // handleReset serves RESET: the connection is as if it had just connected.
 func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
 	st := state(conn)
-	*st = connState{id: st.id, proto: 2, authed: s.cfg.Password == ""}
+	*st = connState{id: st.id, proto: 2, user: s.users.anonymous}
 	conn.WriteString("RESET")
 }
 
@@ -85,44 +83,25 @@ func (s *Server) handleSelect(conn redcon.Conn, cmd redcon.Command) {
 	}
 }
 
-// handleAuth serves AUTH [username] password.
+// handleAuth serves AUTH [username] password. A failed AUTH leaves the
+// connection as it was, authenticated or not, as in Redis.
 func (s *Server) handleAuth(conn redcon.Conn, cmd redcon.Command) {
 	args := cmd.Args
 	if len(args) > 3 {
 		s.writeError(conn, errSyntax)
 		return
 	}
-	user, legacy := "default", len(args) == 2
+	user, legacy := defaultUser, len(args) == 2
 	if !legacy {
 		user = string(args[1])
 	}
-	if err := s.authenticate(user, args[len(args)-1], legacy); err != nil {
+	a, err := s.users.authenticate(user, args[len(args)-1], legacy)
+	if err != nil {
 		s.writeError(conn, err)
 		return
 	}
-	state(conn).authed = true
+	state(conn).user = a
 	conn.WriteString("OK")
-}
-
-// authenticate checks a password as Redis checks its default user: without
-// a configured password that user is "nopass" and takes any password, but
-// the one-argument AUTH is refused as a likely misconfiguration.
-func (s *Server) authenticate(user string, pass []byte, legacy bool) error {
-	if s.cfg.Password == "" {
-		if legacy {
-			return errNoPassword
-		}
-		if user == "default" {
-			return nil
-		}
-		return errWrongPass
-	}
-	// Hashing first makes the comparison constant-time in the length too.
-	got, want := sha256.Sum256(pass), sha256.Sum256([]byte(s.cfg.Password))
-	if user != "default" || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		return errWrongPass
-	}
-	return nil
 }
 
 // helloReq is a parsed HELLO [protover [AUTH username password] [SETNAME name]].
@@ -171,10 +150,12 @@ func (s *Server) handleHello(conn redcon.Conn, cmd redcon.Command) {
 	req, err := parseHello(cmd.Args)
 	st := state(conn)
 	if err == nil && req.auth {
-		err = s.authenticate(string(req.user), req.pass, false)
-		st.authed = st.authed || err == nil
+		var a *account
+		if a, err = s.users.authenticate(string(req.user), req.pass, false); err == nil {
+			st.user = a
+		}
 	}
-	if err == nil && !st.authed {
+	if err == nil && st.user == nil {
 		err = errHelloNoAuth
 	}
 	if err != nil {

@@ -84,7 +84,8 @@ func TestAuth(t *testing.T) {
 	const noAuth, wrongPass = "-NOAUTH Authentication required.\r\n", "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 	runSteps(t, w, []step{
 		{[]string{"GET", "k"}, noAuth},
-		{[]string{"PING"}, noAuth},
+		{[]string{"PING"}, "+PONG\r\n"}, // served before AUTH, as issue 6 asks
+		{[]string{"ECHO", "x"}, noAuth},
 		{[]string{"CLIENT", "ID"}, noAuth},
 		{[]string{"FOO"}, "-ERR unknown command 'FOO', with args beginning with: \r\n"}, // checked before auth, as Redis does
 		{[]string{"GET"}, "-ERR wrong number of arguments for 'get' command\r\n"},
@@ -94,14 +95,17 @@ func TestAuth(t *testing.T) {
 		{[]string{"AUTH", "nobody", "sekret"}, wrongPass},
 		{[]string{"AUTH", "a", "b", "c"}, "-ERR syntax error\r\n"},
 		{[]string{"AUTH", "sekret"}, "+OK\r\n"},
-		{[]string{"PING"}, "+PONG\r\n"},
+		{[]string{"ECHO", "x"}, bulk("x")},
 		{[]string{"AUTH", "wrong"}, wrongPass},
-		{[]string{"PING"}, "+PONG\r\n"}, // a failed AUTH keeps the earlier one
+		{[]string{"ECHO", "x"}, bulk("x")}, // a failed AUTH keeps the earlier one
 		{[]string{"RESET"}, "+RESET\r\n"},
-		{[]string{"PING"}, noAuth},
+		{[]string{"ECHO", "x"}, noAuth},
 		{[]string{"AUTH", "default", "sekret"}, "+OK\r\n"},
-		{[]string{"PING"}, "+PONG\r\n"},
+		{[]string{"ECHO", "x"}, bulk("x")},
 	})
+	if calls := ts.fake.seen(); len(calls) != 0 {
+		t.Fatalf("unauthenticated commands reached the Locker: %q", calls)
+	}
 
 	w = connect(t, ts.addr)
 	r := w.do("HELLO", "3", "AUTH", "default", "sekret", "SETNAME", "app")

@@ -14,7 +14,7 @@ import (
 func (s *Server) handleGet(conn redcon.Conn, cmd redcon.Command) {
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	val, err := s.locks.Get(ctx, string(cmd.Args[1]))
+	val, err := space(conn).Get(ctx, string(cmd.Args[1]))
 	switch {
 	case err == nil:
 		conn.WriteBulkString(val)
@@ -39,7 +39,7 @@ func (s *Server) handleTTL(conn redcon.Conn, cmd redcon.Command) {
 func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Duration) {
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	d, err := s.locks.PTTL(ctx, string(cmd.Args[1]))
+	d, err := space(conn).PTTL(ctx, string(cmd.Args[1]))
 	switch {
 	case err == nil:
 		ms := max(d.Milliseconds(), 0)
@@ -59,19 +59,24 @@ func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Durati
 // handleExists serves EXISTS key [key ...]: how many of the keys exist on
 // a quorum, a key named twice counting twice, as in Redis.
 func (s *Server) handleExists(conn redcon.Conn, cmd redcon.Command) {
-	s.countKeys(conn, cmd.Args[1:], s.locks.Exists)
+	s.countKeys(conn, cmd.Args[1:], space(conn).Exists)
 }
 
 // handleDel serves DEL key [key ...]: an unconditional (administrative)
 // delete; the reply counts the keys that existed on a quorum.
 func (s *Server) handleDel(conn redcon.Conn, cmd redcon.Command) {
-	s.countKeys(conn, cmd.Args[1:], s.locks.Delete)
+	s.countKeys(conn, cmd.Args[1:], space(conn).Delete)
 }
 
 // countKeys makes one Locker call per key, each under its own timeout, and
 // replies how many returned true. The first error is the reply: past it the
-// count would not be an answer.
+// count would not be an answer. A key too long refuses the whole command
+// before any key is acted on.
 func (s *Server) countKeys(conn redcon.Conn, keys [][]byte, call func(context.Context, string) (bool, error)) {
+	if err := space(conn).checkKeys(keys); err != nil {
+		s.writeError(conn, err)
+		return
+	}
 	n := 0
 	for _, k := range keys {
 		ok, err := s.callKey(call, string(k))
@@ -110,7 +115,7 @@ func (s *Server) expire(conn redcon.Conn, cmd redcon.Command, seconds bool) {
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	ok, err := s.locks.Expire(ctx, string(cmd.Args[1]), ttl)
+	ok, err := space(conn).Expire(ctx, string(cmd.Args[1]), ttl)
 	if err != nil {
 		s.writeError(conn, err)
 		return
@@ -139,7 +144,7 @@ func parseExpire(args [][]byte, seconds bool) (time.Duration, error) {
 func (s *Server) handleDelEx(conn redcon.Conn, cmd redcon.Command) {
 	args := cmd.Args
 	if len(args) == 2 {
-		s.countKeys(conn, args[1:], s.locks.Delete)
+		s.countKeys(conn, args[1:], space(conn).Delete)
 		return
 	}
 	cond := ""
@@ -165,7 +170,7 @@ func (s *Server) handleDelIfEq(conn redcon.Conn, cmd redcon.Command) {
 func (s *Server) releaseLock(conn redcon.Conn, key, token string) {
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	_, err := s.locks.Release(ctx, key, token)
+	_, err := space(conn).Release(ctx, key, token)
 	switch {
 	case err == nil:
 		conn.WriteInt(1)

@@ -181,7 +181,7 @@ func (s *Server) runScript(conn redcon.Conn, kind *scriptKind, req evalReq) {
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	v, err := kind.run(ctx, s.locks, req.keys, req.args)
+	v, err := kind.run(ctx, space(conn), req.keys, req.args)
 	if err != nil {
 		s.writeError(conn, err)
 		return

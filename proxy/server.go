@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -21,9 +22,28 @@ type Config struct {
 	// client that sends more gets a protocol error and is disconnected.
 	// At most 1<<40. Default: 1 MiB.
 	MaxRequestBytes int
-	// Password, when set, must be given with AUTH (or HELLO ... AUTH) before
-	// any command other than AUTH, HELLO, QUIT and RESET. Default: none.
+	// Password, when set, is the default user's: it must be given with
+	// AUTH pass (or AUTH default pass, or HELLO ... AUTH) before any command
+	// other than AUTH, HELLO, PING, QUIT and RESET. Default: none.
 	Password string
+	// Users are named accounts (AUTH user pass) with hashed passwords and
+	// optional key prefixes. When some are configured and neither Password
+	// nor a user named "default" is, every connection must AUTH as one of
+	// them. Default: none (with no Password either, no AUTH is needed).
+	Users []User
+	// MaxClients bounds the open client connections; one more gets
+	// "-ERR max number of clients reached" and is closed. Default: 10000,
+	// as Redis's maxclients.
+	MaxClients int
+	// IdleTimeout closes a connection that sent nothing for that long.
+	// Default: none (0), as Redis's timeout.
+	IdleTimeout time.Duration
+	// MaxKeyBytes bounds each key a command names (before the user's key
+	// prefix). Default: 1 KiB.
+	MaxKeyBytes int
+	// MaxTokenBytes bounds each lock token (the value of SET, the token
+	// argument of a release or extend). Default: 1 KiB.
+	MaxTokenBytes int
 	// RequestTimeout, when positive, bounds each call on the Locker.
 	// Default: none, for a Locker that bounds its own calls, as
 	// quorum.Engine does by its backend timeout: a timer per command costs
@@ -40,6 +60,15 @@ func (c Config) withDefaults() Config {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 1 << 20
 	}
+	if c.MaxClients == 0 {
+		c.MaxClients = 10000
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = 1024
+	}
+	if c.MaxTokenBytes == 0 {
+		c.MaxTokenBytes = 1024
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -47,12 +76,14 @@ func (c Config) withDefaults() Config {
 }
 
 // Server answers Redis clients with locks taken through a Locker. It is
-// safe for concurrent use; Serve may be called once.
+// safe for concurrent use; Serve may be called once per listener (a plain
+// one and a TLS one, say), concurrently.
 type Server struct {
 	cfg     Config
 	locks   Locker
 	log     *slog.Logger
 	cmds    map[string]*command
+	users   *users
 	scripts *scriptCache
 	started time.Time
 	version string
@@ -63,19 +94,20 @@ type Server struct {
 	cancel context.CancelFunc
 
 	nextID  atomic.Int64 // connection ids, as CLIENT ID and HELLO report them
-	clients atomic.Int64 // open connections, for INFO
+	clients atomic.Int64 // open connections, for INFO and max clients
 
 	// mu orders begin against Shutdown so that no command starts after
-	// inflight.Wait may have begun.
+	// inflight.Wait may have begun, and Serve against Shutdown so that no
+	// listener is added after Shutdown closed them.
 	mu       sync.RWMutex
 	closing  atomic.Bool // written only with mu held
-	ln       *drainListener
+	lns      []*drainListener
 	inflight sync.WaitGroup
+	serving  sync.WaitGroup // one per Serve that attached a listener
 
 	stopOnce, releaseOnce sync.Once
-	stopped               chan struct{} // closed once Shutdown closed the listener
+	stopped               chan struct{} // closed once Shutdown closed the listeners
 	release               chan struct{} // closed when connections may be closed
-	served                chan struct{} // closed when Serve returned
 }
 
 // New returns a Server answering with locks. It fails when locks is nil or
@@ -87,8 +119,16 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > maxRequestBytesLimit {
 		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, int64(maxRequestBytesLimit))
 	}
-	if cfg.RequestTimeout < 0 {
-		return nil, fmt.Errorf("proxy: negative request timeout %s", cfg.RequestTimeout)
+	for _, v := range []struct {
+		name string
+		n    int64
+	}{
+		{"request timeout", int64(cfg.RequestTimeout)}, {"idle timeout", int64(cfg.IdleTimeout)},
+		{"max clients", int64(cfg.MaxClients)}, {"max key bytes", int64(cfg.MaxKeyBytes)}, {"max token bytes", int64(cfg.MaxTokenBytes)},
+	} {
+		if v.n < 0 {
+			return nil, fmt.Errorf("proxy: negative %s", v.name)
+		}
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{
@@ -100,10 +140,14 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		version: buildVersion(),
 		stopped: make(chan struct{}),
 		release: make(chan struct{}),
-		served:  make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
+	users, err := newUsers(cfg, s.newKeyspace)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	s.users = users
 	return s, nil
 }
 
@@ -114,39 +158,37 @@ func buildVersion() string {
 	return "(devel)"
 }
 
-// Serve answers the connections accepted on ln, behind the RESP guard,
-// until Shutdown. It returns nil after Shutdown (at once, closing ln, when
-// Shutdown came first), and an error when called a second time.
+// Serve answers the connections accepted on ln, behind the RESP guard and
+// the client limit, until Shutdown. For TLS, ln is the TLS listener. It
+// returns nil after Shutdown (at once, closing ln, when Shutdown came
+// first).
 func (s *Server) Serve(ln net.Listener) error {
-	dl, err := s.attach(ln)
+	dl := s.attach(ln)
 	if dl == nil {
-		if err == nil {
-			ln.Close()
-		}
-		return err
+		ln.Close()
+		return nil
 	}
-	defer close(s.served)
+	defer s.serving.Done()
 	rs := redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.serveRESP, s.accepted, s.disconnected)
 	rs.AcceptError = func(err error) { s.log.Warn("proxy: accept failed", "err", err) }
+	rs.SetIdleClose(s.cfg.IdleTimeout)
 	return rs.Serve(dl)
 }
 
-// attach wraps ln, unless Shutdown already began (nil, nil) or another
-// listener is served (nil, error).
-func (s *Server) attach(ln net.Listener) (*drainListener, error) {
+// attach wraps ln, unless Shutdown already began (nil).
+func (s *Server) attach(ln net.Listener) *drainListener {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.closing.Load():
-		return nil, nil
-	case s.ln != nil:
-		return nil, errors.New("proxy: Serve called twice")
+	if s.closing.Load() {
+		return nil
 	}
-	s.ln = &drainListener{
-		Listener: newGuardListener(ln, s.cfg.MaxRequestBytes),
+	dl := &drainListener{
+		Listener: &limitListener{Listener: newGuardListener(ln, s.cfg.MaxRequestBytes), clients: &s.clients, max: int64(s.cfg.MaxClients)},
 		closing:  &s.closing, stopped: s.stopped, release: s.release,
 	}
-	return s.ln, nil
+	s.lns = append(s.lns, dl)
+	s.serving.Add(1)
+	return dl
 }
 
 // Shutdown stops accepting connections at once, answers every command that
@@ -155,30 +197,27 @@ func (s *Server) attach(ln net.Listener) (*drainListener, error) {
 // Locker calls still running, closes every connection and returns
 // ctx.Err(). Its result is nil otherwise.
 func (s *Server) Shutdown(ctx context.Context) error {
-	ln := s.beginShutdown()
+	s.beginShutdown()
 	err := s.drain(ctx)
 	s.cancel()
 	s.releaseOnce.Do(func() { close(s.release) })
-	if ln != nil {
-		<-s.served // redcon closes every connection before Serve returns
-	}
+	s.serving.Wait() // redcon closes every connection before Serve returns
 	return err
 }
 
-// beginShutdown makes begin refuse new commands, then closes the listener
+// beginShutdown makes begin refuse new commands, then closes the listeners
 // so that the kernel refuses new connections.
-func (s *Server) beginShutdown() *drainListener {
+func (s *Server) beginShutdown() {
 	s.mu.Lock()
 	s.closing.Store(true)
-	ln := s.ln
+	lns := s.lns
 	s.mu.Unlock()
 	s.stopOnce.Do(func() {
-		if ln != nil {
+		for _, ln := range lns {
 			ln.Listener.Close()
 		}
 		close(s.stopped)
 	})
-	return ln
 }
 
 func (s *Server) drain(ctx context.Context) error {
@@ -231,10 +270,10 @@ func (s *Server) requestContext() (context.Context, context.CancelFunc) {
 	return s.ctx, func() {}
 }
 
+// accepted starts a connection's state; limitListener has counted it.
 func (s *Server) accepted(conn redcon.Conn) bool {
-	st := &connState{id: s.nextID.Add(1), proto: 2, authed: s.cfg.Password == ""}
+	st := &connState{id: s.nextID.Add(1), proto: 2, user: s.users.anonymous}
 	conn.SetContext(st)
-	s.clients.Add(1)
 	s.log.Debug("proxy: connection opened", "id", st.id, "addr", conn.RemoteAddr())
 	return true
 }
@@ -242,6 +281,44 @@ func (s *Server) accepted(conn redcon.Conn) bool {
 func (s *Server) disconnected(conn redcon.Conn, err error) {
 	s.clients.Add(-1)
 	s.log.Debug("proxy: connection closed", "id", state(conn).id, "addr", conn.RemoteAddr(), "err", err)
+}
+
+// errMaxClients is Redis's reply to a connection beyond maxclients.
+const errMaxClients = "-ERR max number of clients reached\r\n"
+
+// rejectTimeout bounds the reply to a connection beyond the client limit,
+// a TLS handshake included.
+const rejectTimeout = time.Second
+
+// limitListener counts the open connections (disconnected uncounts them)
+// and turns away those beyond max: they get Redis's error and are closed,
+// in their own goroutine, since with TLS the reply needs a handshake that
+// must not hold up the accept loop.
+type limitListener struct {
+	net.Listener
+	clients *atomic.Int64
+	max     int64
+}
+
+// Accept returns the next connection within the limit.
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.clients.Add(1) <= l.max {
+			return conn, nil
+		}
+		l.clients.Add(-1)
+		go reject(conn)
+	}
+}
+
+func reject(conn net.Conn) {
+	conn.SetDeadline(time.Now().Add(rejectTimeout))
+	io.WriteString(conn, errMaxClients)
+	conn.Close()
 }
 
 // drainListener keeps redcon's accept loop waiting after Shutdown closed

@@ -331,6 +331,10 @@ func TestNew(t *testing.T) {
 		{name: "negative max request", locks: fake, cfg: Config{MaxRequestBytes: -1}, errSub: "max request bytes"},
 		{name: "huge max request", locks: fake, cfg: Config{MaxRequestBytes: 1<<40 + 1}, errSub: "max request bytes"},
 		{name: "negative timeout", locks: fake, cfg: Config{RequestTimeout: -time.Second}, errSub: "request timeout"},
+		{name: "negative idle timeout", locks: fake, cfg: Config{IdleTimeout: -time.Second}, errSub: "idle timeout"},
+		{name: "negative max clients", locks: fake, cfg: Config{MaxClients: -1}, errSub: "max clients"},
+		{name: "negative max key", locks: fake, cfg: Config{MaxKeyBytes: -1}, errSub: "max key bytes"},
+		{name: "bad user", locks: fake, cfg: Config{Users: []User{{Name: "a", PasswordSHA256: "00"}}}, errSub: `users: entry 1 ("a")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := New(tc.locks, tc.cfg)
@@ -338,7 +342,12 @@ func TestNew(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if exp, got := (Config{MaxRequestBytes: 1 << 20}), (Config{MaxRequestBytes: s.cfg.MaxRequestBytes, RequestTimeout: s.cfg.RequestTimeout}); exp != got {
+				type limits struct {
+					request, clients, key, token int
+					timeout, idle                time.Duration
+				}
+				if exp, got := (limits{1 << 20, 10000, 1024, 1024, 0, 0}), (limits{s.cfg.MaxRequestBytes, s.cfg.MaxClients,
+					s.cfg.MaxKeyBytes, s.cfg.MaxTokenBytes, s.cfg.RequestTimeout, s.cfg.IdleTimeout}); exp != got {
 					t.Fatalf("defaults: want %+v, got %+v", exp, got)
 				}
 				return
@@ -452,16 +461,26 @@ func TestShutdownBeforeServe(t *testing.T) {
 	}
 }
 
-func TestServeTwice(t *testing.T) {
+// TestServeTwoListeners serves a second listener (as main does a TLS one)
+// beside the first; Shutdown, in startServer's cleanup, ends both.
+func TestServeTwoListeners(t *testing.T) {
 	ts := startServer(t, Config{})
-	connect(t, ts.addr).do("PING") // the first Serve is running
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	if err := ts.Serve(ln); err == nil {
-		t.Fatal("a second Serve succeeded")
+	served := make(chan error, 1)
+	go func() { served <- ts.Serve(ln) }()
+	for _, addr := range []string{ts.addr, ln.Addr().String()} {
+		if exp, got := "+PONG\r\n", connect(t, addr).do("PING"); exp != got {
+			t.Fatalf("%s: want %q, got %q", addr, exp, got)
+		}
+	}
+	if err := ts.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("second Serve: %v", err)
 	}
 }
 

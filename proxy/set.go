@@ -107,9 +107,9 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 	ctx, cancel := s.requestContext()
 	defer cancel()
 	if req.extend {
-		_, err = s.locks.Extend(ctx, req.key, req.token, req.ttl)
+		_, err = space(conn).Extend(ctx, req.key, req.token, req.ttl)
 	} else {
-		_, err = s.locks.Acquire(ctx, req.key, req.token, req.ttl)
+		_, err = space(conn).Acquire(ctx, req.key, req.token, req.ttl)
 	}
 	switch {
 	case err == nil:
@@ -128,7 +128,7 @@ func (s *Server) handleSetNX(conn redcon.Conn, cmd redcon.Command) {
 	key, token := string(cmd.Args[1]), string(cmd.Args[2])
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	_, err := s.locks.Acquire(ctx, key, token, s.locks.MaxTTL())
+	_, err := space(conn).Acquire(ctx, key, token, s.locks.MaxTTL())
 	switch {
 	case err == nil:
 		conn.WriteInt(1)
