@@ -28,9 +28,22 @@ type fileConfig struct {
 	RestartQuarantine bool     `toml:"restart_quarantine"`
 	MaxRequestBytes   int      `toml:"max_request_bytes"`
 	Password          string   `toml:"password"`
+	Users             []user   `toml:"users"`
+	MaxClients        int      `toml:"max_clients"`
+	IdleTimeout       string   `toml:"idle_timeout"`
+	MaxKeyBytes       int      `toml:"max_key_bytes"`
+	MaxTokenBytes     int      `toml:"max_token_bytes"`
 	ShutdownTimeout   string   `toml:"shutdown_timeout"`
 	LogFormat         string   `toml:"log_format"`
 	LogLevel          string   `toml:"log_level"`
+}
+
+// user is one [[users]] table.
+type user struct {
+	Name           string `toml:"name"`
+	PasswordSHA256 string `toml:"password_sha256"`
+	PasswordBcrypt string `toml:"password_bcrypt"`
+	KeyPrefix      string `toml:"key_prefix"`
 }
 
 func defaultFileConfig() fileConfig {
@@ -41,6 +54,10 @@ func defaultFileConfig() fileConfig {
 		MaxTTL:            "60s",
 		RestartQuarantine: true,
 		MaxRequestBytes:   1 << 20,
+		MaxClients:        10000,
+		IdleTimeout:       "0s",
+		MaxKeyBytes:       1024,
+		MaxTokenBytes:     1024,
 		ShutdownTimeout:   "10s",
 		LogFormat:         "text",
 		LogLevel:          "info",
@@ -76,6 +93,11 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.Bool("restart-quarantine", fc.RestartQuarantine, "ignore a restarted backend for max-ttl (turn off only with appendfsync always)")
 	fs.Int("max-request-bytes", fc.MaxRequestBytes, "largest request accepted")
 	fs.String("password", fc.Password, "password clients must AUTH with; empty: none")
+	fs.Var(new(listFlag), "users", "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more")
+	fs.Int("max-clients", fc.MaxClients, "most client connections open at once")
+	fs.String("idle-timeout", fc.IdleTimeout, "close client connections idle this long; 0s: never")
+	fs.Int("max-key-bytes", fc.MaxKeyBytes, "longest key accepted")
+	fs.Int("max-token-bytes", fc.MaxTokenBytes, "longest lock token accepted")
 	fs.String("shutdown-timeout", fc.ShutdownTimeout, "how long commands in flight may finish on SIGTERM")
 	fs.String("log-format", fc.LogFormat, "text or json")
 	fs.String("log-level", fc.LogLevel, "debug, info, warn or error")
@@ -136,6 +158,23 @@ func (fc *fileConfig) set(name, value string) error {
 		_, err = fmt.Sscan(value, &fc.MaxRequestBytes)
 	case "password":
 		fc.Password = value
+	case "users":
+		fc.Users = nil
+		for i, spec := range strings.Split(value, "\n") {
+			u, perr := parseUser(spec)
+			if perr != nil {
+				return fmt.Errorf("users: entry %d: %w", i+1, perr)
+			}
+			fc.Users = append(fc.Users, u)
+		}
+	case "max_clients":
+		_, err = fmt.Sscan(value, &fc.MaxClients)
+	case "idle_timeout":
+		fc.IdleTimeout = value
+	case "max_key_bytes":
+		_, err = fmt.Sscan(value, &fc.MaxKeyBytes)
+	case "max_token_bytes":
+		_, err = fmt.Sscan(value, &fc.MaxTokenBytes)
 	case "shutdown_timeout":
 		fc.ShutdownTimeout = value
 	case "log_format":
@@ -147,6 +186,43 @@ func (fc *fileConfig) set(name, value string) error {
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	return nil
+}
+
+// listFlag is a flag that may be repeated; String joins the values with
+// newlines, which no value may hold.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, "\n") }
+
+func (l *listFlag) Set(v string) error {
+	if strings.Contains(v, "\n") {
+		return errors.New("a newline in the value")
+	}
+	*l = append(*l, v)
+	return nil
+}
+
+// parseUser reads the flag form of a user: name:sha256:HEX[:prefix] or
+// name:bcrypt:HASH[:prefix]. The prefix is the rest, colons included.
+// Errors name no part of the hash.
+func parseUser(spec string) (user, error) {
+	parts := strings.SplitN(spec, ":", 4)
+	if len(parts) < 3 {
+		return user{}, errors.New("not name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]")
+	}
+	u := user{Name: parts[0]}
+	if len(parts) == 4 {
+		u.KeyPrefix = parts[3]
+	}
+	switch parts[1] {
+	case "sha256":
+		u.PasswordSHA256 = parts[2]
+	case "bcrypt":
+		u.PasswordBcrypt = parts[2]
+	default:
+		return user{}, fmt.Errorf("user %q: hash kind %q is not sha256 or bcrypt", u.Name, parts[1])
+	}
+	return u, nil
 }
 
 func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
@@ -171,6 +247,10 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		}
 		*d.dst = v
 	}
+	idle, err := time.ParseDuration(fc.IdleTimeout)
+	if err != nil || idle < 0 {
+		return nil, fmt.Errorf("idle_timeout: %q is not a duration of 0s or more (e.g. 0s for never, 300s)", fc.IdleTimeout)
+	}
 	switch {
 	case fc.Listen == "":
 		return nil, errors.New("listen: must not be empty")
@@ -180,6 +260,19 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		return nil, errors.New("pprof: needs a metrics address to serve on")
 	case fc.MaxRequestBytes < 1024:
 		return nil, fmt.Errorf("max_request_bytes: %d is below 1024", fc.MaxRequestBytes)
+	case fc.MaxClients < 1:
+		return nil, fmt.Errorf("max_clients: %d is below 1", fc.MaxClients)
+	case fc.MaxKeyBytes < 1:
+		return nil, fmt.Errorf("max_key_bytes: %d is below 1", fc.MaxKeyBytes)
+	case fc.MaxTokenBytes < 1:
+		return nil, fmt.Errorf("max_token_bytes: %d is below 1", fc.MaxTokenBytes)
+	}
+	users := make([]proxy.User, len(fc.Users))
+	for i, u := range fc.Users {
+		users[i] = proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
+	}
+	if err := proxy.CheckUsers(fc.Password, users); err != nil {
+		return nil, err // names the key: users
 	}
 	if n := len(fc.Backends); n > 0 && n%2 == 0 {
 		logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
@@ -191,7 +284,16 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 	c.quorum.DriftFactor = fc.DriftFactor
 	c.quorum.DisableRestartQuarantine = !fc.RestartQuarantine
 	c.quorum.Logger = logger
-	c.proxy = proxy.Config{MaxRequestBytes: fc.MaxRequestBytes, Password: fc.Password, Logger: logger}
+	c.proxy = proxy.Config{
+		MaxRequestBytes: fc.MaxRequestBytes,
+		Password:        fc.Password,
+		Users:           users,
+		MaxClients:      fc.MaxClients,
+		IdleTimeout:     idle,
+		MaxKeyBytes:     fc.MaxKeyBytes,
+		MaxTokenBytes:   fc.MaxTokenBytes,
+		Logger:          logger,
+	}
 	return c, nil
 }
 

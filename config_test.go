@@ -109,6 +109,16 @@ func TestConfigRejects(t *testing.T) {
 		{"bad log level", `log_level = "loud"`, nil, "log_level"},
 		{"bad flag duration", ``, []string{"-backend-timeout", "soon"}, "backend_timeout"},
 		{"unknown flag", ``, []string{"-max-tll", "1s"}, "max-tll"},
+		{"unknown user key", "[[users]]\nname = \"a\"\npasword_sha256 = \"x\"", nil, "users.pasword_sha256"},
+		{"user without hash", "[[users]]\nname = \"a\"", nil, "users"},
+		{"user with a bad hash", "[[users]]\nname = \"a\"\npassword_sha256 = \"abc\"", nil, "users"},
+		{"user flag without kind", ``, []string{"-users", "a"}, "users"},
+		{"user flag with a bad kind", ``, []string{"-users", "a:md5:00"}, "users"},
+		{"default user and password", "password = \"p\"\n[[users]]\nname = \"default\"\npassword_sha256 = \"" + strings.Repeat("0", 64) + "\"", nil, "password"},
+		{"negative idle timeout", `idle_timeout = "-1s"`, nil, "idle_timeout"},
+		{"no clients", `max_clients = 0`, nil, "max_clients"},
+		{"no key bytes", ``, []string{"-max-key-bytes", "0"}, "max_key_bytes"},
+		{"no token bytes", `max_token_bytes = -1`, nil, "max_token_bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-config", writeConfig(t, tc.file)}, tc.args...)
@@ -120,6 +130,38 @@ func TestConfigRejects(t *testing.T) {
 				t.Fatalf("error does not name %s: %v", tc.key, err)
 			}
 		})
+	}
+}
+
+func TestConfigUsers(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	path := writeConfig(t, `
+[[users]]
+name = "app1"
+password_sha256 = "`+hash+`"
+key_prefix = "app1:"
+
+[[users]]
+name = "app2"
+password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
+`)
+	c, err := loadConfig([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.proxy.Users); n != 2 || c.proxy.Users[0].KeyPrefix != "app1:" || c.proxy.Users[1].PasswordBcrypt == "" {
+		t.Fatalf("users from the file: %+v", c.proxy.Users)
+	}
+	if c.proxy.IdleTimeout != 5*time.Minute || c.proxy.MaxClients != 3 {
+		t.Fatalf("limits: idle %s, clients %d", c.proxy.IdleTimeout, c.proxy.MaxClients)
+	}
+	// The flag, repeated, replaces the file's users; a prefix may hold colons.
+	c, err = loadConfig([]string{"-config", path, "-users", "x:sha256:" + hash + ":t:1:", "-users", "y:sha256:" + hash}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.proxy.Users; len(got) != 2 || got[0].Name != "x" || got[0].KeyPrefix != "t:1:" || got[1].Name != "y" || got[1].KeyPrefix != "" {
+		t.Fatalf("users from flags: %+v", got)
 	}
 }
 
