@@ -83,6 +83,7 @@ func table(cmds ...*command) map[string]*command {
 // serveRESP is redcon's handler: it gates and dispatches one command.
 // Checks run in Redis's order: unknown command, arity, then authentication.
 func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
+	s.stats.commands.Add(1)
 	if s.finishAhead(conn, cmd) {
 		return
 	}

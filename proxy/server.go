@@ -52,6 +52,9 @@ type Config struct {
 	// Logger receives internal errors and connection events; nothing is
 	// logged per command at Info level. Default: slog.Default().
 	Logger *slog.Logger
+	// Observer, when set, hears of every lock operation's outcome and
+	// duration (observe.go). Default: none.
+	Observer Observer
 }
 
 const maxRequestBytesLimit = 1 << 40 // the guard's own ceiling
@@ -95,6 +98,7 @@ type Server struct {
 
 	nextID  atomic.Int64 // connection ids, as CLIENT ID and HELLO report them
 	clients atomic.Int64 // open connections, for INFO and max clients
+	stats   *counters    // commands and lock operations (observe.go)
 
 	// mu orders begin against Shutdown so that no command starts after
 	// inflight.Wait may have begun, and Serve against Shutdown so that no
@@ -143,6 +147,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
+	s.locks, s.stats = observe(locks, cfg.Observer)
 	users, err := newUsers(cfg, s.newKeyspace)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
