@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build run test deps
+.PHONY: build run test fuzz deps
 
 ## build: the binary, as the README builds it.
 build:
@@ -18,6 +18,17 @@ run: build
 ## package's load on this 2-core machine must not do it for them.
 test: deps
 	$(GO) test -race -count=1 -p 1 ./...
+
+## fuzz: each native fuzz target of proxy/ for FUZZTIME (go test -fuzz takes
+## one target at a time); inputs that fail land in proxy/testdata/fuzz.
+FUZZTIME ?= 10s
+FUZZ_TARGETS = FuzzGuard FuzzParsers FuzzServer
+
+fuzz:
+	@set -e; for f in $(FUZZ_TARGETS); do \
+		echo "fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./proxy; \
+	done
 
 # Debian packages the tests need: redis-server for the backends (the tests
 # fail rather than skip without one), and the client libraries that the
