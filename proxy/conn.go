@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -278,33 +277,4 @@ func (s *Server) handleTime(conn redcon.Conn, _ redcon.Command) {
 	conn.WriteArray(2)
 	conn.WriteBulkString(strconv.FormatInt(now.Unix(), 10))
 	conn.WriteBulkString(strconv.Itoa(now.Nanosecond() / 1000))
-}
-
-// handleInfo serves INFO [section ...] in Redis's format. ioredis's ready
-// check needs it to succeed with loading absent or 0.
-func (s *Server) handleInfo(conn redcon.Conn, cmd redcon.Command) {
-	want := map[string]bool{}
-	for _, a := range cmd.Args[1:] {
-		want[strings.ToLower(string(a))] = true
-	}
-	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
-	var parts []string
-	for _, sec := range s.infoSections() {
-		if all || want[strings.ToLower(sec[0])] {
-			parts = append(parts, "# "+sec[0]+"\r\n"+sec[1])
-		}
-	}
-	conn.WriteBulkString(strings.Join(parts, "\r\n"))
-}
-
-// infoSections returns each INFO section's name and "field:value\r\n" lines.
-func (s *Server) infoSections() [][2]string {
-	up := int64(time.Since(s.started) / time.Second)
-	return [][2]string{
-		{"Server", fmt.Sprintf("redis_version:%s\r\nlockproxy_version:%s\r\nredis_mode:standalone\r\n"+
-			"process_id:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-			compatVersion, s.version, os.Getpid(), up, up/86400)},
-		{"Clients", fmt.Sprintf("connected_clients:%d\r\n", s.clients.Load())},
-		{"Persistence", "loading:0\r\nasync_loading:0\r\n"},
-	}
 }

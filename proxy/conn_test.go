@@ -187,37 +187,3 @@ func TestTime(t *testing.T) {
 		t.Fatalf("TIME: %q", r)
 	}
 }
-
-func TestInfo(t *testing.T) {
-	ts := startServer(t, Config{})
-	w := connect(t, ts.addr)
-	for _, tc := range []struct {
-		name     string
-		args     []string
-		has, not []string
-	}{
-		{"all", nil,
-			[]string{"# Server\r\n", "redis_version:7.0.15\r\n", "lockproxy_version:", "redis_mode:standalone\r\n", "process_id:", "uptime_in_seconds:",
-				"\r\n\r\n# Clients\r\n", "connected_clients:1\r\n", "\r\n\r\n# Persistence\r\n", "loading:0\r\n"}, nil},
-		{"one section", []string{"persistence"}, []string{"# Persistence\r\nloading:0\r\n"}, []string{"# Server", "# Clients"}},
-		{"two sections", []string{"SERVER", "clients"}, []string{"# Server\r\n", "# Clients\r\n"}, []string{"# Persistence"}},
-		{"everything", []string{"everything"}, []string{"# Server\r\n", "# Clients\r\n", "# Persistence\r\n"}, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := w.do(append([]string{"INFO"}, tc.args...)...)
-			if !strings.HasPrefix(r, "$") {
-				t.Fatalf("not a bulk reply: %q", r)
-			}
-			for _, s := range tc.has {
-				if !strings.Contains(r, s) {
-					t.Errorf("lacks %q: %q", s, r)
-				}
-			}
-			for _, s := range tc.not {
-				if strings.Contains(r, s) {
-					t.Errorf("has %q: %q", s, r)
-				}
-			}
-		})
-	}
-}

@@ -1,0 +1,156 @@
+package proxy
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// BackendInfo is one backend as the INFO backends section shows it.
+type BackendInfo struct {
+	Addr string // host:port, never a password
+	// State is "up" (its replies count), "quarantined" (answers, but
+	// restarted less than max_ttl ago), "down" or "idle" (not dialled yet).
+	State          string
+	QuarantineLeft time.Duration
+	Latency        time.Duration // of its last answer or failure
+	LastError      string        // the kind of its last failure; "" when none
+	LastErrorAt    time.Time
+	Replies        uint64 // answers that counted toward a quorum
+	Failures       uint64 // all the others
+}
+
+// BackendReporter is what a Locker implements to show its backends in
+// INFO; without it the backends section is empty.
+type BackendReporter interface {
+	// BackendInfo reports every backend, in configuration order, from what
+	// the Locker knows already: it must not wait on a backend.
+	BackendInfo() []BackendInfo
+	// Quorum is how many backends must agree on a decision.
+	Quorum() int
+}
+
+// infoSection is one section of INFO: its name as shown, and its
+// "field:value\r\n" lines.
+type infoSection struct {
+	name  string
+	write func(*strings.Builder)
+}
+
+// handleInfo serves INFO [section ...] in Redis's format: "# Name" then
+// field:value lines, sections apart by a blank line. No section, default,
+// all or everything mean every one; an unknown section adds nothing, so
+// asking only for unknown ones gets an empty reply, as from Redis.
+// ioredis's ready check needs loading absent or 0.
+func (s *Server) handleInfo(conn redcon.Conn, cmd redcon.Command) {
+	want := make(map[string]bool, len(cmd.Args)-1)
+	for _, a := range cmd.Args[1:] {
+		want[strings.ToLower(string(a))] = true
+	}
+	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	var b strings.Builder
+	for _, sec := range s.infoSections() {
+		if !all && !want[strings.ToLower(sec.name)] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\r\n")
+		}
+		b.WriteString("# " + sec.name + "\r\n")
+		sec.write(&b)
+	}
+	conn.WriteBulkString(b.String())
+}
+
+func (s *Server) infoSections() []infoSection {
+	return []infoSection{
+		{"Server", s.infoServer},
+		{"Clients", s.infoClients},
+		{"Persistence", func(b *strings.Builder) { b.WriteString("loading:0\r\nasync_loading:0\r\n") }},
+		{"Stats", s.infoStats},
+		{"Backends", s.infoBackends},
+	}
+}
+
+func (s *Server) infoServer(b *strings.Builder) {
+	up := int64(time.Since(s.started) / time.Second)
+	fmt.Fprintf(b, "redis_version:%s\r\nlockproxy_version:%s\r\nredis_mode:standalone\r\n"+
+		"process_id:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
+		compatVersion, s.version, os.Getpid(), up, up/86400)
+}
+
+func (s *Server) infoClients(b *strings.Builder) {
+	fmt.Fprintf(b, "connected_clients:%d\r\n", s.clients.Load())
+}
+
+// infoStats shows Redis's totals, then lock operations by outcome, in all
+// (lock_<outcome>) and per operation that happened (lockop_<op>).
+func (s *Server) infoStats(b *strings.Builder) {
+	st := s.Stats()
+	fmt.Fprintf(b, "total_connections_received:%d\r\ntotal_commands_processed:%d\r\n", st.ConnectionsReceived, st.Commands)
+	var sum [NumOutcomes]uint64
+	for _, counts := range st.Operations {
+		for o, n := range counts {
+			sum[o] += n
+		}
+	}
+	for o, n := range sum {
+		fmt.Fprintf(b, "lock_%s:%d\r\n", Outcome(o), n)
+	}
+	for op, counts := range st.Operations {
+		var total uint64
+		for _, n := range counts {
+			total += n
+		}
+		if total == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "lockop_%s:calls=%d", Op(op), total)
+		for _, o := range Op(op).Outcomes() {
+			fmt.Fprintf(b, ",%s=%d", o, counts[o])
+		}
+		b.WriteString("\r\n")
+	}
+}
+
+// infoBackends shows the quorum, how many backends are in each state, then
+// one line per backend in the field=value,... form of Redis's slave0 lines.
+func (s *Server) infoBackends(b *strings.Builder) {
+	r := s.backendReporter()
+	if r == nil {
+		return
+	}
+	backends := r.BackendInfo()
+	count := map[string]int{}
+	for _, be := range backends {
+		count[be.State]++
+	}
+	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
+	for _, state := range []string{"up", "quarantined", "down", "idle"} {
+		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
+	}
+	now := time.Now()
+	for i, be := range backends {
+		age := ""
+		if !be.LastErrorAt.IsZero() {
+			age = fmt.Sprintf("%.0f", now.Sub(be.LastErrorAt).Seconds())
+		}
+		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,replies=%d,failures=%d\r\n",
+			i, be.Addr, be.State, float64(be.Latency.Microseconds())/1000, be.LastError, age,
+			math.Ceil(be.QuarantineLeft.Seconds()), be.Replies, be.Failures)
+	}
+}
+
+// backendReporter returns the Locker's BackendReporter, or nil.
+func (s *Server) backendReporter() BackendReporter {
+	locks := s.locks
+	if o, ok := locks.(*observedLocker); ok {
+		locks = o.Locker
+	}
+	r, _ := locks.(BackendReporter)
+	return r
+}

@@ -1,0 +1,138 @@
+package proxy
+
+import (
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/tidwall/redcon"
+)
+
+func TestInfo(t *testing.T) {
+	ts := startServer(t, Config{})
+	w := connect(t, ts.addr)
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		has, not []string
+	}{
+		{"all", nil,
+			[]string{"# Server\r\n", "redis_version:7.0.15\r\n", "lockproxy_version:", "redis_mode:standalone\r\n", "process_id:", "uptime_in_seconds:",
+				"\r\n\r\n# Clients\r\n", "connected_clients:1\r\n", "\r\n\r\n# Persistence\r\n", "loading:0\r\n",
+				"\r\n\r\n# Stats\r\n", "total_connections_received:1\r\n", "\r\n\r\n# Backends\r\n"}, nil},
+		{"one section", []string{"persistence"}, []string{"# Persistence\r\nloading:0\r\n"}, []string{"# Server", "# Clients"}},
+		{"two sections", []string{"SERVER", "clients"}, []string{"# Server\r\n", "# Clients\r\n"}, []string{"# Persistence", "# Stats"}},
+		{"twice the same", []string{"clients", "CLIENTS"}, []string{"$32\r\n# Clients\r\nconnected_clients:1\r\n\r\n"}, nil},
+		{"default", []string{"default"}, []string{"# Server\r\n", "# Stats\r\n", "# Backends\r\n"}, nil},
+		{"everything", []string{"everything"}, []string{"# Server\r\n", "# Clients\r\n", "# Persistence\r\n", "# Stats\r\n"}, nil},
+		{"known and unknown", []string{"keyspace", "stats"}, []string{"$", "# Stats\r\n"}, []string{"# Server", "keyspace", "Keyspace"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := w.do(append([]string{"INFO"}, tc.args...)...)
+			if !strings.HasPrefix(r, "$") {
+				t.Fatalf("not a bulk reply: %q", r)
+			}
+			for _, s := range tc.has {
+				if !strings.Contains(r, s) {
+					t.Errorf("lacks %q: %q", s, r)
+				}
+			}
+			for _, s := range tc.not {
+				if strings.Contains(r, s) {
+					t.Errorf("has %q: %q", s, r)
+				}
+			}
+		})
+	}
+	// Like Redis: sections end with their last line, and nothing for an
+	// unknown one.
+	if exp, got := "$0\r\n\r\n", w.do("INFO", "keyspace"); exp != got {
+		t.Errorf("INFO keyspace: want %q, got %q", exp, got)
+	}
+}
+
+// TestInfoStats: lock operations are counted by outcome, in all and per
+// operation, from what the Locker answered.
+func TestInfoStats(t *testing.T) {
+	ts := startServer(t, Config{})
+	w := connect(t, ts.addr)
+	w.do("SET", "k", "t1", "NX", "PX", "1000")
+	ts.fake.reset(fails(quorum.ErrNotAcquired))
+	w.do("SET", "k", "t2", "NX", "PX", "1000")
+	ts.fake.reset(fails(&quorum.NoQuorumError{Counted: 1, Total: 3, Needed: 2}))
+	w.do("SET", "k", "t2", "NX", "PX", "1000")
+	ts.fake.reset(fails(quorum.ErrNotHeld))
+	w.do("DELIFEQ", "k", "t2")
+	w.do("PING")
+
+	r := w.do("INFO", "stats")
+	for _, line := range []string{
+		"total_connections_received:1", "total_commands_processed:6",
+		"lock_ok:0", "lock_acquired:1", "lock_held_elsewhere:1", "lock_not_held:1", "lock_no_quorum:1", "lock_error:0",
+		"lockop_acquire:calls=3,acquired=1,held_elsewhere=1,no_quorum=1,error=0",
+		"lockop_release:calls=1,ok=0,not_held=1,no_quorum=0,error=0",
+	} {
+		if !strings.Contains(r, "\r\n"+line+"\r\n") {
+			t.Errorf("lacks %q: %q", line, r)
+		}
+	}
+	if strings.Contains(r, "lockop_get") {
+		t.Errorf("shows an operation that never ran: %q", r)
+	}
+}
+
+// reportingLocker is a fakeLocker that reports backends.
+type reportingLocker struct {
+	*fakeLocker
+	backends []BackendInfo
+}
+
+func (r *reportingLocker) BackendInfo() []BackendInfo { return r.backends }
+func (r *reportingLocker) Quorum() int                { return len(r.backends)/2 + 1 }
+
+func TestInfoBackends(t *testing.T) {
+	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{
+		{Addr: "10.0.0.1:6379", State: "up", Latency: 210 * time.Microsecond, Replies: 7},
+		{Addr: "10.0.0.2:6379", State: "quarantined", QuarantineLeft: 41200 * time.Millisecond,
+			Latency: time.Millisecond, LastError: "quarantined", LastErrorAt: time.Now().Add(-3 * time.Second), Replies: 2, Failures: 5},
+		{Addr: "10.0.0.3:6379", State: "down", Latency: 500 * time.Millisecond, LastError: "connection_refused",
+			LastErrorAt: time.Now(), Failures: 9},
+	}}
+	s, err := New(locks, Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := info(s, "backends")
+	want := regexp.MustCompile(`^# Backends\r\n` +
+		`backends:3\r\nquorum:2\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_down:1\r\nbackends_idle:0\r\n` +
+		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,replies=7,failures=0\r\n` +
+		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,replies=2,failures=5\r\n` +
+		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,replies=0,failures=9\r\n$`)
+	if !want.MatchString(got) {
+		t.Fatalf("INFO backends:\n%q\nwant to match\n%s", got, want)
+	}
+
+	// A Locker that does not report backends: the section is there, empty.
+	s, err = New(&fakeLocker{maxTTL: time.Minute}, Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := "# Backends\r\n", info(s, "backends"); exp != got {
+		t.Fatalf("INFO backends without a reporter: want %q, got %q", exp, got)
+	}
+}
+
+// info runs INFO with args on s and returns the text of its reply.
+func info(s *Server, args ...string) string {
+	cmd := redcon.Command{Args: [][]byte{[]byte("INFO")}}
+	for _, a := range args {
+		cmd.Args = append(cmd.Args, []byte(a))
+	}
+	rec := &replyBuffer{}
+	s.handleInfo(rec, cmd)
+	_, text, _ := strings.Cut(string(rec.buf), "\r\n") // drop the bulk header
+	return strings.TrimSuffix(text, "\r\n")
+}
