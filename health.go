@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -19,20 +20,30 @@ type backendState struct {
 	Addr      string  `json:"addr"`
 	State     string  `json:"state"` // up, quarantined or down
 	LatencyMS float64 `json:"latency_ms"`
-	Error     string  `json:"error,omitempty"`
+	// Error is the kind of its failure when it did not answer the probe,
+	// as lockproxy_backend_failures_total labels it.
+	Error           string  `json:"error,omitempty"`
+	QuarantineLeftS float64 `json:"quarantine_left_s,omitempty"`
 }
 
+// backendStates pings every backend: those that answer in time and are not
+// quarantined count toward quorum.
 func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState, counting int) {
-	for _, s := range e.Probe(ctx) {
+	probed := e.Probe(ctx)
+	known := e.Backends() // after the probe, whose failures it recorded
+	for i, s := range probed {
 		st := backendState{Addr: s.Addr, State: "up", LatencyMS: float64(s.Latency.Microseconds()) / 1000}
 		var q *quorum.QuarantineError
 		switch {
 		case s.Err == nil:
 			counting++
 		case errors.As(s.Err, &q):
-			st.State, st.Error = "quarantined", q.Error()
+			st.State, st.Error, st.QuarantineLeftS = "quarantined", quorum.KindQuarantined, math.Ceil(q.Left.Seconds())
 		default:
-			st.State, st.Error = "down", (&quorum.NodeError{Addr: s.Addr, Err: s.Err}).Kind()
+			st.State, st.Error = "down", kindLabel(known[i].LastError)
+			if st.Error == "" {
+				st.Error = quorum.KindError
+			}
 		}
 		states = append(states, st)
 	}

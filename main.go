@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
@@ -60,14 +61,19 @@ func run(args []string, stderr io.Writer) error {
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file")
 	}
 
+	obs := newMetrics()
+	cfg.quorum.Observer, cfg.proxy.Observer = obs, obs
 	engine, err := quorum.New(cfg.quorum)
 	if err != nil {
 		return fmt.Errorf("backends: %w", err)
 	}
 	defer engine.Close()
-	srv, err := proxy.New(engine, cfg.proxy)
+	srv, err := proxy.New(reportingEngine{engine}, cfg.proxy)
 	if err != nil {
 		return err
+	}
+	if err := obs.register(prometheus.DefaultRegisterer, engine, srv); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 
 	ln, err := net.Listen("tcp", cfg.listen)

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// latencyBuckets spans a lock operation on loopback (0.1 ms) to one stuck
+// behind a backend timeout (seconds), in seconds.
+var latencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+
+// Series read at scrape time from the Server's counters and the Engine's
+// backend states: nothing is counted twice.
+var (
+	descOperations = prometheus.NewDesc("lockproxy_operations_total",
+		"Lock operations (Locker calls) by operation and outcome.", []string{"operation", "outcome"}, nil)
+	descCommands = prometheus.NewDesc("lockproxy_commands_total",
+		"RESP commands received, refused ones included.", nil, nil)
+	descClients = prometheus.NewDesc("lockproxy_connected_clients",
+		"Client connections open now.", nil, nil)
+	descConnections = prometheus.NewDesc("lockproxy_connections_received_total",
+		"Client connections accepted.", nil, nil)
+	descQuorum = prometheus.NewDesc("lockproxy_quorum_size",
+		"Backends that must agree on a decision.", nil, nil)
+	descUp = prometheus.NewDesc("lockproxy_backend_up",
+		"1 when the proxy is connected to the backend and its replies count toward quorum.", []string{"backend"}, nil)
+	descQuarantined = prometheus.NewDesc("lockproxy_backend_quarantined",
+		"1 when the backend answers but restarted less than max_ttl ago, so its replies do not count.", []string{"backend"}, nil)
+	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
+		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
+	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
+		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, error.",
+		[]string{"backend", "kind"}, nil)
+)
+
+// metrics exports the proxy's and the engine's state to Prometheus. It is
+// the proxy's Observer (latency per operation) and the engine's (latency
+// per backend vote), and a Collector of everything else at scrape time.
+type metrics struct {
+	opDuration   *prometheus.HistogramVec
+	ops          [proxy.NumOps]prometheus.Observer // opDuration's children
+	voteDuration *prometheus.HistogramVec
+	votes        atomic.Pointer[map[string]prometheus.Observer] // voteDuration's, by backend
+
+	engine *quorum.Engine
+	server *proxy.Server
+}
+
+var (
+	_ proxy.Observer       = (*metrics)(nil)
+	_ quorum.Observer      = (*metrics)(nil)
+	_ prometheus.Collector = (*metrics)(nil)
+)
+
+func newMetrics() *metrics {
+	m := &metrics{
+		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lockproxy_operation_duration_seconds",
+			Help:    "Time from a lock operation's start to its decision, by operation.",
+			Buckets: latencyBuckets,
+		}, []string{"operation"}),
+		voteDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lockproxy_backend_vote_duration_seconds",
+			Help:    "Time from an operation's start to a backend's answer, for answers (failures to answer are in lockproxy_backend_failures_total).",
+			Buckets: latencyBuckets,
+		}, []string{"backend"}),
+	}
+	for op := range proxy.Op(proxy.NumOps) {
+		m.ops[op] = m.opDuration.WithLabelValues(op.String())
+	}
+	return m
+}
+
+// register makes the metrics of e and s collectable from reg.
+func (m *metrics) register(reg prometheus.Registerer, e *quorum.Engine, s *proxy.Server) error {
+	m.engine, m.server = e, s
+	votes := map[string]prometheus.Observer{}
+	for _, b := range e.Backends() {
+		votes[b.Addr] = m.voteDuration.WithLabelValues(b.Addr)
+	}
+	m.votes.Store(&votes)
+	return reg.Register(m)
+}
+
+// Operation observes a lock operation's latency (proxy.Observer).
+func (m *metrics) Operation(op proxy.Op, _ proxy.Outcome, d time.Duration) {
+	m.ops[op].Observe(d.Seconds())
+}
+
+// Vote observes a backend's answer (quorum.Observer). A timeout, refused
+// or closed connection measures the proxy's wait, not the backend: those
+// are counted in failures only.
+func (m *metrics) Vote(backend string, latency time.Duration, kind string) {
+	switch kind {
+	case quorum.KindTimeout, quorum.KindRefused, quorum.KindClosed:
+		return
+	}
+	if votes := m.votes.Load(); votes != nil {
+		if h := (*votes)[backend]; h != nil {
+			h.Observe(latency.Seconds())
+			return
+		}
+	}
+	m.voteDuration.WithLabelValues(backend).Observe(latency.Seconds())
+}
+
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	m.opDuration.Describe(ch)
+	m.voteDuration.Describe(ch)
+	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
+		descQuorum, descUp, descQuarantined, descReplies, descFailures} {
+		ch <- d
+	}
+}
+
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.opDuration.Collect(ch)
+	m.voteDuration.Collect(ch)
+	if m.server != nil {
+		st := m.server.Stats()
+		for op := range proxy.Op(proxy.NumOps) {
+			for _, o := range op.Outcomes() {
+				ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue,
+					float64(st.Operations[op][o]), op.String(), o.String())
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descCommands, prometheus.CounterValue, float64(st.Commands))
+		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(st.Clients))
+		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.CounterValue, float64(st.ConnectionsReceived))
+	}
+	if m.engine == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.engine.Quorum()))
+	for _, b := range m.engine.Backends() {
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == "up"), b.Addr)
+		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == "quarantined"), b.Addr)
+		ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
+		for kind, n := range b.Failures {
+			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
+		}
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// kindLabel writes a quorum failure kind ("connection refused") as a label
+// value ("connection_refused").
+func kindLabel(kind string) string { return strings.ReplaceAll(kind, " ", "_") }
+
+// reportingEngine shows the engine's backends in INFO (proxy.BackendReporter).
+type reportingEngine struct{ *quorum.Engine }
+
+var _ proxy.BackendReporter = reportingEngine{}
+
+func (e reportingEngine) BackendInfo() []proxy.BackendInfo {
+	states := e.Backends()
+	out := make([]proxy.BackendInfo, len(states))
+	for i, b := range states {
+		var failures uint64
+		for _, n := range b.Failures {
+			failures += n
+		}
+		out[i] = proxy.BackendInfo{
+			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft,
+			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
+			Replies: b.Replies, Failures: failures,
+		}
+	}
+	return out
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// testProxy is a proxy over the embedded backends with its metrics
+// registered on a registry of its own.
+type testProxy struct {
+	reg    *prometheus.Registry
+	client *redis.Client
+	engine *quorum.Engine
+}
+
+func startTestProxy(t *testing.T) *testProxy {
+	t.Helper()
+	urls, stop, err := startEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	log := slog.New(slog.DiscardHandler)
+	obs := newMetrics()
+	engine, err := quorum.New(quorum.Config{Backends: urls, DisableRestartQuarantine: true, Logger: log, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close() })
+	srv, err := proxy.New(reportingEngine{engine}, proxy.Config{Logger: log, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := obs.register(reg, engine, srv); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+	t.Cleanup(func() { client.Close() })
+	return &testProxy{reg: reg, client: client, engine: engine}
+}
+
+// lockCycle takes key and releases it.
+func (p *testProxy) lockCycle(t *testing.T, key string) {
+	t.Helper()
+	ctx := t.Context()
+	if ok, err := p.client.SetNX(ctx, key, "me", 10*time.Second).Result(); !ok || err != nil {
+		t.Fatalf("SET NX: %v %v", ok, err)
+	}
+	if ok, err := p.client.SetNX(ctx, key, "you", 10*time.Second).Result(); ok || err != nil {
+		t.Fatalf("SET NX of a held lock: %v %v", ok, err)
+	}
+	release := `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+	for want := range []int64{1, 0} {
+		if n, err := p.client.Eval(ctx, release, []string{key}, "me").Int64(); n != int64(1-want) || err != nil {
+			t.Fatalf("release: %v %v", n, err)
+		}
+	}
+}
+
+// series returns the value of the metric name with labels (name=value, in
+// order), and whether there is one.
+func series(t *testing.T, reg prometheus.Gatherer, name string, labels ...string) (float64, bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var got []string
+			for _, lp := range m.GetLabel() {
+				got = append(got, lp.GetName()+"="+lp.GetValue())
+			}
+			if !slices.Equal(got, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				return m.GetCounter().GetValue(), true
+			case m.Gauge != nil:
+				return m.GetGauge().GetValue(), true
+			case m.Histogram != nil:
+				return float64(m.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+func TestMetricsAfterLockCycle(t *testing.T) {
+	p := startTestProxy(t)
+	p.lockCycle(t, "k")
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"lockproxy_operations_total", []string{"operation=acquire", "outcome=acquired"}, 1},
+		{"lockproxy_operations_total", []string{"operation=acquire", "outcome=held_elsewhere"}, 1},
+		{"lockproxy_operations_total", []string{"operation=acquire", "outcome=no_quorum"}, 0},
+		{"lockproxy_operations_total", []string{"operation=release", "outcome=ok"}, 1},
+		{"lockproxy_operations_total", []string{"operation=release", "outcome=not_held"}, 1},
+		{"lockproxy_operation_duration_seconds", []string{"operation=acquire"}, 2},
+		{"lockproxy_operation_duration_seconds", []string{"operation=get"}, 0},
+		{"lockproxy_connected_clients", nil, 1},
+		{"lockproxy_connections_received_total", nil, 1},
+		{"lockproxy_quorum_size", nil, 3},
+	} {
+		got, ok := series(t, p.reg, tc.name, tc.labels...)
+		if !ok || got != tc.want {
+			t.Errorf("%s%v: want %v, got %v (present: %v)", tc.name, tc.labels, tc.want, got, ok)
+		}
+	}
+	// go-redis sends HELLO and CLIENT SETINFO before the commands.
+	if got, _ := series(t, p.reg, "lockproxy_commands_total"); got < 4 {
+		t.Errorf("lockproxy_commands_total: %v", got)
+	}
+	for _, b := range p.engine.Backends() {
+		addr := "backend=" + b.Addr
+		if got, _ := series(t, p.reg, "lockproxy_backend_up", addr); got != 1 {
+			t.Errorf("lockproxy_backend_up{%s}: %v", addr, got)
+		}
+		if got, _ := series(t, p.reg, "lockproxy_backend_quarantined", addr); got != 0 {
+			t.Errorf("lockproxy_backend_quarantined{%s}: %v", addr, got)
+		}
+		// The engine stops listening once decided, yet every backend answers.
+		if got, _ := series(t, p.reg, "lockproxy_backend_replies_total", addr); got < 1 {
+			t.Errorf("lockproxy_backend_replies_total{%s}: %v", addr, got)
+		}
+		if got, ok := series(t, p.reg, "lockproxy_backend_failures_total", addr, "kind=connection_refused"); !ok || got != 0 {
+			t.Errorf("lockproxy_backend_failures_total{%s,connection_refused}: %v %v", addr, got, ok)
+		}
+	}
+
+	// INFO shows the same backends through the adapter.
+	info, err := p.client.Info(t.Context(), "backends").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "backends:5\r\nquorum:3\r\nbackends_up:5\r\n") ||
+		!regexp.MustCompile(`backend4:addr=127\.0\.0\.1:\d+,state=up,latency_ms=[\d.]+,last_error=,`).MatchString(info) {
+		t.Errorf("INFO backends: %q", info)
+	}
+}
+
+// TestMetricsLint: every metric passes promlint.
+func TestMetricsLint(t *testing.T) {
+	p := startTestProxy(t)
+	p.lockCycle(t, "k")
+	problems, err := testutil.GatherAndLint(p.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("promlint: %s: %s", pr.Metric, pr.Text)
+	}
+}
+
+// TestMetricsMatchREADME: the Metrics table of README.md names every
+// metric registered, with its type and labels, and nothing else.
+func TestMetricsMatchREADME(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented, err := metricsTable(string(readme))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startTestProxy(t)
+	mfs, err := p.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]string{}
+	for _, mf := range mfs {
+		var labels []string
+		if ms := mf.GetMetric(); len(ms) > 0 {
+			for _, lp := range ms[0].GetLabel() {
+				labels = append(labels, lp.GetName())
+			}
+		}
+		registered[mf.GetName()] = describe(mf.GetType(), labels)
+	}
+	for name, want := range registered {
+		if got, ok := documented[name]; !ok {
+			t.Errorf("%s (%s) is registered but not in README's Metrics table", name, want)
+		} else if got != want {
+			t.Errorf("%s: README says %s, registered as %s", name, got, want)
+		}
+	}
+	for name := range documented {
+		if _, ok := registered[name]; !ok {
+			t.Errorf("%s is in README's Metrics table but not registered", name)
+		}
+	}
+}
+
+func describe(typ dto.MetricType, labels []string) string {
+	slices.Sort(labels)
+	return strings.ToLower(typ.String()) + " {" + strings.Join(labels, ",") + "}"
+}
+
+// metricsTable parses the table under "### Metrics" in the README: each
+// row's name, type and labels, described as describe does.
+func metricsTable(readme string) (map[string]string, error) {
+	_, section, ok := strings.Cut(readme, "\n### Metrics\n")
+	if !ok {
+		return nil, fmt.Errorf("README.md has no Metrics section")
+	}
+	section, _, _ = strings.Cut(section, "\n#")
+	row := regexp.MustCompile("(?m)^\\| `(\\w+)` \\| (\\w+) \\|([^|]*)\\|")
+	table := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		var labels []string
+		for _, l := range strings.Split(m[3], ",") {
+			if l = strings.Trim(strings.TrimSpace(l), "`"); l != "" {
+				labels = append(labels, l)
+			}
+		}
+		table[m[1]] = describe(dto.MetricType(dto.MetricType_value[strings.ToUpper(m[2])]), labels)
+	}
+	if len(table) == 0 {
+		return nil, fmt.Errorf("README.md's Metrics section has no table rows")
+	}
+	return table, nil
+}
