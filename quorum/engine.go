@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -29,6 +30,12 @@ type Config struct {
 	// it answers, even right after a restart. Safe only when the backends
 	// persist every write (appendfsync always). Default: false.
 	DisableRestartQuarantine bool
+	// TLSConfig, when set, is used for the rediss:// backends in place of
+	// go-redis's default (the system's CAs, no client certificate): its CAs,
+	// client certificate and minimum version. Its ServerName, when empty,
+	// is each backend's host, and a URL's skip_verify=true still applies.
+	// It has no effect on redis:// and unix:// backends. Default: none.
+	TLSConfig *tls.Config
 	// Logger receives one line per backend state change. Default: slog.Default().
 	Logger *slog.Logger
 	// Observer, if set, hears of every backend vote (metrics).

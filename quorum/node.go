@@ -34,6 +34,14 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("backend %d: %w", index, err)
 	}
+	if opt.TLSConfig != nil && cfg.TLSConfig != nil {
+		tc := cfg.TLSConfig.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = opt.TLSConfig.ServerName
+		}
+		tc.InsecureSkipVerify = tc.InsecureSkipVerify || opt.TLSConfig.InsecureSkipVerify
+		opt.TLSConfig = tc
+	}
 	n := &node{
 		index: index,
 		addr:  opt.Addr,
