@@ -1,11 +1,14 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -19,7 +22,16 @@ import (
 // bad one is reported with its key; config.example.toml documents each key.
 type fileConfig struct {
 	Listen            string   `toml:"listen"`
+	TLSListen         string   `toml:"tls_listen"`
+	TLSCertFile       string   `toml:"tls_cert_file"`
+	TLSKeyFile        string   `toml:"tls_key_file"`
+	TLSCACertFile     string   `toml:"tls_ca_cert_file"`
+	TLSMinVersion     string   `toml:"tls_min_version"`
 	Backends          []string `toml:"backends"`
+	BackendTLSCACert  string   `toml:"backend_tls_ca_cert_file"`
+	BackendTLSCert    string   `toml:"backend_tls_cert_file"`
+	BackendTLSKey     string   `toml:"backend_tls_key_file"`
+	BackendTLSServer  string   `toml:"backend_tls_server_name"`
 	Metrics           string   `toml:"metrics"`
 	Pprof             bool     `toml:"pprof"`
 	BackendTimeout    string   `toml:"backend_timeout"`
@@ -49,6 +61,7 @@ type user struct {
 func defaultFileConfig() fileConfig {
 	return fileConfig{
 		Listen:            "127.0.0.1:7379",
+		TLSMinVersion:     "1.2",
 		BackendTimeout:    "50ms",
 		DriftFactor:       0.01,
 		MaxTTL:            "60s",
@@ -67,6 +80,8 @@ func defaultFileConfig() fileConfig {
 // config is what main wires together.
 type config struct {
 	listen          string
+	tlsListen       string
+	tls             *tls.Config // of the TLS listener, when tlsListen is set
 	metrics         string
 	pprof           bool // serve /debug/pprof/ next to /metrics
 	embedded        bool // no backends configured: run on in-memory ones
@@ -84,7 +99,16 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "TOML configuration file (see config.example.toml)")
 	fs.String("listen", fc.Listen, "address to serve RESP on")
+	fs.String("tls-listen", fc.TLSListen, "address to serve RESP over TLS on; empty: no TLS")
+	fs.String("tls-cert-file", fc.TLSCertFile, "PEM certificate (chain) of the TLS listener")
+	fs.String("tls-key-file", fc.TLSKeyFile, "PEM private key of the TLS listener")
+	fs.String("tls-ca-cert-file", fc.TLSCACertFile, "PEM CAs that sign client certificates; set: clients must present one (mutual TLS)")
+	fs.String("tls-min-version", fc.TLSMinVersion, "oldest TLS version accepted: 1.2 or 1.3")
 	fs.String("backends", "", "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)")
+	fs.String("backend-tls-ca-cert-file", fc.BackendTLSCACert, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's")
+	fs.String("backend-tls-cert-file", fc.BackendTLSCert, "PEM client certificate for the rediss:// backends (mutual TLS)")
+	fs.String("backend-tls-key-file", fc.BackendTLSKey, "PEM private key of backend-tls-cert-file")
+	fs.String("backend-tls-server-name", fc.BackendTLSServer, "name the rediss:// backends' certificates must hold; empty: each one's host")
 	fs.String("metrics", fc.Metrics, "address for /metrics, /healthz and /readyz; empty disables")
 	fs.Bool("pprof", fc.Pprof, "also serve Go's /debug/pprof/ profiles on the metrics address")
 	fs.String("backend-timeout", fc.BackendTimeout, "timeout of each backend request")
@@ -135,6 +159,24 @@ func (fc *fileConfig) set(name, value string) error {
 	switch key {
 	case "listen":
 		fc.Listen = value
+	case "tls_listen":
+		fc.TLSListen = value
+	case "tls_cert_file":
+		fc.TLSCertFile = value
+	case "tls_key_file":
+		fc.TLSKeyFile = value
+	case "tls_ca_cert_file":
+		fc.TLSCACertFile = value
+	case "tls_min_version":
+		fc.TLSMinVersion = value
+	case "backend_tls_ca_cert_file":
+		fc.BackendTLSCACert = value
+	case "backend_tls_cert_file":
+		fc.BackendTLSCert = value
+	case "backend_tls_key_file":
+		fc.BackendTLSKey = value
+	case "backend_tls_server_name":
+		fc.BackendTLSServer = value
 	case "backends":
 		fc.Backends = nil
 		for _, b := range strings.Split(value, ",") {
@@ -230,7 +272,7 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &config{listen: fc.Listen, metrics: fc.Metrics, pprof: fc.Pprof, logger: logger, embedded: len(fc.Backends) == 0}
+	c := &config{listen: fc.Listen, tlsListen: fc.TLSListen, metrics: fc.Metrics, pprof: fc.Pprof, logger: logger, embedded: len(fc.Backends) == 0}
 	durations := []struct {
 		key   string
 		value string
@@ -252,8 +294,8 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("idle_timeout: %q is not a duration of 0s or more (e.g. 0s for never, 300s)", fc.IdleTimeout)
 	}
 	switch {
-	case fc.Listen == "":
-		return nil, errors.New("listen: must not be empty")
+	case fc.Listen == "" && fc.TLSListen == "":
+		return nil, errors.New("listen: empty, and so is tls_listen: nothing to serve on")
 	case fc.DriftFactor <= 0 || fc.DriftFactor >= 0.5:
 		return nil, fmt.Errorf("drift_factor: %g is outside (0, 0.5)", fc.DriftFactor)
 	case fc.Pprof && fc.Metrics == "":
@@ -278,6 +320,12 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
 			"backends", n, "quorum", n/2+1)
 	}
+	if c.tls, err = fc.serverTLS(); err != nil {
+		return nil, err
+	}
+	if c.quorum.TLSConfig, err = fc.backendTLS(); err != nil {
+		return nil, err
+	}
 	if !c.embedded {
 		c.quorum.Backends = fc.Backends
 	}
@@ -295,6 +343,86 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		Logger:          logger,
 	}
 	return c, nil
+}
+
+// tlsVersions are the values of tls_min_version.
+var tlsVersions = map[string]uint16{"1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13}
+
+// serverTLS loads the TLS listener's certificate and client CAs; nil when
+// tls_listen is empty, and then no other tls_ key may be set.
+func (fc *fileConfig) serverTLS() (*tls.Config, error) {
+	minVersion, ok := tlsVersions[fc.TLSMinVersion]
+	if !ok {
+		return nil, fmt.Errorf("tls_min_version: %q is not 1.2 or 1.3", fc.TLSMinVersion)
+	}
+	if fc.TLSListen == "" {
+		for _, kv := range [][2]string{{"tls_cert_file", fc.TLSCertFile}, {"tls_key_file", fc.TLSKeyFile}, {"tls_ca_cert_file", fc.TLSCACertFile}} {
+			if kv[1] != "" {
+				return nil, fmt.Errorf("%s: set, but tls_listen is empty", kv[0])
+			}
+		}
+		return nil, nil
+	}
+	if fc.TLSCertFile == "" || fc.TLSKeyFile == "" {
+		return nil, errors.New("tls_cert_file, tls_key_file: tls_listen needs both")
+	}
+	cert, err := tls.LoadX509KeyPair(fc.TLSCertFile, fc.TLSKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("tls_cert_file, tls_key_file: %w", err)
+	}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: minVersion}
+	if fc.TLSCACertFile != "" {
+		if c.ClientCAs, err = loadCAs("tls_ca_cert_file", fc.TLSCACertFile); err != nil {
+			return nil, err
+		}
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c, nil
+}
+
+// backendTLS builds the TLS settings of the rediss:// backends; nil when
+// no backend_tls_ key is set (go-redis's defaults then apply).
+func (fc *fileConfig) backendTLS() (*tls.Config, error) {
+	if fc.BackendTLSCACert == "" && fc.BackendTLSCert == "" && fc.BackendTLSKey == "" && fc.BackendTLSServer == "" {
+		return nil, nil
+	}
+	rediss := false
+	for _, b := range fc.Backends {
+		rediss = rediss || strings.HasPrefix(b, "rediss://")
+	}
+	if !rediss {
+		return nil, errors.New("backend_tls_*: set, but no backend is a rediss:// URL")
+	}
+	c := &tls.Config{ServerName: fc.BackendTLSServer, MinVersion: tls.VersionTLS12}
+	var err error
+	if fc.BackendTLSCACert != "" {
+		if c.RootCAs, err = loadCAs("backend_tls_ca_cert_file", fc.BackendTLSCACert); err != nil {
+			return nil, err
+		}
+	}
+	if (fc.BackendTLSCert == "") != (fc.BackendTLSKey == "") {
+		return nil, errors.New("backend_tls_cert_file, backend_tls_key_file: set both or neither")
+	}
+	if fc.BackendTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(fc.BackendTLSCert, fc.BackendTLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("backend_tls_cert_file, backend_tls_key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}
+
+func loadCAs(key, path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate in %s", key, path)
+	}
+	return pool, nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"io"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/testcerts"
 )
 
 // TestConfigExample keeps config.example.toml true: it parses, and every
@@ -162,6 +165,59 @@ password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 	}
 	if got := c.proxy.Users; len(got) != 2 || got[0].Name != "x" || got[0].KeyPrefix != "t:1:" || got[1].Name != "y" || got[1].KeyPrefix != "" {
 		t.Fatalf("users from flags: %+v", got)
+	}
+}
+
+func TestConfigTLS(t *testing.T) {
+	certs := testcerts.New(t)
+	c, err := loadConfig([]string{"-listen", "", "-tls-listen", "127.0.0.1:0", "-tls-cert-file", certs.ServerCert,
+		"-tls-key-file", certs.ServerKey, "-tls-ca-cert-file", certs.CA, "-tls-min-version", "1.3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.listen != "" || c.tlsListen != "127.0.0.1:0" || c.tls == nil || len(c.tls.Certificates) != 1 ||
+		c.tls.ClientAuth != tls.RequireAndVerifyClientCert || c.tls.MinVersion != tls.VersionTLS13 {
+		t.Fatalf("TLS listener: %+v", c)
+	}
+	if c.quorum.TLSConfig != nil {
+		t.Fatal("backend TLS settings without backend_tls_ keys")
+	}
+	c, err = loadConfig([]string{"-backends", "rediss://a:1,rediss://b:2,rediss://c:3", "-backend-tls-ca-cert-file", certs.CA,
+		"-backend-tls-cert-file", certs.ClientCert, "-backend-tls-key-file", certs.ClientKey, "-backend-tls-server-name", "redis.internal"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bt := c.quorum.TLSConfig; bt == nil || bt.RootCAs == nil || len(bt.Certificates) != 1 || bt.ServerName != "redis.internal" || c.tls != nil {
+		t.Fatalf("backend TLS: %+v", bt)
+	}
+}
+
+func TestConfigRejectsTLS(t *testing.T) {
+	certs := testcerts.New(t)
+	notPEM := writeConfig(t, "not a certificate")
+	for _, tc := range []struct {
+		name string
+		args []string
+		key  string
+	}{
+		{"nothing to listen on", []string{"-listen", ""}, "listen"},
+		{"cert without tls_listen", []string{"-tls-cert-file", certs.ServerCert}, "tls_cert_file"},
+		{"client CA without tls_listen", []string{"-tls-ca-cert-file", certs.CA}, "tls_ca_cert_file"},
+		{"tls_listen without a key", []string{"-tls-listen", ":0", "-tls-cert-file", certs.ServerCert}, "tls_key_file"},
+		{"key of another certificate", []string{"-tls-listen", ":0", "-tls-cert-file", certs.ServerCert, "-tls-key-file", certs.ClientKey}, "tls_cert_file"},
+		{"missing certificate", []string{"-tls-listen", ":0", "-tls-cert-file", "/nonexistent.pem", "-tls-key-file", certs.ServerKey}, "tls_cert_file"},
+		{"client CA not PEM", []string{"-tls-listen", ":0", "-tls-cert-file", certs.ServerCert, "-tls-key-file", certs.ServerKey, "-tls-ca-cert-file", notPEM}, "tls_ca_cert_file"},
+		{"old TLS", []string{"-tls-min-version", "1.0"}, "tls_min_version"},
+		{"backend TLS without rediss", []string{"-backends", "redis://a:1", "-backend-tls-ca-cert-file", certs.CA}, "backend_tls"},
+		{"backend cert without key", []string{"-backends", "rediss://a:1", "-backend-tls-cert-file", certs.ClientCert}, "backend_tls_key_file"},
+		{"backend CA missing", []string{"-backends", "rediss://a:1", "-backend-tls-ca-cert-file", "/nonexistent.pem"}, "backend_tls_ca_cert_file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(tc.args, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.key) {
+				t.Fatalf("want an error naming %s, got %v", tc.key, err)
+			}
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -76,24 +77,25 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
-	ln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	log.Info("lockproxy listening", "addr", ln.Addr().String(), "backends", len(cfg.quorum.Backends),
+	lns, err := openListeners(cfg, "backends", len(cfg.quorum.Backends),
 		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
+	if err != nil {
+		return err
+	}
 	// In the background: a hung backend must not delay serving.
 	go probe(context.Background(), engine, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return srv.Serve(ln) })
+	for _, ln := range lns {
+		g.Go(func() error { return srv.Serve(ln) })
+	}
 	var metrics *http.Server
 	if cfg.metrics != "" {
 		mln, err := net.Listen("tcp", cfg.metrics)
 		if err != nil {
-			ln.Close()
+			closeAll(lns)
 			return fmt.Errorf("metrics: %w", err)
 		}
 		metrics = &http.Server{Handler: opsHandler(engine, cfg.pprof), ReadHeaderTimeout: 5 * time.Second}
@@ -121,6 +123,37 @@ func run(args []string, stderr io.Writer) error {
 	}
 	log.Info("lockproxy stopped")
 	return nil
+}
+
+// openListeners opens the plain listener and the TLS one, those that are
+// configured, and logs each with attrs.
+func openListeners(cfg *config, attrs ...any) ([]net.Listener, error) {
+	var lns []net.Listener
+	if cfg.listen != "" {
+		ln, err := net.Listen("tcp", cfg.listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		lns = append(lns, ln)
+		cfg.logger.Info("lockproxy listening", append([]any{"addr", ln.Addr().String()}, attrs...)...)
+	}
+	if cfg.tlsListen != "" {
+		ln, err := net.Listen("tcp", cfg.tlsListen)
+		if err != nil {
+			closeAll(lns)
+			return nil, fmt.Errorf("tls_listen: %w", err)
+		}
+		lns = append(lns, tls.NewListener(ln, cfg.tls))
+		cfg.logger.Info("lockproxy listening with TLS", append([]any{"addr", ln.Addr().String(),
+			"min_version", tls.VersionName(cfg.tls.MinVersion), "client_certificates", cfg.tls.ClientCAs != nil}, attrs...)...)
+	}
+	return lns, nil
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
 
 type discardLogger struct{}
