@@ -1,0 +1,196 @@
+package test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// rawConn is a plain TCP connection to the proxy for reading replies as
+// bytes.
+type rawConn struct {
+	net.Conn
+	rd *bufio.Reader
+}
+
+func dialRaw(t *testing.T, addr string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	return &rawConn{Conn: c, rd: bufio.NewReader(c)}
+}
+
+// roundTrip writes req and reads one line of reply.
+func (c *rawConn) roundTrip(t *testing.T, req string) string {
+	t.Helper()
+	if _, err := io.WriteString(c, req); err != nil {
+		t.Fatal(err)
+	}
+	line, err := c.rd.ReadString('\n')
+	if err != nil {
+		t.Fatalf("reply to a %d-byte request: %v (got %q)", len(req), err, line)
+	}
+	return line
+}
+
+// closed reports whether the proxy closed the connection (EOF or reset).
+func (c *rawConn) closed() bool {
+	_, err := c.rd.ReadByte()
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(fmt.Sprint(err), "reset")
+}
+
+// TestLimitMaxClients: beyond max_clients a new connection gets Redis's
+// error and is closed, and nothing else changes; once one leaves, a new
+// one is served.
+func TestLimitMaxClients(t *testing.T) {
+	c := newCluster(t, 3, "-max-clients", "2")
+	a, b := dialRaw(t, c.proxy.Addr), dialRaw(t, c.proxy.Addr)
+	for _, conn := range []*rawConn{a, b} {
+		if got := conn.roundTrip(t, wireCmd("PING")); got != "+PONG\r\n" {
+			t.Fatalf("PING within the limit: %q", got)
+		}
+	}
+	third := dialRaw(t, c.proxy.Addr)
+	got, err := io.ReadAll(third)
+	if string(got) != "-ERR max number of clients reached\r\n" || err != nil {
+		t.Fatalf("a client beyond max_clients: %q (%v)", got, err)
+	}
+	if out := redisCLI(t, c.proxy.Addr, "PING"); !strings.Contains(out, "max number of clients reached") {
+		t.Fatalf("redis-cli beyond max_clients: %q", out)
+	}
+	if got := a.roundTrip(t, wireCmd("SET", "k", "v", "NX", "PX", "10000")); got != "+OK\r\n" {
+		t.Fatalf("a client within the limit after a refusal: %q", got)
+	}
+	b.Close()
+	redistest.Eventually(t, func() string {
+		if out, err := runCLI(c.proxy.Addr, "GET", "k"); err != nil || out != "v" {
+			return fmt.Sprintf("after a client left, a new one got %q (%v)", out, err)
+		}
+		return ""
+	})
+}
+
+// TestLimitIdleTimeout: a connection idle for idle_timeout is closed;
+// one that keeps talking is not.
+func TestLimitIdleTimeout(t *testing.T) {
+	c := newCluster(t, 3, "-idle-timeout", "500ms")
+	busy, idle := dialRaw(t, c.proxy.Addr), dialRaw(t, c.proxy.Addr)
+	idle.roundTrip(t, wireCmd("PING"))
+	start := time.Now()
+	for time.Since(start) < 1500*time.Millisecond {
+		if got := busy.roundTrip(t, wireCmd("PING")); got != "+PONG\r\n" {
+			t.Fatalf("a busy connection: %q", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !idle.closed() {
+		t.Fatal("an idle connection outlived idle_timeout")
+	}
+	if got := busy.roundTrip(t, wireCmd("PING")); got != "+PONG\r\n" {
+		t.Fatalf("the busy connection after the idle one was closed: %q", got)
+	}
+}
+
+// TestLimitKeyAndTokenBytes: keys and tokens at max_key_bytes and
+// max_token_bytes are served; one byte more gets an error naming the
+// limit, and nothing reaches the backends.
+func TestLimitKeyAndTokenBytes(t *testing.T) {
+	c := newCluster(t, 3, "-max-key-bytes", "16", "-max-token-bytes", "8")
+	r := c.proxy.Client(t)
+	key, token := strings.Repeat("k", 16), strings.Repeat("t", 8)
+	for _, tc := range []struct {
+		cmd  []any
+		want string
+	}{
+		{[]any{"SET", key + "x", token, "NX", "PX", 10000}, "ERR:ERR key of 17 bytes exceeds max_key_bytes (16)"},
+		{[]any{"SET", key, token + "x", "NX", "PX", 10000}, "ERR:ERR token of 9 bytes exceeds max_token_bytes (8)"},
+		{[]any{"DEL", "a", key + "x"}, "ERR:ERR key of 17 bytes exceeds max_key_bytes (16)"},
+		{[]any{"EVAL", compareAndDelete, 1, key, token + "x"}, "ERR:ERR token of 9 bytes exceeds max_token_bytes (8)"},
+	} {
+		if got := do(t, r, tc.cmd...); got != tc.want {
+			t.Errorf("%v: want %s, got %s", tc.cmd, tc.want, got)
+		}
+	}
+	if got := c.dbSizes(t); !reflect.DeepEqual(got, []int64{0, 0, 0}) {
+		t.Fatalf("backends hold keys after refused commands: %v", got)
+	}
+	if got := do(t, r, "SET", key, token, "NX", "PX", 10000); got != "OK" {
+		t.Fatalf("at both limits: %s", got)
+	}
+	if got := c.held(t, key); !reflect.DeepEqual(got, []string{token, token, token}) {
+		t.Fatalf("backends: %q", got)
+	}
+}
+
+// TestLimitMaxRequestBytes: a command of exactly max_request_bytes on the
+// wire is served; one byte more gets the protocol error and the
+// connection is closed, and the proxy serves others as before.
+func TestLimitMaxRequestBytes(t *testing.T) {
+	const limit = 2048
+	c := newCluster(t, 3, "-max-request-bytes", fmt.Sprint(limit), "-max-token-bytes", fmt.Sprint(limit))
+	// setOfSize returns a SET of n bytes on the wire, and its token.
+	setOfSize := func(n int) (req, token string) {
+		base := len(wireCmd("SET", "edge", "", "NX", "PX", "10000"))
+		// The token's length prefix grows by a digit past 9 and 99 bytes.
+		for size := n - base - 3; size <= n-base; size++ {
+			token = strings.Repeat("t", size)
+			if req = wireCmd("SET", "edge", token, "NX", "PX", "10000"); len(req) == n {
+				return req, token
+			}
+		}
+		t.Fatalf("no SET of %d bytes", n)
+		return "", ""
+	}
+	over := dialRaw(t, c.proxy.Addr)
+	big, _ := setOfSize(limit + 1)
+	if got := over.roundTrip(t, big); got != fmt.Sprintf("-ERR Protocol error: request exceeds max_request_bytes (%d)\r\n", limit) {
+		t.Fatalf("a request one byte over the limit: %q", got)
+	}
+	if !over.closed() {
+		t.Fatal("the connection stayed open after an oversized request")
+	}
+	if got := c.dbSizes(t); !reflect.DeepEqual(got, []int64{0, 0, 0}) {
+		t.Fatalf("an oversized request reached the backends: %v", got)
+	}
+	at := dialRaw(t, c.proxy.Addr)
+	exact, token := setOfSize(limit)
+	if got := at.roundTrip(t, exact); got != "+OK\r\n" {
+		t.Fatalf("a request of exactly max_request_bytes: %q", got)
+	}
+	if got := at.roundTrip(t, wireCmd("PING")); got != "+PONG\r\n" {
+		t.Fatalf("the connection after a request at the limit: %q", got)
+	}
+	if got := c.held(t, "edge"); !reflect.DeepEqual(got, []string{token, token, token}) {
+		t.Fatalf("backends after the request at the limit: %d-byte values", len(got[0]))
+	}
+}
+
+// runCLI runs redis-cli against addr without failing the test.
+func runCLI(addr string, args ...string) (string, error) {
+	host, port, _ := strings.Cut(addr, ":")
+	out, err := exec.Command("redis-cli", append([]string{"-h", host, "-p", port}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// wireCmd encodes args as a RESP array of bulk strings.
+func wireCmd(args ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	return b.String()
+}
