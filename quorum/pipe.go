@@ -40,6 +40,10 @@ type pipe struct {
 	up        bool // connected, as last reported to onState
 	reported  bool // onState has been called at least once
 	closed    bool
+	// stop cancels a dial in progress when the pipe closes, so that closing
+	// the engine never waits out a backend timeout.
+	stop context.CancelFunc
+	done context.Context
 	running   sync.WaitGroup // dialer, readers and writers
 }
 
@@ -74,7 +78,9 @@ func wasNotSent(err error) bool {
 }
 
 func newPipe(opt *redis.Options, timeout time.Duration, hello func(*bufio.ReadWriter) error, onState func(up bool, err error)) *pipe {
-	return &pipe{opt: opt, timeout: timeout, hello: hello, onState: onState}
+	pp := &pipe{opt: opt, timeout: timeout, hello: hello, onState: onState}
+	pp.done, pp.stop = context.WithCancel(context.Background())
+	return pp
 }
 
 // changed records whether the backend is connected and reports whether
@@ -167,13 +173,17 @@ func (pp *pipe) dial() {
 
 // connect dials the backend and greets it, all within one backend timeout.
 func (pp *pipe) connect() (net.Conn, *bufio.ReadWriter, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), pp.timeout)
+	ctx, cancel := context.WithTimeout(pp.done, pp.timeout)
 	defer cancel()
 	d := net.Dialer{}
 	nc, err := d.DialContext(ctx, pp.opt.Network, pp.opt.Addr)
 	if err != nil {
 		return nil, nil, err
 	}
+	// The greeting runs under the connection's deadline; closing the pipe
+	// ends it too.
+	unhook := context.AfterFunc(pp.done, func() { nc.Close() })
+	defer unhook()
 	if pp.opt.TLSConfig != nil {
 		tc := tls.Client(nc, pp.opt.TLSConfig.Clone())
 		if err := tc.HandshakeContext(ctx); err != nil {
@@ -230,6 +240,7 @@ func (pp *pipe) close() error {
 	pp.closed = true
 	c := pp.conn
 	pp.mu.Unlock()
+	pp.stop()
 	var err error
 	if c != nil {
 		err = c.fail(errPipeClosed)
@@ -323,6 +334,12 @@ func (c *pipeConn) readLoop() {
 			return
 		}
 		c.pipe.mu.Lock()
+		if c.broken {
+			// fail has answered everything in flight, this reply's
+			// request included.
+			c.pipe.mu.Unlock()
+			return
+		}
 		if c.head == len(c.inflight) {
 			c.pipe.mu.Unlock()
 			c.fail(errors.New("quorum: backend sent a reply nobody asked for"))
@@ -377,7 +394,7 @@ func (c *pipeConn) fail(err error) error {
 	owed := c.inflight[c.head:]
 	// The last queued were never written: the backend cannot have run them.
 	sent := len(owed) - c.queued
-	c.inflight, c.out = nil, nil
+	c.inflight, c.head, c.out = nil, 0, nil
 	close(c.dead)
 	pp.mu.Unlock()
 	closeErr := c.nc.Close()

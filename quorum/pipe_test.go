@@ -1,9 +1,11 @@
 package quorum
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -247,4 +249,52 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestCloseDoesNotWaitForDial: closing the engine ends a dial in progress
+// at once instead of waiting out the backend timeout.
+func TestCloseDoesNotWaitForDial(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() { // accepts and never answers: the greeting hangs
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	e, err := New(Config{Backends: []string{"redis://" + silent.Addr().String()}, NodeTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.Acquire(context.Background(), uniqueKey(t), "tok", time.Second)
+		answered <- err
+	}()
+	redistest.Eventually(t, func() string {
+		if e.nodes[0].pipe.state() == "idle" && !dialing(e.nodes[0].pipe) {
+			return "not dialling yet"
+		}
+		return ""
+	})
+	start := time.Now()
+	e.Close()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Close took %s with a dial in progress; the backend timeout is a minute", took)
+	}
+	if err := <-answered; !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("the acquisition in flight: %v, want no quorum", err)
+	}
+}
+
+func dialing(pp *pipe) bool {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return pp.dialing
 }

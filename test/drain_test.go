@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -16,13 +15,6 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
-
-// knownPipePanic is where the proxy sometimes panics while it closes its
-// backends at shutdown: pipeConn.fail sets inflight to nil but leaves head,
-// so a reply the read loop already holds indexes inflight[head] out of
-// range. Reported; this test tolerates only that exit, and only until the
-// fix lands.
-const knownPipePanic = "quorum.(*pipeConn).readLoop"
 
 // acquisition is one SET NX PX a drain test client sent, and its outcome.
 type acquisition struct {
@@ -186,12 +178,7 @@ func TestDrainAcquisitions(t *testing.T) {
 		t.Errorf("the proxy took %s to exit after SIGTERM, shutdown timeout %s", took, shutdownTimeout)
 	}
 	if code := c.proxy.cmd.ProcessState.ExitCode(); code != 0 {
-		if strings.Contains(c.proxy.Log(), knownPipePanic) {
-			// Known bug, reported: remove this branch once quorum/pipe.go is fixed.
-			t.Logf("exit code %d after SIGTERM: the known panic in %s", code, knownPipePanic)
-		} else {
-			t.Errorf("exit code %d after SIGTERM", code)
-		}
+		t.Errorf("exit code %d after SIGTERM:\n%s", code, c.proxy.Log())
 	}
 	all := as.wait()
 	ok := checkHeld(t, c, all)
