@@ -168,7 +168,7 @@ func TestGuardRejects(t *testing.T) {
 			exp: "-ERR Protocol error: expected '$', got ' '\r\n"},
 		{name: "inline line over the limit", req: strings.Repeat("a", testLimit+1),
 			exp: "-ERR Protocol error: too big inline request\r\n"},
-		{name: "inline line over 64 KiB", limit: 1 << 20, req: "ECHO " + strings.Repeat("a", 64*1024-4),
+		{name: "inline line over 4 KiB", limit: 1 << 20, req: "ECHO " + strings.Repeat("a", 4*1024-4),
 			exp: "-ERR Protocol error: too big inline request\r\n"},
 		{name: "command one byte over the limit", req: overLimit, exp: tooBig},
 		{name: "inline commands before the violation are answered", req: "PING\r\n*1\r\n$-5\r\n",
