@@ -119,7 +119,7 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.String("password", fc.Password, "password clients must AUTH with; empty: none")
 	fs.Var(new(listFlag), "users", "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more")
 	fs.Int("max-clients", fc.MaxClients, "most client connections open at once")
-	fs.String("idle-timeout", fc.IdleTimeout, "close client connections idle this long; 0s: never")
+	fs.String("idle-timeout", fc.IdleTimeout, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never")
 	fs.Int("max-key-bytes", fc.MaxKeyBytes, "longest key accepted")
 	fs.Int("max-token-bytes", fc.MaxTokenBytes, "longest lock token accepted")
 	fs.String("shutdown-timeout", fc.ShutdownTimeout, "how long commands in flight may finish on SIGTERM")
