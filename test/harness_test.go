@@ -58,8 +58,15 @@ var listeningLine = regexp.MustCompile(`msg="lockproxy listening" addr=(\S+)`)
 // it to log the address it listens on.
 func startProxy(t *testing.T, args ...string) *proxyProcess {
 	t.Helper()
+	return startProxyOn(t, "127.0.0.1:0", listeningLine, args...)
+}
+
+// startProxyOn runs lockproxy with -listen listen and args, and takes its
+// address from the first log line that addrLine matches.
+func startProxyOn(t *testing.T, listen string, addrLine *regexp.Regexp, args ...string) *proxyProcess {
+	t.Helper()
 	p := &proxyProcess{done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	p.cmd = exec.Command(binary, append([]string{"-listen", listen}, args...)...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +82,7 @@ func startProxy(t *testing.T, args ...string) *proxyProcess {
 			p.mu.Lock()
 			p.log.WriteString(line + "\n")
 			p.mu.Unlock()
-			if m := listeningLine.FindStringSubmatch(line); m != nil {
+			if m := addrLine.FindStringSubmatch(line); m != nil {
 				select {
 				case addr <- m[1]:
 				default:

@@ -1,9 +1,7 @@
 package test
 
 import (
-	"bufio"
 	"crypto/tls"
-	"io"
 	"net"
 	"os/exec"
 	"reflect"
@@ -11,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -127,48 +124,7 @@ func TestTLSOnly(t *testing.T) {
 // startProxy does, and takes its address from the TLS listener's log line.
 func startProxyTLSOnly(t *testing.T, args ...string) *proxyProcess {
 	t.Helper()
-	p := &proxyProcess{done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"-listen", ""}, args...)...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("starting lockproxy: %v", err)
-	}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.log.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			if m := tlsListeningLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case addr <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("lockproxy log:\n%s", p.Log())
-		}
-	})
-	select {
-	case p.Addr = <-addr:
-	case <-p.done:
-		t.Fatalf("lockproxy exited before listening:\n%s", p.Log())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("lockproxy did not start listening:\n%s", p.Log())
-	}
-	return p
+	return startProxyOn(t, "", tlsListeningLine, args...)
 }
 
 // TestTLSBackends: the proxy reaches redis-servers over TLS only
