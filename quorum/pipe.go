@@ -42,9 +42,9 @@ type pipe struct {
 	closed    bool
 	// stop cancels a dial in progress when the pipe closes, so that closing
 	// the engine never waits out a backend timeout.
-	stop context.CancelFunc
-	done context.Context
-	running   sync.WaitGroup // dialer, readers and writers
+	stop    context.CancelFunc
+	done    context.Context
+	running sync.WaitGroup // dialer, readers and writers
 }
 
 // completer receives the outcome of a request: its reply, or the error that
