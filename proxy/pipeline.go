@@ -91,19 +91,29 @@ func (s *Server) claimKeys(keys map[string]struct{}, c *command, args [][]byte) 
 		}
 		fallthrough
 	case "eval":
-		n, ok := parseInt(args[2])
-		if !ok || n < 0 || n > int64(len(args)-3) {
+		req, err := parseEval(args)
+		if err != nil {
 			return false
 		}
-		own = args[3 : 3+n]
+		return claim(keys, req.keys...)
 	default:
 		own = args[1:2]
 	}
 	for _, k := range own {
-		if _, taken := keys[string(k)]; taken {
+		if !claim(keys, string(k)) {
 			return false
 		}
-		keys[string(k)] = struct{}{}
+	}
+	return true
+}
+
+// claim adds own to keys and reports whether none of them was there.
+func claim(keys map[string]struct{}, own ...string) bool {
+	for _, k := range own {
+		if _, taken := keys[k]; taken {
+			return false
+		}
+		keys[k] = struct{}{}
 	}
 	return true
 }

@@ -38,7 +38,6 @@ func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, er
 		wake:   make(chan struct{}, 1),
 		slots:  make([]slot, len(e.nodes)),
 	}
-	f.left.Store(int32(len(e.nodes)))
 	// Armed only once f.timer is set, which complete reads.
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
@@ -56,7 +55,6 @@ type flight[T any] struct {
 	decode func(n *node, r reply) (T, error)
 	votes  chan vote[T]
 	slots  []slot
-	left   atomic.Int32 // votes not yet cast
 	timer  *time.Timer
 
 	// The caller sleeps until enough votes are in to decide anything,
@@ -106,8 +104,9 @@ func (f *flight[T]) complete(i int, r reply, err error) {
 		f.wakeAt = 0
 		f.wake <- struct{}{}
 	}
+	all := f.cast == len(f.slots)
 	f.mu.Unlock()
-	if f.left.Add(-1) == 0 {
+	if all {
 		f.timer.Stop()
 	}
 }

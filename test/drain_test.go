@@ -126,31 +126,7 @@ func checkHeld(t *testing.T, c *cluster, all []acquisition) (ok int) {
 func TestDrainAcquisitions(t *testing.T) {
 	const shutdownTimeout = 10 * time.Second
 	c := newCluster(t, 3, "-backend-timeout", "5s", "-shutdown-timeout", shutdownTimeout.String())
-	as := startAcquirers(c.proxy.Addr, 16)
-	// Let them take locks for a while.
-	redistest.Eventually(t, func() string {
-		if n := as.ok(); n < 200 {
-			return fmt.Sprintf("only %d locks taken", n)
-		}
-		return ""
-	})
-	// Two of three backends hang: every client's next acquisition stays in
-	// flight, answered by backend 2 alone.
-	c.servers[0].Pause()
-	c.servers[1].Pause()
-	defer c.servers[0].Resume()
-	defer c.servers[1].Resume()
-	redistest.Eventually(t, func() string {
-		if n := as.stuck(100 * time.Millisecond); n < 16 {
-			return fmt.Sprintf("only %d of 16 clients wait for an acquisition", n)
-		}
-		return ""
-	})
-
-	term := time.Now()
-	if err := c.proxy.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	as, term := termWithAcquisitionsInFlight(t, c, 16, 200)
 	// Refused while draining: the listener is closed at once, and the
 	// process is still waiting for its commands in flight.
 	redistest.Eventually(t, func() string {
@@ -196,33 +172,11 @@ func TestDrainAcquisitions(t *testing.T) {
 
 // TestDrainDeadline: when the commands in flight outlast the shutdown
 // timeout, the proxy exits anyway, and none of them is answered OK. The
-// exit may come up to the backend timeout after the deadline: closing the
-// engine waits for a connection being dialled to a hung backend (see
-// quorum.Engine.Close).
+// bound on the exit leaves room for the backend timeout.
 func TestDrainDeadline(t *testing.T) {
 	const shutdownTimeout, backendTimeout = time.Second, 5 * time.Second
 	c := newCluster(t, 3, "-backend-timeout", backendTimeout.String(), "-shutdown-timeout", shutdownTimeout.String())
-	as := startAcquirers(c.proxy.Addr, 8)
-	redistest.Eventually(t, func() string {
-		if n := as.ok(); n < 50 {
-			return fmt.Sprintf("only %d locks taken", n)
-		}
-		return ""
-	})
-	c.servers[0].Pause()
-	c.servers[1].Pause()
-	defer c.servers[0].Resume()
-	defer c.servers[1].Resume()
-	redistest.Eventually(t, func() string {
-		if n := as.stuck(100 * time.Millisecond); n < 8 {
-			return fmt.Sprintf("only %d of 8 clients wait for an acquisition", n)
-		}
-		return ""
-	})
-	term := time.Now()
-	if err := c.proxy.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	as, term := termWithAcquisitionsInFlight(t, c, 8, 50)
 	select {
 	case <-c.proxy.done:
 	case <-time.After(shutdownTimeout + backendTimeout + 5*time.Second):
@@ -254,4 +208,34 @@ func TestDrainDeadline(t *testing.T) {
 	c.servers[0].Resume()
 	c.servers[1].Resume()
 	checkHeld(t, c, all)
+}
+
+// termWithAcquisitionsInFlight starts clients acquiring through c's proxy,
+// lets them take warm locks, then pauses two of the three backends so that
+// every client's next acquisition stays in flight, and sends the proxy
+// SIGTERM. The backends resume when the test ends, if not before.
+func termWithAcquisitionsInFlight(t *testing.T, c *cluster, clients, warm int) (*acquirers, time.Time) {
+	t.Helper()
+	as := startAcquirers(c.proxy.Addr, clients)
+	redistest.Eventually(t, func() string {
+		if n := as.ok(); n < warm {
+			return fmt.Sprintf("only %d locks taken", n)
+		}
+		return ""
+	})
+	c.servers[0].Pause()
+	c.servers[1].Pause()
+	t.Cleanup(c.servers[0].Resume)
+	t.Cleanup(c.servers[1].Resume)
+	redistest.Eventually(t, func() string {
+		if n := as.stuck(100 * time.Millisecond); n < clients {
+			return fmt.Sprintf("only %d of %d clients wait for an acquisition", n, clients)
+		}
+		return ""
+	})
+	term := time.Now()
+	if err := c.proxy.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	return as, term
 }
