@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/proxy/internal/luaform"
 	"github.com/tidwall/redcon"
 )
 
@@ -219,8 +220,8 @@ func parseAll(t *testing.T, data []byte) {
 // parseInt accepts exactly the canonical decimals strconv formats, with
 // strconv's value; a parsed TTL is positive and what the number says; a
 // parsed SET is a lock shape with the request's key and token, and option
-// names are case-insensitive; EVAL's numkeys splits the rest exactly; the
-// Lua normaliser ignores leading whitespace and comments.
+// names are case-insensitive; EVAL's numkeys splits the rest exactly; a
+// script's form ignores leading whitespace and comments.
 func FuzzParsers(f *testing.F) {
 	for _, s := range []string{
 		" SET k v NX PX 30000",
@@ -272,7 +273,7 @@ func FuzzParsers(f *testing.F) {
 		if req, err := parseHello(append([][]byte{[]byte("hello")}, args...)); err == nil && req.proto != 2 && req.proto != 3 && req.proto != 0 {
 			t.Fatalf("parseHello(%q): protocol %d", args, req.proto)
 		}
-		checkNormalise(t, string(data[1:]))
+		checkForm(t, string(data[1:]))
 	})
 }
 
@@ -350,19 +351,19 @@ func checkParseSet(t *testing.T, args [][]byte) {
 	}
 }
 
-func checkNormalise(t *testing.T, src string) {
+func checkForm(t *testing.T, src string) {
 	if len(src) > maxRecognisedScript {
 		return
 	}
-	n := normalise(src)
-	if m := normalise(" \t\r\n" + src); m != n {
-		t.Fatalf("leading whitespace changed the normal form of %q: %q, then %q", src, n, m)
+	form, err := luaform.Form([]byte(src))
+	for _, prefix := range []string{" \t\r\n", "--[[ a comment ]]\n", "-- a comment\r"} {
+		other, otherErr := luaform.Form([]byte(prefix + src))
+		if other != form || (err == nil) != (otherErr == nil) {
+			t.Fatalf("%q changed the form of %q: %q (%v), then %q (%v)", prefix, src, form, err, other, otherErr)
+		}
 	}
-	if m := normalise("--[[ a comment ]]\n" + src); m != n {
-		t.Fatalf("a leading comment changed the normal form of %q: %q, then %q", src, n, m)
-	}
-	if k := classify([]byte(src)); k != nil && recognised[n] != k {
-		t.Fatalf("classify(%q) = %s, not the kind of its normal form", src, k.name)
+	if k := classify([]byte(src)); k != nil && (err != nil || recognised[form] != k) {
+		t.Fatalf("classify(%q) = %s, not the kind of its form", src, k.name)
 	}
 }
 

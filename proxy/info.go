@@ -35,10 +35,13 @@ type BackendReporter interface {
 }
 
 // infoSection is one section of INFO: its name as shown, and its
-// "field:value\r\n" lines.
+// "field:value\r\n" lines. A shared section tells of every user's
+// activity or of the backends, and is left out for users with a key
+// prefix: tenants of one proxy see only their own locks.
 type infoSection struct {
-	name  string
-	write func(*strings.Builder)
+	name   string
+	write  func(*strings.Builder)
+	shared bool
 }
 
 // handleInfo serves INFO [section ...] in Redis's format: "# Name" then
@@ -52,9 +55,10 @@ func (s *Server) handleInfo(conn redcon.Conn, cmd redcon.Command) {
 		want[strings.ToLower(string(a))] = true
 	}
 	all := len(want) == 0 || want["default"] || want["all"] || want["everything"]
+	tenant := space(conn).prefix != ""
 	var b strings.Builder
 	for _, sec := range s.infoSections() {
-		if !all && !want[strings.ToLower(sec.name)] {
+		if !all && !want[strings.ToLower(sec.name)] || tenant && sec.shared {
 			continue
 		}
 		if b.Len() > 0 {
@@ -68,11 +72,11 @@ func (s *Server) handleInfo(conn redcon.Conn, cmd redcon.Command) {
 
 func (s *Server) infoSections() []infoSection {
 	return []infoSection{
-		{"Server", s.infoServer},
-		{"Clients", s.infoClients},
-		{"Persistence", func(b *strings.Builder) { b.WriteString("loading:0\r\nasync_loading:0\r\n") }},
-		{"Stats", s.infoStats},
-		{"Backends", s.infoBackends},
+		{"Server", s.infoServer, false},
+		{"Clients", s.infoClients, true},
+		{"Persistence", func(b *strings.Builder) { b.WriteString("loading:0\r\nasync_loading:0\r\n") }, false},
+		{"Stats", s.infoStats, true},
+		{"Backends", s.infoBackends, true},
 	}
 }
 

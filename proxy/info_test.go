@@ -136,3 +136,29 @@ func info(s *Server, args ...string) string {
 	_, text, _ := strings.Cut(string(rec.buf), "\r\n") // drop the bulk header
 	return strings.TrimSuffix(text, "\r\n")
 }
+
+// TestInfoForTenants checks that a user with a key prefix sees neither the
+// other tenants' activity nor the backends in INFO.
+func TestInfoForTenants(t *testing.T) {
+	ts := startServer(t, Config{Users: []User{
+		{Name: "tenant", PasswordSHA256: sha256Hex("p"), KeyPrefix: "t:"},
+		{Name: "admin", PasswordSHA256: sha256Hex("root")},
+	}})
+	tenant, admin := connect(t, ts.addr), connect(t, ts.addr)
+	tenant.do("AUTH", "tenant", "p")
+	admin.do("AUTH", "admin", "root")
+	for _, args := range [][]string{{"INFO"}, {"INFO", "all"}, {"INFO", "stats", "backends", "clients"}} {
+		r := tenant.do(args...)
+		for _, hidden := range []string{"# Clients", "# Stats", "# Backends"} {
+			if strings.Contains(r, hidden) {
+				t.Errorf("%q for a tenant shows %s:\n%s", args, hidden, r)
+			}
+		}
+	}
+	if r := tenant.do("INFO"); !strings.Contains(r, "# Server") || !strings.Contains(r, "loading:0") {
+		t.Errorf("INFO for a tenant lacks the server or persistence section:\n%s", r)
+	}
+	if r := admin.do("INFO"); !strings.Contains(r, "# Stats") || !strings.Contains(r, "# Backends") {
+		t.Errorf("INFO for a user without a prefix lacks stats or backends:\n%s", r)
+	}
+}

@@ -18,18 +18,21 @@ type keyspace struct {
 	prefix           string
 	maxKey, maxToken int
 	err              error // when set, every key is refused with it
+	// scripts are the scripts this user loaded (scripts.go).
+	scripts *scriptCache
 }
 
 var _ Locker = (*keyspace)(nil)
 
 func (s *Server) newKeyspace(prefix string) *keyspace {
-	return &keyspace{locks: s.locks, prefix: prefix, maxKey: s.cfg.MaxKeyBytes, maxToken: s.cfg.MaxTokenBytes}
+	return &keyspace{locks: s.locks, prefix: prefix, maxKey: s.cfg.MaxKeyBytes, maxToken: s.cfg.MaxTokenBytes,
+		scripts: newScriptCache(scriptCacheSize)}
 }
 
 // unauthenticated is the keyspace of a connection that has not
 // authenticated: it refuses every key. serveRESP never lets such a
 // connection reach a lock command; this is the second lock on that door.
-var unauthenticated = &keyspace{err: errNoAuth}
+var unauthenticated = &keyspace{err: errNoAuth, scripts: newScriptCache(0)}
 
 // space returns the keyspace of the user conn authenticated as.
 func space(conn redcon.Conn) *keyspace {

@@ -36,12 +36,12 @@ func (s *Server) startAhead(conn redcon.Conn, cmd redcon.Command, c *command) {
 		return // already started from an earlier command of this pipeline
 	}
 	keys := map[string]struct{}{}
-	if !s.claimKeys(keys, c, cmd.Args) {
+	if !s.claimKeys(conn, keys, c, cmd.Args) {
 		return
 	}
 	for _, next := range ahead[:min(len(ahead), maxConcurrentPipeline-1)] {
 		nc, err := s.lookup(next.Args)
-		if err != nil || !nc.concurrent || !s.claimKeys(keys, nc, next.Args) || !s.begin() {
+		if err != nil || !nc.concurrent || !s.claimKeys(conn, keys, nc, next.Args) || !s.begin() {
 			break
 		}
 		e := &early{raw: &next.Raw[0], done: make(chan struct{})}
@@ -80,13 +80,13 @@ func (s *Server) finishAhead(conn redcon.Conn, cmd redcon.Command) bool {
 // claimKeys adds the keys of a command to keys and reports whether none was
 // there already, nor unknown. An EVALSHA counts only when its script is
 // cached already: an EVAL ahead of it may be what caches it.
-func (s *Server) claimKeys(keys map[string]struct{}, c *command, args [][]byte) bool {
+func (s *Server) claimKeys(conn redcon.Conn, keys map[string]struct{}, c *command, args [][]byte) bool {
 	var own [][]byte
 	switch c.name {
 	case "exists", "del":
 		own = args[1:]
 	case "evalsha":
-		if s.scripts.get(strings.ToLower(string(args[1]))) == nil {
+		if space(conn).scripts.get(strings.ToLower(string(args[1]))) == nil {
 			return false
 		}
 		fallthrough

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/lockproxy/lockproxy/proxy/internal/luaform"
 	"github.com/tidwall/redcon"
 )
 
@@ -17,25 +18,29 @@ import (
 type scriptKind struct {
 	name       string
 	keys, args int      // KEYS and ARGV the script reads; fewer is an error
-	bodies     []string // the Lua texts of this kind, compared after normalise
+	bodies     []string // the Lua texts of this kind, compared by luaform.Form
 	digests    []string // SHA1s of published bodies, recognised without normalising
 	// run performs the operation (one Locker call, or one per key) and
 	// returns what the script returns on one Redis (see writeValue).
 	run func(ctx context.Context, l Locker, keys, args []string) (any, error)
 }
 
-// recognised maps each normal form of scriptKinds' bodies to its kind, and
-// known each published SHA1. A normal form or SHA1 listed under two kinds
-// is a mistake in the table, caught when the package loads.
+// recognised maps the canonical form of each of scriptKinds' bodies to its
+// kind, and known each published SHA1. A body without a form, or a form or
+// SHA1 listed under two kinds, is a mistake in the table, caught when the
+// package loads.
 var recognised, known = func() (map[string]*scriptKind, map[string]*scriptKind) {
 	byForm, bySHA := map[string]*scriptKind{}, map[string]*scriptKind{}
 	for _, k := range scriptKinds {
 		for _, b := range k.bodies {
-			n := normalise(b)
-			if other := byForm[n]; other != nil && other != k {
-				panic(fmt.Sprintf("proxy: script kinds %s and %s share the normal form %q", other.name, k.name, n))
+			form, err := luaform.TemplateForm(b)
+			if err != nil {
+				panic(fmt.Sprintf("proxy: script kind %s: %v in %q", k.name, err, b))
 			}
-			byForm[n] = k
+			if other := byForm[form]; other != nil && other != k {
+				panic(fmt.Sprintf("proxy: script kinds %s and %s share the form %q", other.name, k.name, form))
+			}
+			byForm[form] = k
 		}
 		for _, d := range k.digests {
 			if bySHA[d] != nil {
@@ -47,21 +52,33 @@ var recognised, known = func() (map[string]*scriptKind, map[string]*scriptKind) 
 	return byForm, bySHA
 }()
 
-// classify returns the kind of a script by its meaning (its normal form),
-// or nil when it is not recognised.
+// maxRecognisedScript bounds the work spent on one script; lock scripts
+// are a few hundred bytes, and a longer one is simply not recognised.
+const maxRecognisedScript = 16 << 10
+
+// classify returns the kind of a script by its meaning (its canonical
+// form, which is what Lua 5.1 reads in it), or nil when it is not
+// recognised: it is not Lua, or means something no kind does.
 func classify(body []byte) *scriptKind {
 	if len(body) > maxRecognisedScript {
 		return nil
 	}
-	return recognised[normalise(string(body))]
+	form, err := luaform.Form(body)
+	if err != nil {
+		return nil
+	}
+	return recognised[form]
 }
 
-// scriptCacheSize bounds the script cache. Only recognised scripts are
+// scriptCacheSize bounds each script cache. Only recognised scripts are
 // stored, but their whitespace variants are endless.
 const scriptCacheSize = 1024
 
-// scriptCache maps SHA1s to recognised kinds, shared by all connections as
-// Redis's script cache is. It is safe for concurrent use.
+// scriptCache maps SHA1s to kinds. Each user has one for the scripts it
+// loaded, as Redis has one per server: what one user loads or flushes is
+// not another's business. The server keeps one more, of the scripts it
+// refused, so that refusing one again costs a SHA1 and no parsing. It is
+// safe for concurrent use.
 type scriptCache struct {
 	mu    sync.Mutex
 	max   int
@@ -103,20 +120,26 @@ func sha1Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// load returns the kind of body, stored in the cache under its SHA1.
-func (s *Server) load(body []byte) (*scriptKind, error) {
+// unrecognisedScript marks a refused SHA1 in the server's refusal cache.
+var unrecognisedScript = &scriptKind{name: "unrecognised"}
+
+// load returns the kind of body, stored in the user's cache under its SHA1.
+func (s *Server) load(conn redcon.Conn, body []byte) (*scriptKind, error) {
 	sha := sha1Hex(body)
-	if kind := s.scripts.get(sha); kind != nil {
+	scripts := space(conn).scripts
+	if kind := scripts.get(sha); kind != nil {
 		return kind, nil
 	}
 	kind := known[sha] // a published body: no need to read it
-	if kind == nil {
-		kind = classify(body)
+	if kind == nil && s.refused.get(sha) == nil {
+		if kind = classify(body); kind == nil {
+			s.refused.put(sha, unrecognisedScript)
+		}
 	}
 	if kind == nil {
 		return nil, errorf("ERR lockproxy does not run this script (sha1 %s): only recognised lock scripts are served", sha)
 	}
-	s.scripts.put(sha, kind)
+	scripts.put(sha, kind)
 	return kind, nil
 }
 
@@ -148,7 +171,7 @@ func (s *Server) handleEval(conn redcon.Conn, cmd redcon.Command) {
 	req, err := parseEval(cmd.Args)
 	var kind *scriptKind
 	if err == nil {
-		kind, err = s.load(cmd.Args[1])
+		kind, err = s.load(conn, cmd.Args[1])
 	}
 	if err != nil {
 		s.writeError(conn, err)
@@ -162,7 +185,7 @@ func (s *Server) handleEvalSHA(conn redcon.Conn, cmd redcon.Command) {
 	req, err := parseEval(cmd.Args)
 	var kind *scriptKind
 	if err == nil {
-		if kind = s.scripts.get(strings.ToLower(string(cmd.Args[1]))); kind == nil {
+		if kind = space(conn).scripts.get(strings.ToLower(string(cmd.Args[1]))); kind == nil {
 			err = errNoScript
 		}
 	}
@@ -191,28 +214,30 @@ func (s *Server) runScript(conn redcon.Conn, kind *scriptKind, req evalReq) {
 
 // handleScriptLoad serves SCRIPT LOAD script: its SHA1, when recognised.
 func (s *Server) handleScriptLoad(conn redcon.Conn, cmd redcon.Command) {
-	if _, err := s.load(cmd.Args[2]); err != nil {
+	if _, err := s.load(conn, cmd.Args[2]); err != nil {
 		s.writeError(conn, err)
 		return
 	}
 	conn.WriteBulkString(sha1Hex(cmd.Args[2]))
 }
 
-// handleScriptExists serves SCRIPT EXISTS sha...: 1 or 0 for each.
+// handleScriptExists serves SCRIPT EXISTS sha...: 1 or 0 for each, in the
+// user's cache.
 func (s *Server) handleScriptExists(conn redcon.Conn, cmd redcon.Command) {
 	conn.WriteArray(len(cmd.Args) - 2)
 	for _, sha := range cmd.Args[2:] {
-		writeBool(conn, s.scripts.get(strings.ToLower(string(sha))) != nil)
+		writeBool(conn, space(conn).scripts.get(strings.ToLower(string(sha))) != nil)
 	}
 }
 
-// handleScriptFlush serves SCRIPT FLUSH [ASYNC|SYNC]: the cache is emptied.
+// handleScriptFlush serves SCRIPT FLUSH [ASYNC|SYNC]: the user's cache is
+// emptied.
 func (s *Server) handleScriptFlush(conn redcon.Conn, cmd redcon.Command) {
 	if len(cmd.Args) > 3 || (len(cmd.Args) == 3 &&
 		!strings.EqualFold(string(cmd.Args[2]), "sync") && !strings.EqualFold(string(cmd.Args[2]), "async")) {
 		s.writeError(conn, &argError{"ERR SCRIPT FLUSH only support SYNC|ASYNC option"})
 		return
 	}
-	s.scripts.flush()
+	space(conn).scripts.flush()
 	conn.WriteString("OK")
 }

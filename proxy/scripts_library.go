@@ -11,8 +11,9 @@ import (
 )
 
 // The lock scripts of client libraries, by what they do. Each kind lists
-// the texts it is recognised by (compared after normalise: whitespace,
-// quotes and the case of command names do not count), the SHA1s of the
+// the texts it is recognised by (compared by their canonical form, see
+// internal/luaform: layout, quotes, local names and the case of command
+// names do not count), the SHA1s of the
 // published bodies (answered without normalising), and the one Locker
 // operation that does on a quorum what the script does on one Redis. The
 // reply is what the script returns on one Redis: libraries tell outcomes
@@ -307,8 +308,9 @@ var scriptKinds = []*scriptKind{
 }
 
 // ownerGuards are the shapes in which libraries write "when KEYS[1] holds
-// ARGV[1], do %s and return 1 (or its result), else return 0", after
-// normalise has inlined their local variables.
+// ARGV[1], do %s and return 1 (or its result), else return 0". A local
+// bound to KEYS[1] or ARGV[1], or read once right away, is the same as its
+// value (internal/luaform).
 var ownerGuards = []string{
 	`if redis.call("get", KEYS[1]) == ARGV[1] then return %s else return 0 end`,
 	`if redis.call("get", KEYS[1]) == ARGV[1] then return %s end return 0`,
@@ -316,7 +318,7 @@ var ownerGuards = []string{
 	`if ARGV[1] == redis.call("get", KEYS[1]) then return %s end return 0`,
 	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return 1 else return 0 end`,
 	`if redis.call("get", KEYS[1]) == ARGV[1] then %s return 1 end return 0`,
-	`if not redis.call("get", KEYS[1]) or redis.call("get", KEYS[1]) ~= ARGV[1] then return 0 end %s return 1`,
+	`local token = redis.call("get", KEYS[1]) if not token or token ~= ARGV[1] then return 0 end %s return 1`,
 }
 
 // nullGuards are the shapes of "do %s and return true (1), else return

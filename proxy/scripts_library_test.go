@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/lockproxy/lockproxy/proxy/internal/luaform"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -236,7 +237,8 @@ func TestRealScriptFiles(t *testing.T) {
 				t.Fatalf("a row has a kind or a reason for refusing, not both")
 			}
 			if exp, got := wantKind(s.kind), kindName(classify(body)); exp != got {
-				t.Fatalf("kind by meaning: want %s, got %s; normal form:\n%s", exp, got, normalise(string(body)))
+				form, err := luaform.Form(body)
+				t.Fatalf("kind by meaning: want %s, got %s; form (%v):\n%s", exp, got, err, form)
 			}
 			if exp, got := wantKind(s.kind), kindName(known[s.sha]); exp != got {
 				t.Fatalf("kind by digest: want %s, got %s", exp, got)
@@ -492,7 +494,7 @@ func variants(body string) map[string]string {
 	v := map[string]string{
 		"crlf and reindented":  strings.ReplaceAll(strings.ReplaceAll(body, "\t", "    "), "\n", "\r\n  "),
 		"comment first":        "-- lockproxy test\n" + body,
-		"command case":         commandName.ReplaceAllStringFunc(body, swapCase),
+		"command case":         swapCommandCase(body),
 		"spaces around parens": strings.NewReplacer("(", " ( ", ")", " ) ", ",", " , ").Replace(body),
 	}
 	switch {
@@ -507,7 +509,16 @@ func variants(body string) map[string]string {
 	return v
 }
 
-var commandName = regexp.MustCompile(`redis\.p?call\(\s*["'][A-Za-z]+`)
+// commandName matches the command named in redis.call or redis.pcall
+// (Lua reads redis.call itself only in lower case).
+var commandName = regexp.MustCompile(`(redis\.p?call\(\s*["'])([A-Za-z]+)`)
+
+func swapCommandCase(body string) string {
+	return commandName.ReplaceAllStringFunc(body, func(call string) string {
+		m := commandName.FindStringSubmatch(call)
+		return m[1] + swapCase(m[2])
+	})
+}
 
 func swapCase(s string) string {
 	return strings.Map(func(r rune) rune {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +120,61 @@ func TestScriptCacheBounded(t *testing.T) {
 	}
 	if c.get("c") == nil {
 		t.Fatal("the newest entry was dropped")
+	}
+}
+
+// TestScriptCachePerUser checks that what one user loads, flushes or asks
+// about is its own: SCRIPT FLUSH by one tenant must not empty another's
+// cache, nor SCRIPT EXISTS tell what another loaded.
+func TestScriptCachePerUser(t *testing.T) {
+	ts := startServer(t, Config{Users: []User{
+		{Name: "a", PasswordSHA256: sha256Hex("pa"), KeyPrefix: "a:"},
+		{Name: "b", PasswordSHA256: sha256Hex("pb"), KeyPrefix: "b:"},
+	}})
+	a, b := connect(t, ts.addr), connect(t, ts.addr)
+	a.do("AUTH", "a", "pa")
+	b.do("AUTH", "b", "pb")
+	steps := []struct {
+		w    *wire
+		cmd  []string
+		want string
+	}{
+		{a, []string{"SCRIPT", "LOAD", releaseScript}, bulk(releaseSHA)},
+		{b, []string{"SCRIPT", "EXISTS", releaseSHA}, "*1\r\n:0\r\n"},
+		{b, []string{"EVALSHA", releaseSHA, "1", "k", "v"}, noScript},
+		{b, []string{"SCRIPT", "LOAD", extendScript}, bulk(extendSHA)},
+		{b, []string{"SCRIPT", "FLUSH"}, "+OK\r\n"},
+		{a, []string{"SCRIPT", "EXISTS", releaseSHA, extendSHA}, "*2\r\n:1\r\n:0\r\n"},
+		{a, []string{"EVALSHA", releaseSHA, "1", "k", "v"}, ":1\r\n"},
+		{b, []string{"SCRIPT", "EXISTS", extendSHA}, "*1\r\n:0\r\n"},
+	}
+	for i, s := range steps {
+		if exp, got := s.want, s.w.do(s.cmd...); exp != got {
+			t.Fatalf("step %d %q: want %q, got %q", i, s.cmd[:2], exp, got)
+		}
+	}
+}
+
+// TestRefusalsAreCached checks that a script refused once is refused again
+// by its SHA1, without being read again: a client sending a long script
+// that is not a lock script costs one parse, not one per EVAL.
+func TestRefusalsAreCached(t *testing.T) {
+	ts := startServer(t, Config{})
+	w := connect(t, ts.addr)
+	long := otherScript + strings.Repeat("\n-- padding", 1000)
+	sha := sha1Hex([]byte(long))
+	want := "-ERR lockproxy does not run this script (sha1 " + sha + "): only recognised lock scripts are served\r\n"
+	if got := w.do("EVAL", long, "0"); got != want {
+		t.Fatalf("first EVAL: want %q, got %q", want, got)
+	}
+	if ts.refused.get(sha) == nil {
+		t.Fatal("the refusal was not cached")
+	}
+	// The cache is read before the script: a recognised script whose SHA1
+	// is marked refused is refused.
+	variant := releaseScript + " "
+	ts.refused.put(sha1Hex([]byte(variant)), unrecognisedScript)
+	if got := w.do("EVAL", variant, "1", "k", "v"); !strings.HasPrefix(got, "-ERR lockproxy does not run this script") {
+		t.Fatalf("a script marked refused: got %q", got)
 	}
 }

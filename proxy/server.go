@@ -87,7 +87,7 @@ type Server struct {
 	log     *slog.Logger
 	cmds    map[string]*command
 	users   *users
-	scripts *scriptCache
+	refused *scriptCache // scripts not served, by SHA1 (scripts.go)
 	started time.Time
 	version string
 
@@ -139,7 +139,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		cfg:     cfg,
 		locks:   locks,
 		log:     cfg.Logger,
-		scripts: newScriptCache(scriptCacheSize),
+		refused: newScriptCache(scriptCacheSize),
 		started: time.Now(),
 		version: buildVersion(),
 		stopped: make(chan struct{}),
