@@ -21,8 +21,10 @@ test: deps
 
 ## fuzz: each native fuzz target of proxy/ for FUZZTIME (go test -fuzz takes
 ## one target at a time); inputs that fail land in proxy/testdata/fuzz.
+## FuzzScriptDifferential runs what the recogniser serves on real
+## redis-servers, through the proxy and directly, and compares.
 FUZZTIME ?= 10s
-FUZZ_TARGETS = FuzzGuard FuzzParsers FuzzServer
+FUZZ_TARGETS = FuzzGuard FuzzParsers FuzzServer FuzzScriptDifferential
 
 fuzz:
 	@set -e; for f in $(FUZZ_TARGETS); do \

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -530,16 +531,26 @@ func parseObtain(args []string) (int, time.Duration, error) {
 	return int(n), ttl, err
 }
 
+// ownerPTTL is the PTTL of key held by token, in ms, as Redis's PTTL
+// answers it: -1 for a key without expiry.
+func ownerPTTL(ctx context.Context, l Locker, key, token string) (int64, error) {
+	d, err := l.OwnerPTTL(ctx, key, token)
+	if errors.Is(err, quorum.ErrNoExpiry) {
+		return -1, nil
+	}
+	return d.Milliseconds(), err
+}
+
 // runOwnerPTTL is bsm/redislock 0.9's TTL: PTTL ms, or -3 when not the owner.
 func runOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	d, err := l.OwnerPTTL(ctx, keys[0], args[0])
-	return answer(err, d.Milliseconds(), int64(-3))
+	ms, err := ownerPTTL(ctx, l, keys[0], args[0])
+	return answer(err, ms, int64(-3))
 }
 
 // runOwnerPTTLOrZero is pottery's locked(): PTTL ms when positive, else 0.
 func runOwnerPTTLOrZero(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	d, err := l.OwnerPTTL(ctx, keys[0], args[0])
-	return answer(err, max(d.Milliseconds(), 0), int64(0))
+	ms, err := ownerPTTL(ctx, l, keys[0], args[0])
+	return answer(err, max(ms, 0), int64(0))
 }
 
 // runValueAndPTTL is redlock-rb's [value, pttl], [null, -2] when free. It
@@ -552,8 +563,8 @@ func runValueAndPTTL(ctx context.Context, l Locker, keys, _ []string) (any, erro
 	if err != nil {
 		return answer(err, nil, free)
 	}
-	d, err := l.OwnerPTTL(ctx, keys[0], v)
-	return answer(err, []any{v, d.Milliseconds()}, free)
+	ms, err := ownerPTTL(ctx, l, keys[0], v)
+	return answer(err, []any{v, ms}, free)
 }
 
 // runCompareAndExpireSeconds is python-redis-lock's extend: ARGV[2]
@@ -573,14 +584,29 @@ func runMultiAcquire(ctx context.Context, l Locker, keys, args []string) (any, e
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.AcquireAll(ctx, keys, args[0], ttl)
+	_, err = l.AcquireAll(ctx, distinct(keys), args[0], ttl)
 	return answer(err, int64(len(keys)), int64(0))
 }
 
-// runMultiReleaseCount releases the keys ARGV[1] holds: #KEYS, or 0.
+// runMultiReleaseCount releases the keys ARGV[1] holds: how many were
+// deleted, which is #KEYS without the repeated ones; or 0.
 func runMultiReleaseCount(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	keys = distinct(keys)
 	_, err := l.ReleaseAll(ctx, keys, args[0])
 	return answer(err, int64(len(keys)), int64(0))
+}
+
+// distinct returns keys without repeats, in order. The scripts loop over
+// KEYS as given, and a key named twice is taken, extended or deleted once;
+// the Locker's operations on several keys take each key once.
+func distinct(keys []string) []string {
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // runMultiExtend extends every key ARGV[1] holds: #KEYS, or 0.
@@ -589,7 +615,7 @@ func runMultiExtend(ctx context.Context, l Locker, keys, args []string) (any, er
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.ExtendAll(ctx, keys, args[0], ttl)
+	_, err = l.ExtendAll(ctx, distinct(keys), args[0], ttl)
 	return answer(err, int64(len(keys)), int64(0))
 }
 
@@ -610,7 +636,7 @@ func inDB0(run func(context.Context, Locker, []string, []string) (any, error)) f
 // holds (the script's MSET after a failed MSETNX), which then replies null
 // as if another token held them.
 func runMultiAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	if len(keys) == 1 {
+	if keys = distinct(keys); len(keys) == 1 {
 		return runAcquireOrRenew(ctx, l, keys, args)
 	}
 	_, ttl, err := parseObtain(args)
@@ -623,7 +649,7 @@ func runMultiAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) 
 
 // runMultiReleaseAll releases keys all held by ARGV[1]: OK or null.
 func runMultiReleaseAll(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	_, err := l.ReleaseAll(ctx, keys, args[0])
+	_, err := l.ReleaseAll(ctx, distinct(keys), args[0])
 	return answer(err, statusOK{}, nil)
 }
 
@@ -633,7 +659,7 @@ func runMultiPExpireAll(ctx context.Context, l Locker, keys, args []string) (any
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.ExtendAll(ctx, keys, args[0], ttl)
+	_, err = l.ExtendAll(ctx, distinct(keys), args[0], ttl)
 	return answer(err, statusOK{}, nil)
 }
 
@@ -642,11 +668,11 @@ func runMultiPExpireAll(ctx context.Context, l Locker, keys, args []string) (any
 func runMultiOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
 	var least int64
 	for _, k := range keys {
-		d, err := l.OwnerPTTL(ctx, k, args[0])
+		n, err := ownerPTTL(ctx, l, k, args[0])
 		if err != nil {
 			return answer(err, nil, nil)
 		}
-		if n := d.Milliseconds(); n > 0 && (least == 0 || n < least) {
+		if n > 0 && (least == 0 || n < least) {
 			least = n
 		}
 	}
