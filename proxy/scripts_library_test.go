@@ -361,10 +361,12 @@ var kindCases = map[string][]scriptCase{
 	"owner-pttl": {
 		{name: "held", keys: []string{"k"}, args: []string{"tok"}, answer: returns(1500 * time.Millisecond), want: ":1500\r\n", calls: []string{"ownerpttl k tok"}},
 		{name: "not held", keys: []string{"k"}, args: []string{"tok"}, answer: fails(quorum.ErrNotHeld), want: ":-3\r\n", calls: []string{"ownerpttl k tok"}},
+		{name: "no expiry", keys: []string{"k"}, args: []string{"tok"}, answer: fails(quorum.ErrNoExpiry), want: ":-1\r\n", calls: []string{"ownerpttl k tok"}},
 	},
 	"owner-pttl-or-zero": {
 		{name: "held", keys: []string{"redlock:k"}, args: []string{"uuid"}, answer: returns(1500 * time.Millisecond), want: ":1500\r\n", calls: []string{"ownerpttl redlock:k uuid"}},
 		{name: "not held", keys: []string{"redlock:k"}, args: []string{"uuid"}, answer: fails(quorum.ErrNotHeld), want: ":0\r\n", calls: []string{"ownerpttl redlock:k uuid"}},
+		{name: "no expiry", keys: []string{"redlock:k"}, args: []string{"uuid"}, answer: fails(quorum.ErrNoExpiry), want: ":0\r\n", calls: []string{"ownerpttl redlock:k uuid"}},
 	},
 	"value-and-pttl": {
 		{name: "held", keys: []string{"res"}, answer: byOp(map[string]func(call) (any, error){"get": returns("v1"), "ownerpttl": returns(900 * time.Millisecond)}),
@@ -372,6 +374,8 @@ var kindCases = map[string][]scriptCase{
 		{name: "free", keys: []string{"res"}, answer: fails(quorum.ErrNotFound), want: "*2\r\n$-1\r\n:-2\r\n", calls: []string{"get res"}},
 		{name: "value changed", keys: []string{"res"}, answer: byOp(map[string]func(call) (any, error){"get": returns("v1"), "ownerpttl": fails(quorum.ErrNotHeld)}),
 			want: "*2\r\n$-1\r\n:-2\r\n", calls: []string{"get res", "ownerpttl res v1"}},
+		{name: "no expiry", keys: []string{"res"}, answer: byOp(map[string]func(call) (any, error){"get": returns("v1"), "ownerpttl": fails(quorum.ErrNoExpiry)}),
+			want: "*2\r\n$2\r\nv1\r\n:-1\r\n", calls: []string{"get res", "ownerpttl res v1"}},
 	},
 	"compare-and-expire-seconds": {
 		{name: "extended", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "30"}, want: ":0\r\n", calls: []string{"extend lock:n id 30s"}},
@@ -385,6 +389,7 @@ var kindCases = map[string][]scriptCase{
 	"multi-release-count": {
 		{name: "all", keys: []string{"a", "b", "c"}, args: []string{"v"}, want: ":3\r\n", calls: []string{"releaseall a,b,c v"}},
 		{name: "not held", keys: []string{"a", "b", "c"}, args: []string{"v"}, answer: fails(quorum.ErrNotHeld), want: ":0\r\n", calls: []string{"releaseall a,b,c v"}},
+		{name: "a key twice", keys: []string{"a", "a"}, args: []string{"v"}, want: ":1\r\n", calls: []string{"releaseall a v"}},
 	},
 	"multi-extend": {
 		{name: "all", keys: []string{"a", "b"}, args: []string{"v", "5000"}, want: ":2\r\n", calls: []string{"extendall a,b v 5s"}},
@@ -399,6 +404,7 @@ var kindCases = map[string][]scriptCase{
 		{name: "all", keys: []string{"a", "b"}, args: []string{"0", "v"}, want: ":2\r\n", calls: []string{"releaseall a,b v"}},
 		{name: "not held", keys: []string{"a", "b"}, args: []string{"0", "v"}, answer: fails(quorum.ErrNotHeld), want: ":0\r\n", calls: []string{"releaseall a,b v"}},
 		{name: "another db", keys: []string{"a"}, args: []string{"1", "v"}, want: "-ERR lockproxy serves db 0 only (the script selects db \"1\")\r\n"},
+		{name: "a key twice", keys: []string{"a", "b", "a"}, args: []string{"0", "v"}, want: ":2\r\n", calls: []string{"releaseall a,b v"}},
 	},
 	"db-multi-extend": {
 		{name: "all", keys: []string{"a", "b"}, args: []string{"0", "v", "5000"}, want: ":2\r\n", calls: []string{"extendall a,b v 5s"}},
@@ -410,6 +416,7 @@ var kindCases = map[string][]scriptCase{
 		{name: "keys", keys: []string{"a", "b"}, args: []string{"tokmeta", "3", "5000"}, want: okReply, calls: []string{"acquireall a,b tokmeta 5s"}},
 		{name: "one key held", keys: []string{"a"}, args: []string{"tokmeta", "3", "5000"}, answer: fails(quorum.ErrNotAcquired), want: nullReply, calls: []string{"acquireorrenew/3 a tokmeta 5s"}},
 		{name: "keys held", keys: []string{"a", "b"}, args: []string{"tokmeta", "3", "5000"}, answer: fails(quorum.ErrNotAcquired), want: nullReply, calls: []string{"acquireall a,b tokmeta 5s"}},
+		{name: "one key twice", keys: []string{"a", "a"}, args: []string{"tokmeta", "3", "5000"}, want: okReply, calls: []string{"acquireorrenew/3 a tokmeta 5s"}},
 	},
 	"multi-release-all": {
 		{name: "released", keys: []string{"a", "b"}, args: []string{"v"}, want: okReply, calls: []string{"releaseall a,b v"}},
@@ -428,6 +435,9 @@ var kindCases = map[string][]scriptCase{
 		{name: "one not held", keys: []string{"a", "b"}, args: []string{"v"},
 			answer: byKey(map[string]func(call) (any, error){"a": returns(3 * time.Second), "b": fails(quorum.ErrNotHeld)}),
 			want:   nullReply, calls: []string{"ownerpttl a v", "ownerpttl b v"}},
+		{name: "one without expiry", keys: []string{"a", "b"}, args: []string{"v"},
+			answer: byKey(map[string]func(call) (any, error){"a": returns(3 * time.Second), "b": fails(quorum.ErrNoExpiry)}),
+			want:   ":3000\r\n", calls: []string{"ownerpttl a v", "ownerpttl b v"}},
 	},
 	"pexpire-any": {
 		{name: "set", keys: []string{"k"}, args: []string{"5000", ""}, answer: returns(true), want: ":1\r\n", calls: []string{"expire k 5s"}},
