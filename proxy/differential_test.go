@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -143,17 +142,7 @@ func startDifferential(t testing.TB) *differential {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	d := &differential{proxy: dialRESP(t, ln.Addr().String()), reference: dialRESP(t, servers[3].Addr())}
+	d := &differential{proxy: dialRESP(t, serve(t, srv)), reference: dialRESP(t, servers[3].Addr())}
 	for _, s := range servers[:3] {
 		d.backends = append(d.backends, dialRESP(t, s.Addr()))
 	}

@@ -182,6 +182,13 @@ func startServer(t *testing.T, cfg Config) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &testServer{Server: srv, fake: fake, addr: serve(t, srv)}
+}
+
+// serve serves srv on a loopback port and shuts it down (checking that
+// Serve returned nil) when the test ends. It returns the address.
+func serve(t testing.TB, srv *Server) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +205,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return &testServer{Server: srv, fake: fake, addr: ln.Addr().String()}
+	return ln.Addr().String()
 }
 
 // wire is a raw RESP connection for checking replies byte for byte.

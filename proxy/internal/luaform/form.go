@@ -59,8 +59,9 @@ func formOf(src []byte, template bool) (form string, err error) {
 		}
 	}()
 	b := parse(src)
-	(&resolver{}).block(b)
-	decideInlining(b)
+	r := &resolver{}
+	r.block(b)
+	decideInlining(r.blocks)
 	p := &printer{template: template}
 	p.block(b)
 	if p.err != nil {
@@ -69,9 +70,11 @@ func formOf(src []byte, template bool) (form string, err error) {
 	return p.out.String(), nil
 }
 
-// resolver binds every name to its local, following Lua's scopes.
+// resolver binds every name to its local, following Lua's scopes, and
+// lists the blocks it went through.
 type resolver struct {
 	scopes [][]*binding
+	blocks []*block
 }
 
 func (r *resolver) open()  { r.scopes = append(r.scopes, nil) }
@@ -103,6 +106,7 @@ func (r *resolver) block(b *block) {
 // stmts resolves b's statements in the current scope (repeat's condition
 // sees its body's locals).
 func (r *resolver) stmts(b *block) {
+	r.blocks = append(r.blocks, b)
 	for _, s := range b.stmts {
 		r.stmt(s)
 	}
@@ -226,9 +230,9 @@ func (r *resolver) expr(e expr) {
 }
 
 // decideInlining marks the locals that the form replaces by their values,
-// in every block of b.
-func decideInlining(b *block) {
-	forEachBlock(b, func(b *block) {
+// in every block.
+func decideInlining(blocks []*block) {
+	for _, b := range blocks {
 		// Locals bound to KEYS[n] or ARGV[n] first: they are not
 		// statements that anything happens in, so the "next statement"
 		// of another local skips them.
@@ -250,7 +254,7 @@ func decideInlining(b *block) {
 				l.inline = truncated(v)
 			}
 		}
-	})
+	}
 }
 
 // singleLocal returns the local and value of "local x = v" when x is never
@@ -339,87 +343,6 @@ func multiValued(e expr) bool {
 		return true
 	}
 	return false
-}
-
-func forEachBlock(b *block, fn func(*block)) {
-	fn(b)
-	var inExpr func(e expr)
-	inExprs := func(es []expr) {
-		for _, e := range es {
-			inExpr(e)
-		}
-	}
-	inExpr = func(e expr) {
-		switch e := e.(type) {
-		case *funcExpr:
-			forEachBlock(e.fn.body, fn)
-		case *parenExpr:
-			inExpr(e.e)
-		case *unopExpr:
-			inExpr(e.e)
-		case *binopExpr:
-			inExpr(e.l)
-			inExpr(e.r)
-		case *indexExpr:
-			inExpr(e.obj)
-			inExpr(e.key)
-		case *callExpr:
-			inExpr(e.fn)
-			inExprs(e.args)
-		case *methodExpr:
-			inExpr(e.obj)
-			inExprs(e.args)
-		case *tableExpr:
-			for _, f := range e.fields {
-				if f.key != nil {
-					inExpr(f.key)
-				}
-				inExpr(f.value)
-			}
-		}
-	}
-	for _, s := range b.stmts {
-		switch s := s.(type) {
-		case *localStmt:
-			inExprs(s.exprs)
-		case *localFuncStmt:
-			forEachBlock(s.fn.body, fn)
-		case *assignStmt:
-			inExprs(s.targets)
-			inExprs(s.exprs)
-		case *callStmt:
-			inExpr(s.call)
-		case *doStmt:
-			forEachBlock(s.body, fn)
-		case *whileStmt:
-			inExpr(s.cond)
-			forEachBlock(s.body, fn)
-		case *repeatStmt:
-			forEachBlock(s.body, fn)
-			inExpr(s.cond)
-		case *ifStmt:
-			inExprs(s.conds)
-			for _, b := range s.blocks {
-				forEachBlock(b, fn)
-			}
-			if s.els != nil {
-				forEachBlock(s.els, fn)
-			}
-		case *numForStmt:
-			inExprs([]expr{s.start, s.limit})
-			if s.step != nil {
-				inExpr(s.step)
-			}
-			forEachBlock(s.body, fn)
-		case *genForStmt:
-			inExprs(s.exprs)
-			forEachBlock(s.body, fn)
-		case *funcStmt:
-			forEachBlock(s.fn.body, fn)
-		case *returnStmt:
-			inExprs(s.exprs)
-		}
-	}
 }
 
 // optionWords are the options of SET and PEXPIRE/EXPIRE, which Redis
