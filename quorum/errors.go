@@ -31,11 +31,16 @@ var (
 	ErrNoQuorum = errors.New("quorum: no quorum")
 )
 
-// NoQuorumError reports an operation that could not be decided because fewer
-// than Needed of Total backends gave a reply that counts. Nodes says, for each
-// backend that did not count, why not.
+// NoQuorumError reports an operation that could not be decided: the
+// backends that gave no reply that counts could have changed the answer.
+// Either fewer than Needed of Total backends answered (Counted), or enough
+// answered but only Agreed of them agreed on the outcome that needs a
+// quorum (they did what was asked or, for a read, hold the same value), and
+// the others could have made it a quorum. Nodes says, for each backend that
+// did not count, why not.
 type NoQuorumError struct {
 	Counted int
+	Agreed  int
 	Needed  int
 	Total   int
 	Nodes   []*NodeError
@@ -43,7 +48,11 @@ type NoQuorumError struct {
 
 func (e *NoQuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "quorum: %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
+	if e.Counted < e.Needed {
+		fmt.Fprintf(&b, "quorum: %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
+	} else {
+		fmt.Fprintf(&b, "quorum: %d of %d backends answered but only %d agreed, %d needed", e.Counted, e.Total, e.Agreed, e.Needed)
+	}
 	for _, n := range e.Nodes {
 		b.WriteString("; ")
 		b.WriteString(n.Error())

@@ -18,7 +18,8 @@ func (e *Engine) Release(ctx context.Context, key, token string) (Result, error)
 // unlockOp decides a release: done where a quorum did it. "Not held" is a
 // claim that the client's lock was lost, so it is made only when the
 // backends that failed to answer could not have made a quorum of yes:
-// otherwise the answer is that nothing could be decided.
+// otherwise the answer is that nothing could be decided. It hears from
+// every backend, so that a quorum of "absent" is told apart.
 func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) (Result, error) {
 	f := fanout(e, cmd, decode)
 	t := &tally{total: len(e.nodes), quorum: e.quorum}
@@ -27,11 +28,8 @@ func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) 
 	for t.pending() > 0 && !t.succeeded() {
 		t.add(<-f.votes)
 	}
-	switch {
-	case t.succeeded():
+	if t.succeeded() {
 		return t.result(), nil
-	case t.yes+len(t.failures) >= t.quorum:
-		return t.result(), &NoQuorumError{Counted: t.yes + t.no, Needed: t.quorum, Total: t.total, Nodes: t.failures}
 	}
 	return t.result(), t.err(ErrNotHeld)
 }
@@ -40,8 +38,11 @@ func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) 
 // returns the new validity. It returns ErrNotHeld when a quorum answered but
 // the token holds the key on fewer, or no validity was left, a
 // *NoQuorumError when too few answered, and a *TTLError for a TTL outside
-// (0, MaxTTL]. A failed extension is rolled back like a failed acquisition:
-// a lock its holder can no longer rely on is released for others at once.
+// (0, MaxTTL]. A refused extension is rolled back like a failed
+// acquisition: a lock its holder can no longer rely on is released for
+// others at once. An undecided one (*NoQuorumError) is not: the lock may
+// still be held on a quorum, the silent backends included.
 func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendScript, []string{key}, token, ttl, ErrNotHeld, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
+		token, ttl.Milliseconds())
 }
