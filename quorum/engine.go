@@ -99,6 +99,7 @@ type Engine struct {
 	nodes     []*node
 	quorum    int
 	rollbacks rollbacks
+	order     [64]sync.Mutex // fanout's send order, striped by key
 }
 
 // New validates cfg and returns an Engine that connects to its backends

@@ -41,10 +41,19 @@ func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, er
 	// Armed only once f.timer is set, which complete reads.
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
-	for i, n := range e.nodes {
+	for i := range e.nodes {
 		f.slots[i].pending = pending{to: f, node: i, cmd: cmd}
+	}
+	// Commands on one key are queued on every backend's pipe in the same
+	// order, so that each backend runs them in that order: two acquisitions
+	// through this engine can then never split the backends between them,
+	// which, with a backend down, would leave both undecided.
+	order := &e.order[cmd.key%uint32(len(e.order))]
+	order.Lock()
+	for i, n := range e.nodes {
 		n.pipe.send(&f.slots[i].pending)
 	}
+	order.Unlock()
 	return f
 }
 
