@@ -118,3 +118,33 @@ func (e *TTLError) Error() string {
 	}
 	return fmt.Sprintf("quorum: ttl %dms exceeds max_ttl %dms", e.TTL.Milliseconds(), e.Max.Milliseconds())
 }
+
+// UnsupportedError marks a backend that lacks a command the lock scripts
+// need (PEXPIRETIME: Redis 7.0, Valkey 7.2): it is sent no lock commands
+// and does not count toward any quorum.
+type UnsupportedError struct {
+	Reason string // what showed it, e.g. "redis_version 6.2.14"
+}
+
+func (e *UnsupportedError) Error() string {
+	return "unsupported server: " + e.Reason + "; lockproxy needs Redis " + minVersion + " or later, or Valkey 7.2 or later"
+}
+
+// DuplicateError marks a backend that reaches the same redis-server (the
+// same run_id) as another backend, Addr, which alone counts for it.
+type DuplicateError struct {
+	Addr  string
+	RunID string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("same redis-server as backend %s (run_id %s)", e.Addr, e.RunID)
+}
+
+// isRefusal reports whether err is a greeting's refusal of a backend that
+// answered: unsupported, or a duplicate of another.
+func isRefusal(err error) bool {
+	var u *UnsupportedError
+	var d *DuplicateError
+	return errors.As(err, &u) || errors.As(err, &d)
+}

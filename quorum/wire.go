@@ -140,9 +140,10 @@ func (r reply) integer() (int64, error) {
 }
 
 // maxReplyDepth and maxBulk bound what a misbehaving backend can make the
-// reader allocate; our scripts answer at most a two-element array.
+// reader allocate; our scripts answer at most a two-element array, and the
+// deepest reply read is COMMAND INFO's, whose key specs nest six deep.
 const (
-	maxReplyDepth = 4
+	maxReplyDepth = 8
 	maxBulk       = 512 << 20
 	maxArray      = 1 << 20
 )
