@@ -8,11 +8,12 @@ import (
 )
 
 // Acquire takes key for token on a quorum of backends with SET NX PX ttl.
-// It returns the lock's validity in Result. It returns ErrNotAcquired when a
-// quorum answered but another token holds the key or no validity was left,
-// a *NoQuorumError when too few backends answered, and a *TTLError for a TTL
-// outside (0, MaxTTL]. On any failure the key is rolled back everywhere the
-// token may have been set.
+// It returns the lock's validity in Result. It returns ErrNotAcquired when
+// another token holds the key where the backends that answered are too many
+// for the others to make a quorum, or no validity was left; a
+// *NoQuorumError when the backends that did not answer could have decided
+// it; and a *TTLError for a TTL outside (0, MaxTTL]. On any failure the key
+// is rolled back everywhere the token may have been set.
 func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err

@@ -8,20 +8,23 @@ import (
 )
 
 var (
-	// ErrNotAcquired means a quorum answered but the lock was not taken:
-	// another token holds it, or the acquisition left no validity. It was
-	// rolled back on every backend.
+	// ErrNotAcquired means the lock was not taken, and would not have been
+	// had every backend that did not answer agreed: another token holds it,
+	// or the acquisition left no validity. It was rolled back on every
+	// backend.
 	ErrNotAcquired = errors.New("quorum: not acquired")
 
-	// ErrNotHeld means a quorum answered but the token does not hold the key
-	// on a quorum of backends, so it could not be released or extended.
+	// ErrNotHeld means the token does not hold the key on a quorum of
+	// backends, even counting those that did not answer as holders, so it
+	// could not be released or extended.
 	ErrNotHeld = errors.New("quorum: not held")
 
 	// ErrAbsent means a release found the key absent on a quorum: the lock
 	// had expired and nobody holds it. errors.Is(ErrAbsent, ErrNotHeld).
 	ErrAbsent = fmt.Errorf("%w: key absent", ErrNotHeld)
 
-	// ErrNotFound means a quorum answered and no value is held by a quorum.
+	// ErrNotFound means no value is held by a quorum, even counting the
+	// backends that did not answer as holders.
 	ErrNotFound = errors.New("quorum: not found")
 
 	// ErrNoExpiry means the value held by a quorum has no expiry there.

@@ -164,14 +164,16 @@ func (e *Engine) Exists(ctx context.Context, key string) (bool, error) {
 
 // Delete deletes key on every backend, whoever holds it: an administrative
 // unlock. It reports whether a quorum deleted it, and returns a
-// *NoQuorumError when too few backends answered.
+// *NoQuorumError when the backends that did not answer could have made
+// that a quorum.
 func (e *Engine) Delete(ctx context.Context, key string) (bool, error) {
 	return e.writeAll(plainCommand("DEL", key))
 }
 
 // Expire sets key's TTL on every backend, whoever holds it. It reports
-// whether a quorum set it, and returns a *NoQuorumError when too few
-// backends answered and a *TTLError for a TTL outside (0, MaxTTL].
+// whether a quorum set it, and returns a *NoQuorumError when the backends
+// that did not answer could have made that a quorum, and a *TTLError for a
+// TTL outside (0, MaxTTL].
 func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err

@@ -6,11 +6,12 @@ import (
 )
 
 // Release deletes key on every backend where token holds it. It succeeds
-// when a quorum deleted it, returns ErrNotHeld when a quorum answered but
-// fewer deleted (the lock had expired or was never ours: the client should
-// know its critical section may not have been exclusive) — ErrAbsent, which
-// is also ErrNotHeld, when a quorum found no key at all — and a
-// *NoQuorumError when too few backends answered.
+// when a quorum deleted it, returns ErrNotHeld when fewer deleted and the
+// backends that did not answer could not have made them a quorum (the lock
+// had expired or was never ours: the client should know its critical
+// section may not have been exclusive) — ErrAbsent, which is also
+// ErrNotHeld, when a quorum found no key at all — and a *NoQuorumError when
+// they could.
 func (e *Engine) Release(ctx context.Context, key, token string) (Result, error) {
 	return e.unlockOp(scriptCommand(releaseScript, []string{key}, token), decodeRelease)
 }
@@ -35,10 +36,10 @@ func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) 
 }
 
 // Extend sets key's TTL to ttl on every backend where token holds it, and
-// returns the new validity. It returns ErrNotHeld when a quorum answered but
-// the token holds the key on fewer, or no validity was left, a
-// *NoQuorumError when too few answered, and a *TTLError for a TTL outside
-// (0, MaxTTL]. A refused extension is rolled back like a failed
+// returns the new validity. It returns ErrNotHeld when the token holds the
+// key on fewer than a quorum, even counting the backends that did not
+// answer, or no validity was left; a *NoQuorumError when those backends
+// could have made a quorum; and a *TTLError for a TTL outside (0, MaxTTL]. A refused extension is rolled back like a failed
 // acquisition: a lock its holder can no longer rely on is released for
 // others at once. An undecided one (*NoQuorumError) is not: the lock may
 // still be held on a quorum, the silent backends included.
