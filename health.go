@@ -18,7 +18,7 @@ import (
 // backendState is one backend in the /readyz body.
 type backendState struct {
 	Addr      string  `json:"addr"`
-	State     string  `json:"state"` // up, quarantined or down
+	State     string  `json:"state"` // up, quarantined, down, unsupported or duplicate
 	LatencyMS float64 `json:"latency_ms"`
 	// Error is the kind of its failure when it did not answer the probe,
 	// as lockproxy_backend_failures_total labels it.
@@ -43,6 +43,10 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 			st.State, st.Error = "down", kindLabel(known[i].LastError)
 			if st.Error == "" {
 				st.Error = quorum.KindError
+			}
+			// Refused when connected: it answers, but must not count.
+			if k := known[i].State; k == quorum.KindUnsupported || k == quorum.KindDuplicate {
+				st.State = k
 			}
 		}
 		states = append(states, st)

@@ -35,7 +35,7 @@ var (
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
-		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, error.",
+		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, error.",
 		[]string{"backend", "kind"}, nil)
 )
 

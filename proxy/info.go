@@ -14,7 +14,9 @@ import (
 type BackendInfo struct {
 	Addr string // host:port, never a password
 	// State is "up" (its replies count), "quarantined" (answers, but
-	// restarted less than max_ttl ago), "down" or "idle" (not dialled yet).
+	// restarted less than max_ttl ago), "down", "idle" (not dialled yet),
+	// "unsupported" (too old a server) or "duplicate" (the same server as
+	// another backend).
 	State          string
 	QuarantineLeft time.Duration
 	Latency        time.Duration // of its last answer or failure
@@ -134,7 +136,7 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		count[be.State]++
 	}
 	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
-	for _, state := range []string{"up", "quarantined", "down", "idle"} {
+	for _, state := range []string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"} {
 		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
 	}
 	now := time.Now()

@@ -59,6 +59,8 @@ func TestWriteError(t *testing.T) {
 			"-NOQUORUM 1 of 3 backends answered, 2 needed\r\n"},
 		{"joined no quorum", errors.Join(&quorum.NoQuorumError{Counted: 2, Needed: 3, Total: 5, Nodes: nodes[:1]}, context.DeadlineExceeded),
 			"-NOQUORUM 2 of 5 backends answered, 3 needed (1 timeout)\r\n"},
+		{"undecided with a quorum answering", &quorum.NoQuorumError{Counted: 2, Agreed: 1, Needed: 2, Total: 3, Nodes: nodes[:1]},
+			"-NOQUORUM 2 of 3 backends answered but only 1 agreed, 2 needed (1 timeout)\r\n"},
 		{"bare no quorum", quorum.ErrNoQuorum, "-NOQUORUM too few backends answered\r\n"},
 		{"deadline", fmt.Errorf("acquire: %w", context.DeadlineExceeded), "-NOQUORUM no quorum answered within the request timeout of 5s\r\n"},
 		{"cancelled", context.Canceled, "-NOQUORUM request cancelled: lockproxy is shutting down\r\n"},

@@ -8,11 +8,12 @@ import (
 )
 
 // Acquire takes key for token on a quorum of backends with SET NX PX ttl.
-// It returns the lock's validity in Result. It returns ErrNotAcquired when a
-// quorum answered but another token holds the key or no validity was left,
-// a *NoQuorumError when too few backends answered, and a *TTLError for a TTL
-// outside (0, MaxTTL]. On any failure the key is rolled back everywhere the
-// token may have been set.
+// It returns the lock's validity in Result. It returns ErrNotAcquired when
+// another token holds the key where the backends that answered are too many
+// for the others to make a quorum, or no validity was left; a
+// *NoQuorumError when the backends that did not answer could have decided
+// it; and a *TTLError for a TTL outside (0, MaxTTL]. On any failure the key
+// is rolled back everywhere the token may have been set.
 func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
@@ -25,7 +26,7 @@ func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Durati
 		cmd:     scriptCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
 		decode: func(_ *node, r reply) (ack, error) {
 			stamp, err := r.integer()
-			return ack{yes: stamp > 0, stamp: stamp}, err
+			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
 		},
 		undo: func(ctx context.Context, n *node, v ack) {
 			if v.yes {
@@ -53,6 +54,11 @@ type lockOp struct {
 	// ttl is the lock's TTL; zero when each yes voter reports its own.
 	ttl     time.Duration
 	refused error
+	// renews is set when the token may already hold the keys (an
+	// extension): an undecided outcome then undoes only what the operation
+	// newly took (ack.fresh), since the holder's lock may still be valid on
+	// a quorum that counts the backends that did not answer.
+	renews bool
 }
 
 func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
@@ -73,11 +79,13 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 			return res, nil
 		}
 	}
-	e.rollback(ctx, op, seen, f.votes, t.pending())
-	if t.succeeded() {
-		return res, op.refused // too slow: the lock may already be expiring
+	err := op.refused // too slow: the lock may already be expiring
+	if !t.succeeded() {
+		err = t.err(op.refused)
 	}
-	return res, t.err(op.refused)
+	onlyFresh := op.renews && errors.Is(err, ErrNoQuorum)
+	e.rollback(ctx, op, seen, f.votes, t.pending(), onlyFresh)
+	return res, err
 }
 
 // rollbackTimeouts is how many node timeouts a rollback may take: longer than
@@ -90,8 +98,9 @@ const rollbackTimeouts = 10
 // timeout, so the caller's answer never races its own leftovers; backends
 // still pending are rolled back as soon as they reply, so a late OK cannot
 // leave the key held on a minority; failed ones are retried in the
-// background without holding up the answer.
-func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest <-chan vote[ack], pending int) {
+// background without holding up the answer. With onlyFresh, only the keys
+// the operation took where they were free are undone.
+func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest <-chan vote[ack], pending int, onlyFresh bool) {
 	// The caller may be gone; the rollback must still happen, but never
 	// outlive the lock it undoes, nor pile up on a hung backend: what it
 	// misses expires with the TTL.
@@ -104,6 +113,9 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 	undo := func(v vote[ack]) {
 		if v.err == nil && !v.val.yes || wasNotSent(v.err) {
 			return // refused, or never sent: the token is not there
+		}
+		if onlyFresh && (v.err != nil || !v.val.fresh) {
+			return // renewed, or unknown: perhaps the holder's valid lock
 		}
 		op.undo(ctx, e.nodes[v.node], v.val)
 	}

@@ -285,3 +285,39 @@ func TestAcquireLateYesRolledBack(t *testing.T) {
 		return ""
 	})
 }
+
+// TestContentionDoesNotSplit: with a backend down, two acquisitions that
+// split the live backends between them would each be undecided (the down
+// backend could have given either a quorum). Through one engine they reach
+// every backend in the same order, so one wins everywhere and the others
+// are refused: contention alone never answers NOQUORUM.
+func TestContentionDoesNotSplit(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	c.servers[4].Kill()
+	key := uniqueKey(t)
+	const workers, rounds = 16, 100
+	var (
+		mu       sync.Mutex
+		outcomes = map[string]int{}
+		wg       sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Go(func() {
+			for r := range rounds {
+				token := fmt.Sprintf("w%d-r%d", w, r)
+				_, err := c.engine.Acquire(t.Context(), key, token, 5*time.Second)
+				if err == nil {
+					c.engine.Release(t.Context(), key, token)
+				}
+				mu.Lock()
+				outcomes[outcome(err)]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if outcomes["noquorum"] != 0 || outcomes["ok"] == 0 {
+		t.Fatalf("outcomes of %d contending acquisitions with one backend of five down: %v; want no NOQUORUM", workers*rounds, outcomes)
+	}
+	t.Logf("outcomes: %v", outcomes)
+}

@@ -99,10 +99,16 @@ type Engine struct {
 	nodes     []*node
 	quorum    int
 	rollbacks rollbacks
+	servers   servers
+	order     [64]sync.Mutex // fanout's send order, striped by key
 }
 
-// New validates cfg and returns an Engine that connects to its backends
-// lazily. It fails on a bad URL or an invalid setting.
+// New validates cfg, connects to every backend at once and returns an
+// Engine. It fails on a bad URL or an invalid setting, and when two
+// backends are the same redis-server (the same run_id, under two names or
+// twice under one), which would count twice toward quorum. It waits for
+// each backend at most about the backend timeout; one that cannot be
+// reached then is connected to, and checked, when a request needs it.
 func New(cfg Config) (*Engine, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -110,14 +116,42 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1}
 	for i, u := range cfg.Backends {
-		n, err := newNode(i, u, cfg)
+		n, err := newNode(i, u, cfg, &e.servers)
 		if err != nil {
 			e.Close()
 			return nil, err
 		}
 		e.nodes = append(e.nodes, n)
 	}
+	if err := e.connectAll(); err != nil {
+		e.Close()
+		return nil, err
+	}
 	return e, nil
+}
+
+// connectAll connects to every backend and returns an error naming both
+// backends of the first pair that are one server.
+func (e *Engine) connectAll() error {
+	errs := make([]error, len(e.nodes))
+	var wg sync.WaitGroup
+	for i, n := range e.nodes {
+		wg.Go(func() {
+			// The dial and greeting take at most one backend timeout, and a
+			// connection that owes replies longer is cut.
+			ctx, cancel := context.WithTimeout(context.Background(), 3*e.cfg.NodeTimeout)
+			defer cancel()
+			_, errs[i] = n.do(ctx, plainCommand("PING"))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		var dup *DuplicateError
+		if errors.As(err, &dup) {
+			return fmt.Errorf("quorum: backends %s and %s are the same redis-server (run_id %s): it would have two votes", dup.Addr, e.nodes[i].addr, dup.RunID)
+		}
+	}
+	return nil
 }
 
 // Close closes every backend connection.

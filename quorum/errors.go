@@ -8,20 +8,23 @@ import (
 )
 
 var (
-	// ErrNotAcquired means a quorum answered but the lock was not taken:
-	// another token holds it, or the acquisition left no validity. It was
-	// rolled back on every backend.
+	// ErrNotAcquired means the lock was not taken, and would not have been
+	// had every backend that did not answer agreed: another token holds it,
+	// or the acquisition left no validity. It was rolled back on every
+	// backend.
 	ErrNotAcquired = errors.New("quorum: not acquired")
 
-	// ErrNotHeld means a quorum answered but the token does not hold the key
-	// on a quorum of backends, so it could not be released or extended.
+	// ErrNotHeld means the token does not hold the key on a quorum of
+	// backends, even counting those that did not answer as holders, so it
+	// could not be released or extended.
 	ErrNotHeld = errors.New("quorum: not held")
 
 	// ErrAbsent means a release found the key absent on a quorum: the lock
 	// had expired and nobody holds it. errors.Is(ErrAbsent, ErrNotHeld).
 	ErrAbsent = fmt.Errorf("%w: key absent", ErrNotHeld)
 
-	// ErrNotFound means a quorum answered and no value is held by a quorum.
+	// ErrNotFound means no value is held by a quorum, even counting the
+	// backends that did not answer as holders.
 	ErrNotFound = errors.New("quorum: not found")
 
 	// ErrNoExpiry means the value held by a quorum has no expiry there.
@@ -31,11 +34,16 @@ var (
 	ErrNoQuorum = errors.New("quorum: no quorum")
 )
 
-// NoQuorumError reports an operation that could not be decided because fewer
-// than Needed of Total backends gave a reply that counts. Nodes says, for each
-// backend that did not count, why not.
+// NoQuorumError reports an operation that could not be decided: the
+// backends that gave no reply that counts could have changed the answer.
+// Either fewer than Needed of Total backends answered (Counted), or enough
+// answered but only Agreed of them agreed on the outcome that needs a
+// quorum (they did what was asked or, for a read, hold the same value), and
+// the others could have made it a quorum. Nodes says, for each backend that
+// did not count, why not.
 type NoQuorumError struct {
 	Counted int
+	Agreed  int
 	Needed  int
 	Total   int
 	Nodes   []*NodeError
@@ -43,7 +51,11 @@ type NoQuorumError struct {
 
 func (e *NoQuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "quorum: %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
+	if e.Counted < e.Needed {
+		fmt.Fprintf(&b, "quorum: %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
+	} else {
+		fmt.Fprintf(&b, "quorum: %d of %d backends answered but only %d agreed, %d needed", e.Counted, e.Total, e.Agreed, e.Needed)
+	}
 	for _, n := range e.Nodes {
 		b.WriteString("; ")
 		b.WriteString(n.Error())
@@ -108,4 +120,34 @@ func (e *TTLError) Error() string {
 		return fmt.Sprintf("quorum: ttl %s is not positive", e.TTL)
 	}
 	return fmt.Sprintf("quorum: ttl %dms exceeds max_ttl %dms", e.TTL.Milliseconds(), e.Max.Milliseconds())
+}
+
+// UnsupportedError marks a backend that lacks a command the lock scripts
+// need (PEXPIRETIME: Redis 7.0, Valkey 7.2): it is sent no lock commands
+// and does not count toward any quorum.
+type UnsupportedError struct {
+	Reason string // what showed it, e.g. "redis_version 6.2.14"
+}
+
+func (e *UnsupportedError) Error() string {
+	return "unsupported server: " + e.Reason + "; lockproxy needs Redis " + minVersion + " or later, or Valkey 7.2 or later"
+}
+
+// DuplicateError marks a backend that reaches the same redis-server (the
+// same run_id) as another backend, Addr, which alone counts for it.
+type DuplicateError struct {
+	Addr  string
+	RunID string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("same redis-server as backend %s (run_id %s)", e.Addr, e.RunID)
+}
+
+// isRefusal reports whether err is a greeting's refusal of a backend that
+// answered: unsupported, or a duplicate of another.
+func isRefusal(err error) bool {
+	var u *UnsupportedError
+	var d *DuplicateError
+	return errors.As(err, &u) || errors.As(err, &d)
 }

@@ -41,10 +41,19 @@ func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, er
 	// Armed only once f.timer is set, which complete reads.
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
-	for i, n := range e.nodes {
+	for i := range e.nodes {
 		f.slots[i].pending = pending{to: f, node: i, cmd: cmd}
+	}
+	// Commands on one key are queued on every backend's pipe in the same
+	// order, so that each backend runs them in that order: two acquisitions
+	// through this engine can then never split the backends between them,
+	// which, with a backend down, would leave both undecided.
+	order := &e.order[cmd.key%uint32(len(e.order))]
+	order.Lock()
+	for i, n := range e.nodes {
 		n.pipe.send(&f.slots[i].pending)
 	}
+	order.Unlock()
 	return f
 }
 
@@ -136,13 +145,15 @@ func decisive(total, quorum int) int { return min(quorum, total-quorum+1) }
 // ack is one backend's answer to a lock operation.
 type ack struct {
 	yes    bool          // it did what was asked
+	fresh  bool          // yes, by taking a key that was free (not renewing one)
 	absent bool          // it refused because the key does not exist
 	ttl    time.Duration // the TTL it set, where that varies by backend
 	stamp  int64         // the expiry it gave the key (ms), where known
 }
 
 // tally counts the votes of a lock operation, where each backend that
-// answers either did what was asked (yes) or refused (no).
+// answers either did what was asked (yes) or refused (no), and the others
+// (failures, and those still pending) are silent.
 type tally struct {
 	total, quorum int
 	yes, no       int
@@ -176,45 +187,50 @@ func (t *tally) add(v vote[ack]) {
 
 func (t *tally) pending() int { return t.total - t.yes - t.no - len(t.failures) }
 
-// decided reports whether the remaining votes can no longer change the
-// outcome: a quorum of yes, or too few possible yes and the kind of failure
-// (refused or undecidable) already fixed.
-func (t *tally) decided() bool {
-	if t.yes >= t.quorum {
-		return true
-	}
-	if t.yes+t.pending() >= t.quorum {
-		return false
-	}
-	counted := t.yes + t.no
-	return counted >= t.quorum || counted+t.pending() < t.quorum
-}
+// silent is how many backends gave no answer that counts, or none yet.
+func (t *tally) silent() int { return t.total - t.yes - t.no }
 
 func (t *tally) succeeded() bool { return t.yes >= t.quorum }
 
-// err is the outcome of a decided tally that did not succeed: refused when a
-// quorum answered, NoQuorumError otherwise.
+// refused reports whether the operation failed whatever the silent
+// backends did or would have done: even all of them saying yes would not
+// make a quorum. Only then may the answer be "no" (held elsewhere, not
+// held); otherwise a stall would read as contention, or as a lost lock.
+func (t *tally) refused() bool { return t.yes+t.silent() < t.quorum }
+
+// decided reports whether reading more votes is pointless: a quorum of
+// yes, a certain refusal, or nobody left to hear from. An undecidable
+// outcome waits for every backend (each within its timeout) so that the
+// error names them all and the rollback knows every answer.
+func (t *tally) decided() bool { return t.succeeded() || t.refused() || t.pending() == 0 }
+
+// err is the outcome of a decided tally that did not succeed: refused
+// (ErrAbsent when a quorum found no key and refused is ErrNotHeld) when
+// the silent backends could not have changed it, a *NoQuorumError when
+// they could.
 func (t *tally) err(refused error) error {
+	if !t.refused() {
+		return t.noQuorum()
+	}
 	if t.absent >= t.quorum && errors.Is(refused, ErrNotHeld) {
 		return ErrAbsent
 	}
-	if t.yes+t.no >= t.quorum {
-		return refused
-	}
-	return &NoQuorumError{Counted: t.yes + t.no, Needed: t.quorum, Total: t.total, Nodes: t.failures}
+	return refused
+}
+
+func (t *tally) noQuorum() *NoQuorumError {
+	return &NoQuorumError{Counted: t.yes + t.no, Agreed: t.yes, Needed: t.quorum, Total: t.total, Nodes: t.failures}
 }
 
 func (t *tally) result() Result { return Result{Counted: t.yes + t.no, Succeeded: t.yes} }
 
 // collect reads votes until the outcome is decided and returns the tally and
-// the votes read so far; the rest are still on their way. A decided failure
-// to reach quorum still waits for every backend (each within its timeout) so
-// that the error names them all.
+// the votes read so far; the rest are still on their way.
 func collect(f *flight[ack], total, quorum int) (*tally, []vote[ack]) {
 	t := &tally{total: total, quorum: quorum}
 	seen := make([]vote[ack], 0, total)
 	f.waitFor(decisive(total, quorum))
-	for !t.decided() || (t.yes+t.no < quorum && t.pending() > 0) {
+	for !t.decided() {
 		v := <-f.votes
 		seen = append(seen, v)
 		t.add(v)

@@ -17,7 +17,8 @@ import (
 // @sesamecare-oss/redlock). Errors as Acquire; a failure is rolled back key
 // by key.
 func (e *Engine) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, acquireAllScript, keys, token, ttl, ErrNotAcquired, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, acquireAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotAcquired},
+		token, ttl.Milliseconds())
 }
 
 // ReleaseAll deletes the keys token holds; it succeeds when a quorum
@@ -46,27 +47,33 @@ func decodeReleaseAll(keys int) func(*node, reply) (ack, error) {
 }
 
 // ExtendAll sets the TTL of every key on the backends where token holds all
-// of them. Errors as Extend; a failure is rolled back key by key.
+// of them. Errors as Extend; a refusal is rolled back key by key.
 func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendAllScript, keys, token, ttl, ErrNotHeld, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, extendAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
+		token, ttl.Milliseconds())
 }
 
-// scriptOp takes or extends keys for token with a script that replies, on
-// each backend, how many keys it did that for; a backend agrees when it did
-// it for all of them. A failure is rolled back by compare-and-delete.
-func (e *Engine) scriptOp(ctx context.Context, s *script, keys []string, token string, ttl time.Duration, refused error, args ...any) (Result, error) {
-	if err := e.checkKeysTTL(keys, ttl); err != nil {
+// scriptOp takes or extends op.keys for op.token with a script run with
+// args. Unless op says otherwise, the script replies on each backend how
+// many keys it did that for, and a backend agrees when it did it for all of
+// them; a failure is rolled back by compare-and-delete.
+func (e *Engine) scriptOp(ctx context.Context, s *script, op lockOp, args ...any) (Result, error) {
+	if err := e.checkKeysTTL(op.keys, op.ttl); err != nil {
 		return Result{}, err
 	}
-	return e.lockOp(ctx, lockOp{
-		keys:    keys,
-		token:   token,
-		ttl:     ttl,
-		refused: refused,
-		cmd:     scriptCommand(s, keys, args...),
-		decode:  decodeReleaseAll(len(keys)),
-		undo:    func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, keys, token) },
-	})
+	op.cmd = scriptCommand(s, op.keys, args...)
+	if op.decode == nil {
+		op.decode = decodeReleaseAll(len(op.keys))
+	}
+	op.undo = func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, op.keys, op.token) }
+	return e.lockOp(ctx, op)
+}
+
+// decodeTakeOrRenew reads the answer of a script that takes a free key (2)
+// or renews the token's own (1), or does neither (0).
+func decodeTakeOrRenew(_ *node, r reply) (ack, error) {
+	n, err := r.integer()
+	return ack{yes: n > 0, fresh: n == 2}, err
 }
 
 // ExtendBy adds add to key's remaining TTL where token holds it and the key
@@ -84,6 +91,7 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 		keys:    []string{key},
 		token:   token,
 		refused: ErrNotHeld,
+		renews:  true,
 		cmd:     scriptCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
 		decode: func(_ *node, r reply) (ack, error) {
 			ms, err := r.integer()
@@ -106,50 +114,69 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 
 // ExtendOrAcquire sets key's TTL where token holds it and takes it where it
 // is free (redsync WithSetNXOnExtend, RedLock.net, Spring's obtain). Errors
-// as Extend.
+// as Extend: undecided, it undoes only where it took the key.
 func (e *Engine) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendOrAcquireScript, []string{key}, token, ttl, ErrNotHeld, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, extendOrAcquireScript,
+		lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew},
+		token, ttl.Milliseconds())
 }
 
 // AcquireOrRenew takes key for value, or renews it with value where the
 // value held starts with the same first tokenLen bytes (bsm/redislock's
-// obtain with a caller-chosen token). Errors as Acquire.
+// obtain with a caller-chosen token). Errors as Acquire; undecided, it
+// undoes only where it took the key, as a renewal may be of a valid lock.
 func (e *Engine) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, acquireOrRenewScript, []string{key}, value, ttl, ErrNotAcquired, value, tokenLen, ttl.Milliseconds())
+	return e.scriptOp(ctx, acquireOrRenewScript,
+		lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew},
+		value, tokenLen, ttl.Milliseconds())
 }
 
 // OwnerPTTL returns how long token still holds key on a quorum, less the
 // drift allowance, as PTTL does for the value held. It returns ErrNotHeld
-// when token does not hold key on a quorum, ErrNoExpiry when it holds it
-// without expiry, and a *NoQuorumError when too few backends answered.
+// when token does not hold key on a quorum, even counting the backends that
+// did not answer as holders, ErrNoExpiry when it holds it without expiry,
+// and a *NoQuorumError when the backends that did not answer could change
+// the answer.
 func (e *Engine) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
-	states, err := e.read(ctx, key)
-	if err != nil {
-		return 0, err
-	}
-	holders, ok := majority(states, e.quorum)
-	if !ok || holders[0].value != token {
+	v := e.read(key)
+	holders := holdersOf(v.states, token)
+	if len(holders) < e.quorum {
+		if err := e.undecided(v, len(holders)); err != nil {
+			return 0, err
+		}
 		return 0, ErrNotHeld
 	}
-	left, err := e.quorumTTL(holders)
+	left, err := e.quorumTTL(v, holders)
 	if errors.Is(err, ErrNotFound) {
 		return 0, ErrNotHeld
 	}
 	return left, err
 }
 
-// quorumTTL is how long a quorum of holders keeps the value: the
-// quorum-th longest remaining TTL, less drift.
-func (e *Engine) quorumTTL(holders []keyState) (time.Duration, error) {
+// quorumTTL is how long a quorum of holders (at least a quorum of them
+// answered) keeps the value: the quorum-th longest remaining TTL, less
+// drift. The backends that did not answer can only hold it longer, so a
+// time left is a safe answer; "no time left" is one only when they could
+// not make a quorum that still holds it.
+func (e *Engine) quorumTTL(v views, holders []keyState) (time.Duration, error) {
 	slices.SortFunc(holders, func(a, b keyState) int { return -cmpDuration(a.pttl, b.pttl) })
 	left := holders[e.quorum-1].pttl
 	if left == math.MaxInt64 {
 		return 0, ErrNoExpiry
 	}
-	if left -= e.drift(left); left <= 0 {
-		return 0, ErrNotFound
+	if left -= e.drift(left); left > 0 {
+		return left, nil
 	}
-	return left, nil
+	lasting := 0
+	for _, h := range holders {
+		if h.pttl == math.MaxInt64 || h.pttl-e.drift(h.pttl) > 0 {
+			lasting++
+		}
+	}
+	if err := e.undecided(v, lasting); err != nil {
+		return 0, err
+	}
+	return 0, ErrNotFound
 }
 
 var errNoKeys = errors.New("quorum: no keys")

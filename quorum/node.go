@@ -3,6 +3,7 @@ package quorum
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -15,11 +16,12 @@ import (
 
 // node is one backend master and what the engine knows of its restarts.
 type node struct {
-	index int
-	addr  string
-	pipe  *pipe
-	log   *slog.Logger
-	stats nodeStats
+	index   int
+	addr    string
+	pipe    *pipe
+	log     *slog.Logger
+	stats   nodeStats
+	servers *servers // the engine's: which backend counts which server
 
 	// quarantine is off when the backends persist every write.
 	quarantine time.Duration
@@ -27,9 +29,11 @@ type node struct {
 	mu         sync.Mutex
 	runID      string    // the backend process last seen
 	eligibleAt time.Time // its replies count from then on (monotonic clock)
+	refusal    string    // why the last greeting refused the backend, as logged
+	serverID   string    // the run_id of the server connected to; "" if it gave none
 }
 
-func newNode(index int, rawURL string, cfg Config) (*node, error) {
+func newNode(index int, rawURL string, cfg Config, srv *servers) (*node, error) {
 	opt, err := redis.ParseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("backend %d: %w", index, err)
@@ -43,9 +47,10 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 		opt.TLSConfig = tc
 	}
 	n := &node{
-		index: index,
-		addr:  opt.Addr,
-		log:   cfg.Logger.With("backend", opt.Addr),
+		index:   index,
+		addr:    opt.Addr,
+		log:     cfg.Logger.With("backend", opt.Addr),
+		servers: srv,
 	}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
@@ -56,13 +61,16 @@ func newNode(index int, rawURL string, cfg Config) (*node, error) {
 
 // hello greets a new connection. A backend that restarted has closed every
 // connection we had to it, so the first command to reach the new process
-// comes after this: its uptime is known before any of its replies counts.
-// The scripts are loaded in the same round trip, so that the first lock
-// after a restart is as quick as any.
+// comes after this: what server it is, and its uptime, are known before any
+// of its replies counts. It refuses (fails the connection, so that no
+// command is ever sent on it) a server that lacks what the scripts need, or
+// that another backend already reaches under another name. The scripts are
+// loaded in the same round trip, so that the first lock after a restart is
+// as quick as any.
 func (n *node) hello(rw *bufio.ReadWriter) error {
-	var cmds []*command
-	if n.quarantine > 0 {
-		cmds = append(cmds, plainCommand("INFO", "server"))
+	cmds := []*command{
+		plainCommand("INFO", "server"),
+		plainCommand("COMMAND", "INFO", "PEXPIRETIME"),
 	}
 	for _, s := range allScripts {
 		cmds = append(cmds, plainCommand("SCRIPT", "LOAD", s.src))
@@ -73,41 +81,165 @@ func (n *node) hello(rw *bufio.ReadWriter) error {
 	if err := rw.Flush(); err != nil {
 		return err
 	}
+	replies := make([]reply, len(cmds))
 	for i := range cmds {
 		r, err := readReply(rw.Reader)
 		if err != nil {
 			return err
 		}
+		replies[i] = r
+	}
+	var info serverInfo
+	if r := replies[0]; r.kind == '-' {
+		// Only the quarantine cannot do without it. Without it the server
+		// cannot be told apart from the others, but only servers that are
+		// not Redis (such as the embedded ones) lack it; the connection's
+		// log line says so.
+		if n.quarantine > 0 {
+			return redisError(r.str)
+		}
+	} else {
+		var err error
+		if info, err = parseServerInfo(r.str); err != nil {
+			return err
+		}
+	}
+	if err := checkCommands(replies[1], info.version); err != nil {
+		return n.refuse(err)
+	}
+	for _, r := range replies[2:] {
 		if r.kind == '-' {
 			return redisError(r.str)
 		}
-		if i == 0 && n.quarantine > 0 {
-			if err := n.checkUptime(r.str); err != nil {
-				return err
-			}
+	}
+	if info.runID != "" {
+		if other := n.servers.claim(n, info.runID); other != nil {
+			return n.refuse(&DuplicateError{Addr: other.addr, RunID: info.runID})
 		}
+	}
+	n.mu.Lock()
+	n.refusal, n.serverID = "", info.runID
+	n.mu.Unlock()
+	if n.quarantine > 0 {
+		n.observe(info.runID, info.uptime)
 	}
 	return nil
 }
 
+// minVersion is the first Redis with PEXPIRETIME, which the acquire and
+// rollback scripts call. Valkey, forked from Redis 7.2, reports 7.2 as its
+// redis_version.
+const minVersion = "7.0"
+
+// checkCommands reads COMMAND INFO PEXPIRETIME: nil when the server does
+// not know the command (older than Redis 7.0, or the command renamed away),
+// where every acquisition would fail after its SET landed. Where COMMAND is
+// not allowed, the version in INFO server decides; where neither says, the
+// server is taken at its word.
+func checkCommands(r reply, version string) error {
+	if r.kind == '*' && len(r.array) == 1 {
+		switch cmd := r.array[0]; {
+		case cmd.kind == 0:
+			return &UnsupportedError{Reason: "it does not know PEXPIRETIME (COMMAND INFO)"}
+		case cmd.kind == '*' && len(cmd.array) > 0 && strings.EqualFold(cmd.array[0].str, "pexpiretime"):
+			return nil
+		}
+	}
+	if version != "" && versionLess(version, minVersion) {
+		return &UnsupportedError{Reason: "redis_version " + version}
+	}
+	return nil
+}
+
+// versionLess compares dotted versions numerically, part by part.
+func versionLess(a, b string) bool {
+	as, bs := strings.Split(a, "."), strings.Split(b, ".")
+	for i := range max(len(as), len(bs)) {
+		var x, y int
+		if i < len(as) {
+			x, _ = strconv.Atoi(as[i])
+		}
+		if i < len(bs) {
+			y, _ = strconv.Atoi(bs[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// refuse logs why the backend does not count, once until it counts again
+// (it is redialled while refused), and returns err.
+func (n *node) refuse(err error) error {
+	n.mu.Lock()
+	news := n.refusal != err.Error()
+	n.refusal = err.Error()
+	n.mu.Unlock()
+	if !news {
+		return err
+	}
+	var (
+		dup *DuplicateError
+		old *UnsupportedError
+	)
+	switch {
+	case errors.As(err, &dup):
+		n.log.Error("backend does not count toward quorum: it is the same redis-server as another backend, and one server has one vote; checked again on every reconnection",
+			"same_as", dup.Addr, "run_id", dup.RunID)
+	case errors.As(err, &old):
+		n.log.Error("backend does not count toward quorum and is sent no lock commands: lockproxy needs Redis "+minVersion+" or later, or Valkey 7.2 or later (PEXPIRETIME)",
+			"reason", old.Reason)
+	}
+	return err
+}
+
 // logState logs each change of the backend's connection, once: a dead
 // backend is redialled every timeout, and only the first failure is news.
+// hello has logged its refusals already.
 func (n *node) logState(up bool, err error) {
 	if up {
-		n.log.Info("backend connected")
+		n.mu.Lock()
+		id := n.serverID
+		n.mu.Unlock()
+		if id == "" {
+			id = "unknown (no INFO server): not checked against the other backends"
+		}
+		n.log.Info("backend connected", "run_id", id)
+		return
+	}
+	if isRefusal(err) {
 		return
 	}
 	n.log.Warn("backend unreachable; its votes count as failures until it answers again", "err", err)
 }
 
-// checkUptime reads the backend's own uptime so that every proxy instance,
-// including one started after the backend restarted, reaches the same verdict.
-func (n *node) checkUptime(info string) error {
-	runID, uptime, err := parseServerInfo(info)
-	if err != nil {
-		return err
+// servers maps each redis-server process (its run_id) to the one backend
+// whose votes count for it: two addresses of one server (the same host
+// listed twice, a name and its IP, a DNS change) would give it two votes.
+type servers struct {
+	mu     sync.Mutex
+	byID   map[string]*node
+	byNode map[*node]string
+}
+
+// claim records that n reaches the server runID and returns nil, or the
+// backend that already counts that server. A claim lasts until its backend
+// reaches another server: a backend that lost its connection may well come
+// back to the same one.
+func (s *servers) claim(n *node, runID string) *node {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if other := s.byID[runID]; other != nil && other != n {
+		return other
 	}
-	n.observe(runID, uptime)
+	if s.byID == nil {
+		s.byID, s.byNode = map[string]*node{}, map[*node]string{}
+	}
+	if old, ok := s.byNode[n]; ok {
+		delete(s.byID, old)
+	}
+	s.byID[runID], s.byNode[n] = n, runID
 	return nil
 }
 
@@ -149,7 +281,15 @@ func (n *node) quarantined() error {
 	return nil
 }
 
-func parseServerInfo(info string) (runID string, uptime time.Duration, err error) {
+// serverInfo is what INFO server tells of a backend.
+type serverInfo struct {
+	runID   string
+	uptime  time.Duration
+	version string // redis_version; "" when not given
+}
+
+func parseServerInfo(info string) (serverInfo, error) {
+	var si serverInfo
 	seconds := -1
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -159,17 +299,21 @@ func parseServerInfo(info string) (runID string, uptime time.Duration, err error
 		}
 		switch name {
 		case "run_id":
-			runID = value
+			si.runID = value
+		case "redis_version":
+			si.version = value
 		case "uptime_in_seconds":
+			var err error
 			if seconds, err = strconv.Atoi(value); err != nil {
-				return "", 0, fmt.Errorf("quorum: bad uptime_in_seconds %q", value)
+				return serverInfo{}, fmt.Errorf("quorum: bad uptime_in_seconds %q", value)
 			}
 		}
 	}
-	if seconds < 0 || runID == "" {
-		return "", 0, fmt.Errorf("quorum: INFO server lacks run_id or uptime_in_seconds")
+	if seconds < 0 || si.runID == "" {
+		return serverInfo{}, fmt.Errorf("quorum: INFO server lacks run_id or uptime_in_seconds")
 	}
-	return runID, time.Duration(seconds) * time.Second, nil
+	si.uptime = time.Duration(seconds) * time.Second
+	return si, nil
 }
 
 // do sends cmd to the backend and waits for its reply until ctx is done.

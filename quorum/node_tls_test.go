@@ -26,7 +26,7 @@ func TestNewNodeTLS(t *testing.T) {
 		c := cfg
 		c.TLSConfig = cfg.TLSConfig.Clone()
 		c.TLSConfig.ServerName = tc.override
-		n, err := newNode(0, tc.url, c)
+		n, err := newNode(0, tc.url, c, &servers{})
 		if err != nil {
 			t.Fatal(err)
 		}

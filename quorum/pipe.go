@@ -91,17 +91,18 @@ func (pp *pipe) changed(up bool) bool {
 	return news && !pp.closed
 }
 
-// state names the connection's state for Engine.Backends.
-func (pp *pipe) state() string {
+// state names the connection's state for Engine.Backends and, when it is
+// down, the error of the last dial or connection.
+func (pp *pipe) state() (string, error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	switch {
 	case pp.conn != nil:
-		return "up"
+		return "up", nil
 	case pp.reported:
-		return "down"
+		return "down", pp.downErr
 	}
-	return "idle"
+	return "idle", nil
 }
 
 // send queues p for the backend; its completer hears back exactly once.
@@ -131,7 +132,16 @@ func (pp *pipe) send(p *pending) {
 
 // redialBackoff is how long requests fail at once after a failed dial, so
 // that a dead backend costs a dial per backoff rather than one per request.
-func (pp *pipe) redialBackoff() time.Duration { return pp.timeout }
+// A backend the greeting refused answers, and its greeting costs it a dozen
+// commands: it is asked again only every refusalBackoff.
+func (pp *pipe) redialBackoff(err error) time.Duration {
+	if isRefusal(err) {
+		return max(pp.timeout, refusalBackoff)
+	}
+	return pp.timeout
+}
+
+const refusalBackoff = time.Second
 
 func (pp *pipe) dial() {
 	defer pp.running.Done()
@@ -145,7 +155,7 @@ func (pp *pipe) dial() {
 		err = errPipeClosed
 	}
 	if err != nil {
-		pp.downUntil, pp.downErr = time.Now().Add(pp.redialBackoff()), err
+		pp.downUntil, pp.downErr = time.Now().Add(pp.redialBackoff(err)), err
 		news := pp.changed(false)
 		pp.mu.Unlock()
 		if news {
@@ -157,7 +167,7 @@ func (pp *pipe) dial() {
 		return
 	}
 	c := &pipeConn{pipe: pp, nc: nc, rw: rw, wake: make(chan struct{}, 1), dead: make(chan struct{})}
-	pp.conn = c
+	pp.conn, pp.downErr = c, nil
 	for _, p := range waiting {
 		c.push(p)
 	}
@@ -388,7 +398,7 @@ func (c *pipeConn) fail(err error) error {
 	c.broken = true
 	news := false
 	if pp.conn == c {
-		pp.conn = nil
+		pp.conn, pp.downErr = nil, err
 		news = pp.changed(false)
 	}
 	owed := c.inflight[c.head:]

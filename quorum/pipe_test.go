@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -205,8 +204,8 @@ func TestBackendStates(t *testing.T) {
 		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
 	})
 	for _, st := range c.engine.Backends() {
-		if st.State != "idle" {
-			t.Fatalf("before any request: %+v", st)
+		if st.State != "up" || st.Replies != 0 {
+			t.Fatalf("connected by New, before any request: %+v", st)
 		}
 	}
 	c.servers[2].Kill()
@@ -225,8 +224,8 @@ func TestBackendStates(t *testing.T) {
 		t.Errorf("killed backend: %+v; want down with 5 refusals", st)
 	}
 	text := logged.String()
-	if n := strings.Count(text, "backend connected"); n != 2 {
-		t.Errorf("%d lines say a backend connected, want 2:\n%s", n, text)
+	if n := strings.Count(text, "backend connected"); n != 3 {
+		t.Errorf("%d lines say a backend connected, want 3:\n%s", n, text)
 	}
 	if n := strings.Count(text, "backend unreachable"); n != 1 {
 		t.Errorf("%d lines say a backend is unreachable, want 1:\n%s", n, text)
@@ -254,31 +253,28 @@ func (b *syncBuffer) String() string {
 // TestCloseDoesNotWaitForDial: closing the engine ends a dial in progress
 // at once instead of waiting out the backend timeout.
 func TestCloseDoesNotWaitForDial(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	srv := redistest.Start(t)
+	// The backend answers while New connects, then hangs: the next dial's
+	// greeting waits for a reply that never comes.
+	r := newRelay(t, srv.Addr())
+	e, err := New(Config{Backends: []string{r.URL()}, NodeTimeout: time.Minute, DisableRestartQuarantine: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
-	go func() { // accepts and never answers: the greeting hangs
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
+	r.silence()
+	redistest.Eventually(t, func() string {
+		if state, _ := e.nodes[0].pipe.state(); state != "down" {
+			return "still " + state
 		}
-	}()
-	e, err := New(Config{Backends: []string{"redis://" + silent.Addr().String()}, NodeTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+		return ""
+	})
 	answered := make(chan error, 1)
 	go func() {
 		_, err := e.Acquire(context.Background(), uniqueKey(t), "tok", time.Second)
 		answered <- err
 	}()
 	redistest.Eventually(t, func() string {
-		if e.nodes[0].pipe.state() == "idle" && !dialing(e.nodes[0].pipe) {
+		if !dialing(e.nodes[0].pipe) {
 			return "not dialling yet"
 		}
 		return ""

@@ -15,23 +15,38 @@ type keyState struct {
 	pttl     time.Duration // math.MaxInt64 when the key has no expiry
 }
 
-// read looks at key on every backend and returns the views that count, or a
-// *NoQuorumError when fewer than a quorum answered.
-func (e *Engine) read(ctx context.Context, key string) ([]keyState, error) {
+// views is what the backends that answered a read see of a key, and why the
+// others gave no view that counts.
+type views struct {
+	states   []keyState
+	failures []*NodeError
+}
+
+// read looks at key on every backend, hearing from each (or its timeout).
+func (e *Engine) read(key string) views {
 	f := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
-	var states []keyState
-	var failures []*NodeError
-	for _, v := range collectAll(f, len(e.nodes)) {
-		if v.err != nil {
-			failures = append(failures, v.err.(*NodeError))
+	var v views
+	for _, vt := range collectAll(f, len(e.nodes)) {
+		if vt.err != nil {
+			v.failures = append(v.failures, vt.err.(*NodeError))
 			continue
 		}
-		states = append(states, v.val)
+		v.states = append(v.states, vt.val)
 	}
-	if len(states) < e.quorum {
-		return nil, &NoQuorumError{Counted: len(states), Needed: e.quorum, Total: len(e.nodes), Nodes: failures}
+	return v
+}
+
+// undecided is the answer to a read when agreed of the views that count
+// support "yes" (hold the value, the key exists) and fewer than a quorum
+// do: a *NoQuorumError when the backends that did not answer could make
+// them a quorum, and nil when "no" is certain. Backends that did not answer
+// may hold a value nobody else does, so with a quorum of them silent, even
+// agreed == 0 is undecided.
+func (e *Engine) undecided(v views, agreed int) error {
+	if agreed+len(v.failures) < e.quorum {
+		return nil
 	}
-	return states, nil
+	return &NoQuorumError{Counted: len(v.states), Agreed: agreed, Needed: e.quorum, Total: len(e.nodes), Nodes: v.failures}
 }
 
 func parseKeyState(_ *node, r reply) (keyState, error) {
@@ -55,59 +70,69 @@ func parseKeyState(_ *node, r reply) (keyState, error) {
 	return s, nil
 }
 
-// majority returns the value held by at least q of states and the views of
-// the backends that hold it.
-func majority(states []keyState, q int) (holders []keyState, ok bool) {
+// mostHeld returns the views of the backends that hold the value held most
+// often (none when no backend holds a value). A value held by a quorum is
+// the only one that can be.
+func mostHeld(states []keyState) []keyState {
 	counts := make(map[string]int, len(states))
+	best, most := "", 0
 	for _, s := range states {
-		if s.hasValue {
-			counts[s.value]++
-		}
-	}
-	for value, c := range counts {
-		if c < q {
+		if !s.hasValue {
 			continue
 		}
-		for _, s := range states {
-			if s.hasValue && s.value == value {
-				holders = append(holders, s)
-			}
+		if counts[s.value]++; counts[s.value] > most {
+			best, most = s.value, counts[s.value]
 		}
-		return holders, true
 	}
-	return nil, false
+	if most == 0 {
+		return nil
+	}
+	return holdersOf(states, best)
+}
+
+// holdersOf returns the views of the backends that hold value.
+func holdersOf(states []keyState, value string) []keyState {
+	var holders []keyState
+	for _, s := range states {
+		if s.hasValue && s.value == value {
+			holders = append(holders, s)
+		}
+	}
+	return holders
 }
 
 // Get returns the value held by a quorum of backends. It returns ErrNotFound
-// when a quorum answered and no value is held by a quorum, and a
-// *NoQuorumError when fewer answered.
+// when no value is held by a quorum, even counting the backends that did not
+// answer as holders, and a *NoQuorumError when those could make one.
 func (e *Engine) Get(ctx context.Context, key string) (string, error) {
-	states, err := e.read(ctx, key)
-	if err != nil {
+	v := e.read(key)
+	holders := mostHeld(v.states)
+	if len(holders) >= e.quorum {
+		return holders[0].value, nil
+	}
+	if err := e.undecided(v, len(holders)); err != nil {
 		return "", err
 	}
-	holders, ok := majority(states, e.quorum)
-	if !ok {
-		return "", ErrNotFound
-	}
-	return holders[0].value, nil
+	return "", ErrNotFound
 }
 
 // PTTL returns how long the value held by a quorum stays held by a quorum,
 // less the drift allowance: the quorum-th longest remaining TTL among its
-// holders. It returns ErrNotFound when no value is held by a quorum (or too
-// little time is left to count on), ErrNoExpiry when a quorum holds it
-// without expiry, and a *NoQuorumError when too few backends answered.
+// holders that answered (backends that did not answer can only make it
+// longer). It returns ErrNotFound when no value is held by a quorum (or
+// too little time is left to count on), ErrNoExpiry when a quorum holds it
+// without expiry, and a *NoQuorumError when the backends that did not
+// answer could make either of those untrue.
 func (e *Engine) PTTL(ctx context.Context, key string) (time.Duration, error) {
-	states, err := e.read(ctx, key)
-	if err != nil {
-		return 0, err
-	}
-	holders, ok := majority(states, e.quorum)
-	if !ok {
+	v := e.read(key)
+	holders := mostHeld(v.states)
+	if len(holders) < e.quorum {
+		if err := e.undecided(v, len(holders)); err != nil {
+			return 0, err
+		}
 		return 0, ErrNotFound
 	}
-	return e.quorumTTL(holders)
+	return e.quorumTTL(v, holders)
 }
 
 func cmpDuration(a, b time.Duration) int {
@@ -121,31 +146,34 @@ func cmpDuration(a, b time.Duration) int {
 }
 
 // Exists reports whether key exists on a quorum of backends, whatever its
-// values there. It returns a *NoQuorumError when too few answered.
+// values there. It returns a *NoQuorumError when it exists on fewer and the
+// backends that did not answer could make them a quorum.
 func (e *Engine) Exists(ctx context.Context, key string) (bool, error) {
-	states, err := e.read(ctx, key)
-	if err != nil {
-		return false, err
-	}
+	v := e.read(key)
 	n := 0
-	for _, s := range states {
+	for _, s := range v.states {
 		if s.exists {
 			n++
 		}
 	}
-	return n >= e.quorum, nil
+	if n >= e.quorum {
+		return true, nil
+	}
+	return false, e.undecided(v, n)
 }
 
 // Delete deletes key on every backend, whoever holds it: an administrative
 // unlock. It reports whether a quorum deleted it, and returns a
-// *NoQuorumError when too few backends answered.
+// *NoQuorumError when the backends that did not answer could have made
+// that a quorum.
 func (e *Engine) Delete(ctx context.Context, key string) (bool, error) {
 	return e.writeAll(plainCommand("DEL", key))
 }
 
 // Expire sets key's TTL on every backend, whoever holds it. It reports
-// whether a quorum set it, and returns a *NoQuorumError when too few
-// backends answered and a *TTLError for a TTL outside (0, MaxTTL].
+// whether a quorum set it, and returns a *NoQuorumError when the backends
+// that did not answer could have made that a quorum, and a *TTLError for a
+// TTL outside (0, MaxTTL].
 func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -105,5 +106,56 @@ func TestDeleteAndExpire(t *testing.T) {
 	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "") })
 	if ok, err := c.engine.Expire(t.Context(), key, 10*time.Second); err != nil || ok {
 		t.Fatalf("Expire of an absent key: %v, %v", ok, err)
+	}
+}
+
+// TestQuorumTTLDecidable: the quorum-th longest TTL among the holders that
+// answered is a floor (the silent ones can only hold the value longer), so
+// it is the answer while time is left; "expired" only when the silent
+// backends could not make a quorum of holders with time left.
+func TestQuorumTTLDecidable(t *testing.T) {
+	e := &Engine{cfg: Config{DriftFactor: 0.01}, quorum: 2, nodes: make([]*node, 3)}
+	const forever = time.Duration(math.MaxInt64)
+	silent := []*NodeError{{Err: errNoReply}}
+	for _, tc := range []struct {
+		name      string
+		ttls      []time.Duration // of the holders that answered
+		silent    int
+		want      time.Duration // 0: expired (ErrNotFound); -1: ErrNoExpiry
+		undecided bool
+	}{
+		{"all answered", []time.Duration{10 * time.Second, 8 * time.Second}, 0, 8 * time.Second, false},
+		{"a floor with one silent", []time.Duration{10 * time.Second, 8 * time.Second}, 1, 8 * time.Second, false},
+		{"one silent could hold it longer", []time.Duration{forever, 5 * time.Second}, 1, 5 * time.Second, false},
+		{"expired everywhere that answered", []time.Duration{time.Millisecond, time.Millisecond}, 1, 0, false},
+		{"expired on one, the silent one decides", []time.Duration{10 * time.Second, time.Millisecond}, 1, 0, true},
+		{"expired on one, all answered", []time.Duration{10 * time.Second, time.Millisecond}, 0, 0, false},
+		{"no expiry on a quorum", []time.Duration{forever, forever}, 1, -1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var holders []keyState
+			for _, ttl := range tc.ttls {
+				holders = append(holders, keyState{exists: true, hasValue: true, value: "v", pttl: ttl})
+			}
+			got, err := e.quorumTTL(views{states: holders, failures: silent[:tc.silent]}, holders)
+			switch {
+			case tc.undecided:
+				if !errors.Is(err, ErrNoQuorum) {
+					t.Fatalf("expected no quorum, got %s, %v", got, err)
+				}
+			case tc.want == 0:
+				if !errors.Is(err, ErrNotFound) {
+					t.Fatalf("expected ErrNotFound, got %s, %v", got, err)
+				}
+			case tc.want == -1:
+				if !errors.Is(err, ErrNoExpiry) {
+					t.Fatalf("expected ErrNoExpiry, got %s, %v", got, err)
+				}
+			default:
+				if exp := tc.want - e.drift(tc.want); err != nil || got != exp {
+					t.Fatalf("expected %s, got %s, %v", exp, got, err)
+				}
+			}
+		})
 	}
 }

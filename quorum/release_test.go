@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,7 +143,12 @@ func TestReleaseUndecidable(t *testing.T) {
 	}
 	c.servers[2].Pause()
 	defer c.servers[2].Resume()
-	if exp, got := "noquorum", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+	err := second(c.engine.Release(t.Context(), key, "owner"))
+	if exp, got := "noquorum", outcome(err); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	// A quorum answered: the text must say what kept it from deciding.
+	if exp := "4 of 5 backends answered but only 2 agreed, 3 needed"; !strings.Contains(err.Error(), exp) {
+		t.Errorf("error %q does not say %q", err, exp)
 	}
 }

@@ -13,18 +13,28 @@ const (
 	KindRefused     = "connection refused"
 	KindClosed      = "connection closed"
 	KindQuarantined = "quarantined"
+	KindUnsupported = "unsupported" // lacks a command the scripts need
+	KindDuplicate   = "duplicate"   // the same server as another backend
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
-	var q *QuarantineError
+	var (
+		q *QuarantineError
+		u *UnsupportedError
+		d *DuplicateError
+	)
 	switch {
 	case errors.As(err, &q):
 		return KindQuarantined
+	case errors.As(err, &u):
+		return KindUnsupported
+	case errors.As(err, &d):
+		return KindDuplicate
 	case isTimeout(err):
 		return KindTimeout
 	case isRefused(err):
@@ -49,7 +59,10 @@ type BackendState struct {
 	Addr string
 	// State is "up" (connected, its replies count), "quarantined"
 	// (connected, restarted less than max_ttl ago), "down" (no connection:
-	// the last dial or connection failed) or "idle" (not dialled yet).
+	// the last dial or connection failed), "idle" (not dialled yet), or,
+	// for a server that answered but was refused and is sent nothing,
+	// "unsupported" (it lacks PEXPIRETIME: older than Redis 7.0) or
+	// "duplicate" (another backend reaches the same server).
 	State          string
 	QuarantineLeft time.Duration
 	// LastLatency is the latency of its last vote; LastError the kind of
@@ -93,9 +106,10 @@ func (s *nodeStats) record(latency time.Duration, kind string) {
 func (e *Engine) Backends() []BackendState {
 	out := make([]BackendState, len(e.nodes))
 	for i, n := range e.nodes {
+		state, downErr := n.pipe.state()
 		st := BackendState{
 			Addr:        n.addr,
-			State:       n.pipe.state(),
+			State:       state,
 			LastLatency: time.Duration(n.stats.lastLatency.Load()),
 			Replies:     n.stats.replies.Load(),
 			Failures:    make(map[string]uint64, len(failureKinds)),
@@ -107,8 +121,11 @@ func (e *Engine) Backends() []BackendState {
 		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
 		n.stats.mu.Unlock()
 		var q *QuarantineError
-		if st.State == "up" && errors.As(n.quarantined(), &q) {
+		switch {
+		case st.State == "up" && errors.As(n.quarantined(), &q):
 			st.State, st.QuarantineLeft = "quarantined", q.Left
+		case st.State == "down" && isRefusal(downErr):
+			st.State = failureKind(downErr)
 		}
 		out[i] = st
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"strconv"
 )
@@ -27,6 +28,7 @@ type command struct {
 	script *script // set for EVALSHA: NOSCRIPT falls back to EVAL
 	argc   int     // for the EVAL form: the array length
 	tail   int     // for the EVAL form: where numkeys starts in wire
+	key    uint32  // a hash of the first key, for fanout's send order
 }
 
 // plainCommand encodes a command of strings and integers.
@@ -52,7 +54,13 @@ func scriptCommand(s *script, keys []string, args ...any) *command {
 	for _, a := range args {
 		b = appendArg(b, a)
 	}
-	return &command{wire: b, script: s, argc: argc, tail: tail}
+	c := &command{wire: b, script: s, argc: argc, tail: tail}
+	if len(keys) > 0 {
+		h := fnv.New32a()
+		h.Write([]byte(keys[0]))
+		c.key = h.Sum32()
+	}
+	return c
 }
 
 // eval is the command as EVAL with the script's source, for a backend that
@@ -132,9 +140,10 @@ func (r reply) integer() (int64, error) {
 }
 
 // maxReplyDepth and maxBulk bound what a misbehaving backend can make the
-// reader allocate; our scripts answer at most a two-element array.
+// reader allocate; our scripts answer at most a two-element array, and the
+// deepest reply read is COMMAND INFO's, whose key specs nest six deep.
 const (
-	maxReplyDepth = 4
+	maxReplyDepth = 8
 	maxBulk       = 512 << 20
 	maxArray      = 1 << 20
 )

@@ -48,16 +48,16 @@ func TestReadReply(t *testing.T) {
 
 func TestReadReplyRejectsGarbage(t *testing.T) {
 	for _, in := range []string{
-		"",                                     // EOF
-		"?x\r\n",                               // unknown type
-		":12a\r\n",                             // bad integer
-		"$5\r\nab\r\n",                         // short bulk
-		"$3\r\nabcd\r\n",                       // bulk without its CRLF
-		"$-7\r\n",                              // negative length
-		"$999999999999\r\n",                    // beyond the bulk limit
-		"*2\r\n:1\r\n",                         // short array
-		":1\n",                                 // LF without CR
-		"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", // nested too deep
+		"",                  // EOF
+		"?x\r\n",            // unknown type
+		":12a\r\n",          // bad integer
+		"$5\r\nab\r\n",      // short bulk
+		"$3\r\nabcd\r\n",    // bulk without its CRLF
+		"$-7\r\n",           // negative length
+		"$999999999999\r\n", // beyond the bulk limit
+		"*2\r\n:1\r\n",      // short array
+		":1\n",              // LF without CR
+		strings.Repeat("*1\r\n", maxReplyDepth+1) + ":1\r\n", // nested too deep
 	} {
 		if r, err := readReply(bufio.NewReader(strings.NewReader(in))); err == nil {
 			t.Errorf("%q: accepted as %+v", in, r)
