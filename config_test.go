@@ -118,6 +118,7 @@ func TestConfigRejects(t *testing.T) {
 		{"user flag without kind", ``, []string{"-users", "a"}, "users"},
 		{"user flag with a bad kind", ``, []string{"-users", "a:md5:00"}, "users"},
 		{"default user and password", "password = \"p\"\n[[users]]\nname = \"default\"\npassword_sha256 = \"" + strings.Repeat("0", 64) + "\"", nil, "password"},
+		{"nested key prefixes", "", []string{"-users", "a:sha256:" + strings.Repeat("0", 64) + ":t:", "-users", "b:sha256:" + strings.Repeat("0", 64) + ":t:x:"}, "users"},
 		{"negative idle timeout", `idle_timeout = "-1s"`, nil, "idle_timeout"},
 		{"no clients", `max_clients = 0`, nil, "max_clients"},
 		{"no key bytes", ``, []string{"-max-key-bytes", "0"}, "max_key_bytes"},

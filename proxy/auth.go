@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/crypto/bcrypt"
 )
@@ -26,7 +27,9 @@ type User struct {
 	PasswordBcrypt string
 	// KeyPrefix is put in front of every key the user's commands name
 	// before it reaches the Locker, so that users with distinct prefixes
-	// cannot touch each other's locks. Replies are unchanged. Default: none.
+	// cannot touch each other's locks. Replies are unchanged. New fails
+	// when two users' prefixes nest ("t:" and "t:x:"); users may share one,
+	// and a user without one sees every key. Default: none.
 	KeyPrefix string
 }
 
@@ -80,11 +83,39 @@ func newUsers(cfg Config, space func(prefix string) *keyspace) (*users, error) {
 			u.decoy = a.bcrypt
 		}
 	}
+	if err := checkPrefixes(cfg.Users); err != nil {
+		return nil, err
+	}
 	if len(u.byName) == 0 {
 		u.anonymous = &account{name: defaultUser, nopass: true, locks: space("")}
 		u.byName[defaultUser] = u.anonymous
 	}
 	return u, nil
+}
+
+// checkPrefixes refuses key prefixes that nest: with "t:" and "t:x:", the
+// first user's key "x:orders" is the second's "orders". Users that share one
+// prefix share one keyspace on purpose (two credentials of one tenant, say),
+// and a user without a prefix sees every key, as an administrator's account
+// does (Redis ACL's ~* beside ~app1:*); neither looks like a separation that
+// is not one, so both are accepted.
+func checkPrefixes(users []User) error {
+	for i, a := range users {
+		for _, b := range users[i+1:] {
+			if a.KeyPrefix == "" || b.KeyPrefix == "" || a.KeyPrefix == b.KeyPrefix {
+				continue
+			}
+			outer, inner := a, b
+			if len(outer.KeyPrefix) > len(inner.KeyPrefix) {
+				outer, inner = inner, outer
+			}
+			if strings.HasPrefix(inner.KeyPrefix, outer.KeyPrefix) {
+				return fmt.Errorf("users: key prefixes overlap: user %q (key prefix %q) can reach every lock of user %q (key prefix %q)",
+					outer.Name, outer.KeyPrefix, inner.Name, inner.KeyPrefix)
+			}
+		}
+	}
+	return nil
 }
 
 // CheckUsers returns the error New would return for password and users,

@@ -123,6 +123,10 @@ func TestAuthUserErrors(t *testing.T) {
 		{"bad bcrypt", Config{Users: []User{{Name: "a", PasswordBcrypt: "$2a$10$short"}}}, "bcrypt"},
 		{"twice", Config{Users: []User{{Name: "a", PasswordSHA256: good}, {Name: "a", PasswordSHA256: good}}}, "twice"},
 		{"default and password", Config{Password: "p", Users: []User{{Name: "default", PasswordSHA256: good}}}, "keep one"},
+		{"nested prefixes", Config{Users: []User{{Name: "inner", PasswordSHA256: good, KeyPrefix: "t:x:"}, {Name: "outer", PasswordSHA256: good, KeyPrefix: "t:"}}},
+			`user "outer" (key prefix "t:") can reach every lock of user "inner" (key prefix "t:x:")`},
+		{"a prefix that continues another", Config{Users: []User{{Name: "app1", PasswordSHA256: good, KeyPrefix: "app1"}, {Name: "app10", PasswordSHA256: good, KeyPrefix: "app10"}}},
+			`user "app1" (key prefix "app1") can reach every lock of user "app10"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(&fakeLocker{}, tc.cfg)
@@ -133,6 +137,22 @@ func TestAuthUserErrors(t *testing.T) {
 				t.Fatalf("the error shows the hash: %v", err)
 			}
 		})
+	}
+}
+
+// TestAuthPrefixesThatDoNotNest: users that share a prefix, have none, or
+// have prefixes neither of which starts the other are accepted.
+func TestAuthPrefixesThatDoNotNest(t *testing.T) {
+	good := sha256Hex("x")
+	users := []User{
+		{Name: "a", PasswordSHA256: good, KeyPrefix: "t:"},
+		{Name: "a-rotated", PasswordSHA256: good, KeyPrefix: "t:"},
+		{Name: "b", PasswordSHA256: good, KeyPrefix: "u:"},
+		{Name: "c", PasswordSHA256: good, KeyPrefix: "tu:"},
+		{Name: "admin", PasswordSHA256: good},
+	}
+	if err := CheckUsers("legacy", users); err != nil {
+		t.Fatal(err)
 	}
 }
 

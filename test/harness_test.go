@@ -195,9 +195,12 @@ func redisCLI(t *testing.T, addr string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// runBinary runs lockproxy to completion (for startup failures).
+// runBinary runs lockproxy to completion (for startup failures); one that
+// starts serving instead is killed after 20 s.
 func runBinary(args ...string) (string, error) {
-	cmd := exec.Command(binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
