@@ -156,6 +156,68 @@ func TestAuthPrefixesThatDoNotNest(t *testing.T) {
 	}
 }
 
+// TestAuthCostHidesUserNames: every AUTH does the same hash work, whether
+// the user exists, what kind of hash it has and at what cost, and whether
+// the password is right, so that the time it takes tells nothing. Counted
+// through users.compare rather than timed: each bcrypt comparison costs
+// 2^cost rounds, and every AUTH must add up to what the dearest configured
+// hash costs.
+func TestAuthCostHidesUserNames(t *testing.T) {
+	hash := func(pass string, cost int) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pass), cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	const dearest = bcrypt.MinCost + 3
+	s, err := New(&fakeLocker{}, Config{Password: "pw", Users: []User{
+		{Name: "sha", PasswordSHA256: sha256Hex("p-sha")},
+		{Name: "cheap", PasswordBcrypt: hash("p-cheap", bcrypt.MinCost)},
+		{Name: "middle", PasswordBcrypt: hash("p-middle", bcrypt.MinCost+1)},
+		{Name: "dear", PasswordBcrypt: hash("p-dear", dearest)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare, rounds := s.users.compare, 0
+	s.users.compare = func(hash, pass []byte) error {
+		cost, err := bcrypt.Cost(hash)
+		if err != nil {
+			t.Errorf("compared a password with %q, not a bcrypt hash: %v", hash, err)
+		}
+		rounds += 1 << cost
+		return compare(hash, pass)
+	}
+	for _, tc := range []struct {
+		user, pass string
+		ok         bool
+	}{
+		{"nobody", "x", false},
+		{"nobody", "p-dear", false}, // another user's password
+		{"sha", "x", false},
+		{"sha", "p-sha", true},
+		{"sha", "p-dear", false},
+		{"default", "x", false},
+		{"default", "pw", true},
+		{"cheap", "x", false},
+		{"cheap", "p-cheap", true},
+		{"middle", "p-cheap", false},
+		{"middle", "p-middle", true},
+		{"dear", "x", false},
+		{"dear", "p-dear", true},
+	} {
+		rounds = 0
+		a, err := s.users.authenticate(tc.user, []byte(tc.pass), false)
+		if ok := err == nil && a != nil && a.name == tc.user; ok != tc.ok {
+			t.Errorf("AUTH %s %s: admitted %v (%v), want %v", tc.user, tc.pass, ok, err, tc.ok)
+		}
+		if exp, got := 1<<dearest, rounds; exp != got {
+			t.Errorf("AUTH %s %s: %d bcrypt rounds, want %d as for every AUTH", tc.user, tc.pass, got, exp)
+		}
+	}
+}
+
 func TestKeyAndTokenLimits(t *testing.T) {
 	ts := startServer(t, Config{MaxKeyBytes: 8, MaxTokenBytes: 4, Users: []User{
 		{Name: "u", PasswordSHA256: sha256Hex("p"), KeyPrefix: "a-long-prefix:"}, // the prefix does not count
