@@ -57,8 +57,6 @@ type Config struct {
 	Observer Observer
 }
 
-const maxRequestBytesLimit = 1 << 40 // the guard's own ceiling
-
 func (c Config) withDefaults() Config {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 1 << 20
@@ -120,8 +118,8 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	if locks == nil {
 		return nil, errors.New("proxy: nil Locker")
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > maxRequestBytesLimit {
-		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, int64(maxRequestBytesLimit))
+	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > guardMaxLimit {
+		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, guardMaxLimit)
 	}
 	for _, v := range []struct {
 		name string
@@ -166,7 +164,7 @@ func buildVersion() string {
 // Serve answers the connections accepted on ln, behind the RESP guard and
 // the client limit, until Shutdown. For TLS, ln is the TLS listener. It
 // returns nil after Shutdown (at once, closing ln, when Shutdown came
-// first).
+// first), once every connection it accepted is closed and served no more.
 func (s *Server) Serve(ln net.Listener) error {
 	dl := s.attach(ln)
 	if dl == nil {
@@ -174,10 +172,52 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	defer s.serving.Done()
-	rs := redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.serveRESP, s.accepted, s.disconnected)
-	rs.AcceptError = func(err error) { s.log.Warn("proxy: accept failed", "err", err) }
-	rs.SetIdleClose(s.cfg.IdleTimeout)
-	return rs.Serve(dl)
+	var open connSet
+	defer open.closeAll()
+	for {
+		conn, err := dl.Accept()
+		switch {
+		case errors.Is(err, net.ErrClosed):
+			return nil
+		case err != nil:
+			s.log.Warn("proxy: accept failed", "err", err)
+			continue
+		}
+		open.serve(conn, s.serveConn)
+	}
+}
+
+// connSet is the connections one Serve accepted and still serves.
+type connSet struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// serve runs serveConn(conn) in a goroutine of its own.
+func (cs *connSet) serve(conn net.Conn, serveConn func(net.Conn)) {
+	cs.mu.Lock()
+	if cs.conns == nil {
+		cs.conns = map[net.Conn]struct{}{}
+	}
+	cs.conns[conn] = struct{}{}
+	cs.mu.Unlock()
+	cs.wg.Go(func() {
+		serveConn(conn)
+		cs.mu.Lock()
+		delete(cs.conns, conn)
+		cs.mu.Unlock()
+	})
+}
+
+// closeAll closes every connection and waits until none is served.
+func (cs *connSet) closeAll() {
+	cs.mu.Lock()
+	for conn := range cs.conns {
+		conn.Close()
+	}
+	cs.mu.Unlock()
+	cs.wg.Wait()
 }
 
 // attach wraps ln, unless Shutdown already began (nil).
@@ -188,7 +228,7 @@ func (s *Server) attach(ln net.Listener) *drainListener {
 		return nil
 	}
 	dl := &drainListener{
-		Listener: &limitListener{Listener: newGuardListener(ln, s.cfg.MaxRequestBytes), clients: &s.clients, max: int64(s.cfg.MaxClients)},
+		Listener: &limitListener{Listener: ln, clients: &s.clients, max: int64(s.cfg.MaxClients)},
 		closing:  &s.closing, stopped: s.stopped, release: s.release,
 	}
 	s.lns = append(s.lns, dl)
@@ -206,7 +246,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.drain(ctx)
 	s.cancel()
 	s.releaseOnce.Do(func() { close(s.release) })
-	s.serving.Wait() // redcon closes every connection before Serve returns
+	s.serving.Wait() // Serve closes every connection before it returns
 	return err
 }
 
@@ -256,14 +296,14 @@ func (s *Server) end(conn redcon.Conn) {
 }
 
 // flushIfClosing sends the replies written so far when Shutdown began:
-// redcon flushes only after the whole pipeline, and by then Shutdown may
-// have closed the connection.
+// serveCommands writes them only after the whole batch, and by then
+// Shutdown may have closed the connection.
 func (s *Server) flushIfClosing(conn redcon.Conn) {
 	if !s.closing.Load() {
 		return
 	}
-	if w := redcon.BaseWriter(conn); w != nil {
-		w.Flush()
+	if c, ok := conn.(*client); ok {
+		c.flush()
 	}
 }
 
@@ -276,12 +316,15 @@ func (s *Server) requestContext() (context.Context, context.CancelFunc) {
 }
 
 // accepted starts a connection's state; limitListener has counted it.
-func (s *Server) accepted(conn redcon.Conn) bool {
+func (s *Server) accepted(conn redcon.Conn) {
 	st := &connState{id: s.nextID.Add(1), proto: 2, user: s.users.anonymous}
 	conn.SetContext(st)
 	s.log.Debug("proxy: connection opened", "id", st.id, "addr", conn.RemoteAddr())
-	return true
 }
+
+// writeTimeout bounds how long a reply may wait for a client that reads
+// nothing.
+func (s *Server) writeTimeout() time.Duration { return 0 }
 
 func (s *Server) disconnected(conn redcon.Conn, err error) {
 	s.clients.Add(-1)
@@ -326,8 +369,8 @@ func reject(conn net.Conn) {
 	conn.Close()
 }
 
-// drainListener keeps redcon's accept loop waiting after Shutdown closed
-// the listener: redcon closes every connection as soon as Accept fails, which
+// drainListener keeps Serve's accept loop waiting after Shutdown closed the
+// listener: Serve closes every connection as soon as Accept fails, which
 // would cut the commands in flight.
 type drainListener struct {
 	net.Listener
@@ -350,7 +393,7 @@ func (l *drainListener) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	if !errors.Is(err, net.ErrClosed) {
-		l.pause() // redcon retries at once: back off as net/http does (EMFILE)
+		l.pause() // Serve retries at once: back off as net/http does (EMFILE)
 	}
 	return nil, err
 }

@@ -242,7 +242,7 @@ func TestBadInput(t *testing.T) {
 func checkReply(t *testing.T, req, got, want string, prefix bool) {
 	t.Helper()
 	if prefix && !strings.HasPrefix(got, want) || !prefix && got != want {
-		t.Errorf("%q: got\n%q\nwant %s\n%q", clip(req), got, map[bool]string{true: "a reply starting with", false: ""}[prefix], want)
+		t.Errorf("%q: got\n%q\nwant %s\n%q", clip(req), clip(got), map[bool]string{true: "a reply starting with", false: ""}[prefix], clip(want))
 	}
 }
 
@@ -399,7 +399,7 @@ func TestBadInputUnauthenticated(t *testing.T) {
 			got, _ := exchange(t, c.proxy.Addr, tc.req)
 			checkReply(t, tc.req, got, tc.want, tc.prefix)
 			if theirs, _ := exchange(t, plain.Addr(), tc.req); got != theirs {
-				t.Errorf("%q: the proxy replied %q, redis-server %q", tc.req, got, theirs)
+				t.Errorf("%q: the proxy replied %q, redis-server %q", clip(tc.req), clip(got), clip(theirs))
 			}
 		})
 	}
