@@ -68,7 +68,7 @@ func (s *Server) serveCommands(c *client) error {
 			// client that trickles one in is cut off as an idle one is.
 			c.conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
 		}
-		cmds, err := c.rd.read()
+		cmds, err := c.rd.read(state(c).user == nil)
 		if err != nil {
 			var refused *protocolError
 			if errors.As(err, &refused) {

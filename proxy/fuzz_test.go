@@ -184,7 +184,7 @@ func (c *fuzzConn) Read(p []byte) (int, error) {
 func readGuarded(t *testing.T, data []byte, limit int, seed uint64) (cmds [][]string, reply string) {
 	r := newCommandReader(&fuzzConn{data: data, ch: chunker{seed}}, limit)
 	for range len(data) + 10 {
-		batch, err := r.read()
+		batch, err := r.read(false)
 		for _, cmd := range batch {
 			cmds = append(cmds, words(cmd.Args))
 		}

@@ -23,6 +23,15 @@ import (
 // it to fit a large command at once, as Redis does for a big argument, and
 // drops it once that command has been served, as Redis shrinks the query
 // buffer of an idle client.
+//
+// Before a connection has authenticated (when AUTH is required) it may send
+// what Redis 7 lets an unauthenticated client send: commands of at most 10
+// arguments of at most 16 KiB each. Redis parses each command only after the
+// one before it ran, so an AUTH lifts the bounds for the very next command of
+// the same write; commandReader does the same by handing out one command at
+// a time while the connection is unauthenticated. (Once authenticated, it
+// hands out all that a read completes: a RESET among them makes the
+// connection unauthenticated only for the commands read after it.)
 
 const (
 	// guardMaxMultibulk is Redis's own limit on the number of arguments.
@@ -42,6 +51,11 @@ const (
 	// guardMaxLimit is the largest maxRequestBytes; it keeps s.num*10+9
 	// within int on 32-bit platforms too.
 	guardMaxLimit = min(1<<40, math.MaxInt/10)
+	// guardUnauthArgs and guardUnauthBulk bound the commands of a connection
+	// that must authenticate and has not, as Redis 7 bounds them
+	// (processMultibulkBuffer: "ll > 10 && authRequired(c)", "ll > 16384").
+	guardUnauthArgs = 10
+	guardUnauthBulk = 16384
 
 	// readBufSize is the read buffer of a connection between commands: a
 	// larger one, grown for a large command, is dropped once it is served.
@@ -80,15 +94,17 @@ func newCommandReader(conn net.Conn, maxRequestBytes int) *commandReader {
 }
 
 // read returns the next commands, at least one, and at most maxBatch: all
-// that what was read so far completes. It blocks until one is complete. Their arguments point into the reader's
+// that what was read so far completes, or only the first while unauth
+// (authentication is required and the connection has not authenticated).
+// It blocks until one is complete. Their arguments point into the reader's
 // buffer and are valid until the next call. A refused request is a
 // *protocolError, returned once the commands before it have been.
-func (r *commandReader) read() ([]redcon.Command, error) {
+func (r *commandReader) read(unauth bool) ([]redcon.Command, error) {
 	clear(r.cmds) // they point into the buffer that reclaim may drop
 	r.cmds = r.cmds[:0]
 	r.reclaim()
 	for {
-		r.frame()
+		r.frame(unauth)
 		switch {
 		case len(r.cmds) > 0:
 			return r.cmds, nil
@@ -102,8 +118,11 @@ func (r *commandReader) read() ([]redcon.Command, error) {
 }
 
 // frame scans what was read for whole commands and parses each.
-func (r *commandReader) frame() {
-	for r.fail == nil && len(r.cmds) < maxBatch {
+func (r *commandReader) frame(unauth bool) {
+	for r.fail == nil && len(r.cmds) < maxBatch && !(unauth && len(r.cmds) > 0) {
+		if r.scan.state == scanStart {
+			r.scan.unauth = unauth // a command's bounds are those when it begins
+		}
 		n, done := r.scan.next(r.buf[r.scanned:r.end])
 		r.scanned += n
 		if !done {
@@ -184,6 +203,8 @@ const (
 	violDollar
 	violInline
 	violRequest
+	violUnauthMultibulk
+	violUnauthBulk
 )
 
 // guardState is where the scanner is within a command.
@@ -217,6 +238,7 @@ type guardScanner struct {
 	remain  int            // payload bytes left in the bulk (in scanData)
 	bad     guardViolation // sticky: once set, nothing more is accepted
 	badByte byte           // the byte that was not '$'
+	unauth  bool           // the command is bounded as an unauthenticated client's
 }
 
 // scan consumes p and returns how many of its bytes are acceptable (good)
@@ -308,6 +330,9 @@ func (s *guardScanner) step(c byte) bool {
 		if c != '\n' {
 			return s.fail(violMultibulk, c)
 		}
+		if s.unauth && s.num > guardUnauthArgs {
+			return s.fail(violUnauthMultibulk, c)
+		}
 		// Refuse now a count that cannot fit, rather than reading up to
 		// the limit first.
 		if s.num > (s.limit-s.size)/guardMinBulk {
@@ -333,6 +358,9 @@ func (s *guardScanner) step(c byte) bool {
 	case scanLenLF:
 		if c != '\n' {
 			return s.fail(violBulk, c)
+		}
+		if s.unauth && s.num > guardUnauthBulk {
+			return s.fail(violUnauthBulk, c)
 		}
 		// Fail before buffering a payload that cannot fit.
 		if s.size+s.num+2 > s.limit {
@@ -391,6 +419,10 @@ func (s *guardScanner) reply() string {
 		return "-ERR Protocol error: too big inline request\r\n"
 	case violRequest:
 		return "-ERR Protocol error: request exceeds max_request_bytes (" + strconv.Itoa(s.limit) + ")\r\n"
+	case violUnauthMultibulk:
+		return "-ERR Protocol error: unauthenticated multibulk length\r\n"
+	case violUnauthBulk:
+		return "-ERR Protocol error: unauthenticated bulk length\r\n"
 	}
 	return ""
 }

@@ -229,7 +229,7 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 func readAll(t *testing.T, r *commandReader) (batches [][]string, err error) {
 	t.Helper()
 	for {
-		cmds, err := r.read()
+		cmds, err := r.read(false)
 		if err != nil {
 			return batches, err
 		}
@@ -267,6 +267,55 @@ func TestReaderRefuses(t *testing.T) {
 	}
 }
 
+// TestReaderUnauthenticated: before AUTH a command may have at most 10
+// arguments of at most 16 KiB, as in Redis, and commands are handed out one
+// at a time, so that an AUTH lifts the bounds for the command right after it.
+func TestReaderUnauthenticated(t *testing.T) {
+	big := bulkCommand("ECHO", strings.Repeat("e", 16385))
+	for _, tc := range []struct {
+		name  string
+		req   string
+		reply string // of the refusal, "" for none
+	}{
+		{"10 arguments", bulkCommand("A", "1", "2", "3", "4", "5", "6", "7", "8", "9"), ""},
+		{"11 arguments", "*11\r\n", "-ERR Protocol error: unauthenticated multibulk length\r\n"},
+		{"16 KiB", bulkCommand("AUTH", strings.Repeat("p", 16384)), ""},
+		{"one byte more", bulkCommand("AUTH", strings.Repeat("p", 16385)), "-ERR Protocol error: unauthenticated bulk length\r\n"},
+		{"inline", "PING " + strings.Repeat("x", 4000) + "\r\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCommandReader(&chunkConn{chunks: []string{tc.req}}, 1<<20)
+			_, err := r.read(true)
+			var refused *protocolError
+			switch {
+			case tc.reply == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.reply != "" && (!errors.As(err, &refused) || refused.reply != tc.reply):
+				t.Fatalf("want %q, got %v", tc.reply, err)
+			}
+		})
+	}
+
+	// Authenticated by the first command, the connection may send more with
+	// the second, in the same read.
+	r := newCommandReader(&chunkConn{chunks: []string{"AUTH pw\r\n" + big + big}}, 1<<20)
+	if cmds, err := r.read(true); err != nil || len(cmds) != 1 {
+		t.Fatalf("unauthenticated, the first read hands out %d commands (%v), want only AUTH", len(cmds), err)
+	}
+	for i := range 2 {
+		if cmds, err := r.read(false); err != nil || len(cmds) != 1 || len(cmds[0].Args[1]) != 16385 {
+			t.Fatalf("authenticated, large command %d: %d commands, %v", i+1, len(cmds), err)
+		}
+	}
+	// Not authenticated by it, the connection is refused the large one.
+	r = newCommandReader(&chunkConn{chunks: []string{"AUTH guess\r\n" + big}}, 1<<20)
+	r.read(true)
+	var refused *protocolError
+	if _, err := r.read(true); !errors.As(err, &refused) || refused.reply != "-ERR Protocol error: unauthenticated bulk length\r\n" {
+		t.Fatalf("after a failed AUTH: %v", err)
+	}
+}
+
 // TestReaderDropsLargeBuffer: a command larger than the read buffer gets
 // one buffer of its size (not a doubling up to it), which the connection
 // drops once the command was served: an idle connection keeps readBufSize,
@@ -274,14 +323,14 @@ func TestReaderRefuses(t *testing.T) {
 func TestReaderDropsLargeBuffer(t *testing.T) {
 	big := bulkCommand("ECHO", strings.Repeat("x", 100_000))
 	r := newCommandReader(&chunkConn{chunks: []string{big[:1000], big[1000:], "PING\r\n"}}, 1<<20)
-	cmds, err := r.read()
+	cmds, err := r.read(false)
 	if err != nil || len(cmds) != 1 || len(cmds[0].Args[1]) != 100_000 {
 		t.Fatalf("the large command: %d commands, %v", len(cmds), err)
 	}
 	if got := cap(r.buf); got > len(big)+readBufSize {
 		t.Errorf("a %d-byte command grew the buffer to %d bytes", len(big), got)
 	}
-	if cmds, err = r.read(); err != nil || len(cmds) != 1 || string(cmds[0].Args[0]) != "PING" {
+	if cmds, err = r.read(false); err != nil || len(cmds) != 1 || string(cmds[0].Args[0]) != "PING" {
 		t.Fatalf("the command after it: %v", err)
 	}
 	if exp, got := readBufSize, cap(r.buf); exp != got {
