@@ -109,9 +109,7 @@ func (s *Server) serveCommands(c *client) error {
 // for ever. The first write error is kept and returned from then on.
 func (c *client) flush() error {
 	for b := c.out; len(b) > 0 && c.werr == nil; {
-		if c.writeTimeout > 0 {
-			c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-		}
+		c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 		var n int
 		n, c.werr = c.conn.Write(b[:min(len(b), writeChunk)])
 		b = b[n:]

@@ -35,9 +35,18 @@ type Config struct {
 	// "-ERR max number of clients reached" and is closed. Default: 10000,
 	// as Redis's maxclients.
 	MaxClients int
-	// IdleTimeout closes a connection that sent nothing for that long.
-	// Default: none (0), as Redis's timeout.
+	// IdleTimeout closes a connection that has not sent a whole command for
+	// that long, and one that has taken none of its replies for that long
+	// (no interaction either way, as Redis's timeout counts it) when that
+	// is shorter than WriteTimeout. Default: none (0), as Redis's timeout.
 	IdleTimeout time.Duration
+	// WriteTimeout closes a connection that has taken none of its replies
+	// for that long: a client that stopped reading, whose replies fill the
+	// socket buffers. Redis's client-output-buffer-limit closes such a
+	// client by the size of its pending replies; the proxy writes replies
+	// as it makes them and holds at most 64 KiB (and one reply) beyond the
+	// socket buffers, so it bounds the time instead. Default: 10s.
+	WriteTimeout time.Duration
 	// MaxKeyBytes bounds each key a command names (before the user's key
 	// prefix). Default: 1 KiB.
 	MaxKeyBytes int
@@ -69,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTokenBytes == 0 {
 		c.MaxTokenBytes = 1024
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -125,7 +137,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		name string
 		n    int64
 	}{
-		{"request timeout", int64(cfg.RequestTimeout)}, {"idle timeout", int64(cfg.IdleTimeout)},
+		{"request timeout", int64(cfg.RequestTimeout)}, {"idle timeout", int64(cfg.IdleTimeout)}, {"write timeout", int64(cfg.WriteTimeout)},
 		{"max clients", int64(cfg.MaxClients)}, {"max key bytes", int64(cfg.MaxKeyBytes)}, {"max token bytes", int64(cfg.MaxTokenBytes)},
 	} {
 		if v.n < 0 {
@@ -322,9 +334,14 @@ func (s *Server) accepted(conn redcon.Conn) {
 	s.log.Debug("proxy: connection opened", "id", st.id, "addr", conn.RemoteAddr())
 }
 
-// writeTimeout bounds how long a reply may wait for a client that reads
-// nothing.
-func (s *Server) writeTimeout() time.Duration { return 0 }
+// writeTimeout is how long a reply may wait for a client that reads
+// nothing: WriteTimeout, or IdleTimeout when that is shorter.
+func (s *Server) writeTimeout() time.Duration {
+	if s.cfg.IdleTimeout > 0 {
+		return min(s.cfg.WriteTimeout, s.cfg.IdleTimeout)
+	}
+	return s.cfg.WriteTimeout
+}
 
 func (s *Server) disconnected(conn redcon.Conn, err error) {
 	s.clients.Add(-1)

@@ -300,3 +300,85 @@ func TestLimitIdleConnectionMemory(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitNonReadingClients: clients that pipeline commands and never read
+// a reply are closed once the proxy could write them nothing for
+// client_write_timeout, or for idle_timeout when that is shorter (no
+// interaction either way, as Redis's timeout counts it), and each frees its
+// max_clients slot; a client that reads its replies is served throughout.
+func TestLimitNonReadingClients(t *testing.T) {
+	const limit, stuck = time.Second, 20
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"client_write_timeout", []string{"-client-write-timeout", limit.String()}},
+		{"idle_timeout", []string{"-idle-timeout", limit.String()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, append([]string{"-max-clients", fmt.Sprint(stuck + 2)}, tc.args...)...)
+			// A pipeline of ECHOs whose replies outgrow every socket buffer.
+			echo := wireCmd("ECHO", strings.Repeat("e", 64<<10))
+			type client struct {
+				lastSent, closed time.Time // the last write that went through; the first that failed
+				done             chan struct{}
+			}
+			all := make([]*client, stuck)
+			for i := range all {
+				conn, err := net.Dial("tcp", c.proxy.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				cl := &client{done: make(chan struct{})}
+				all[i] = cl
+				go func() {
+					defer close(cl.done)
+					for range 1000 { // 64 MiB at most
+						if _, err := io.WriteString(conn, echo); err != nil {
+							cl.closed = time.Now() // by the proxy
+							return
+						}
+						cl.lastSent = time.Now()
+					}
+				}()
+			}
+			// A client that reads its replies is served while they are stuck,
+			// until every one of them has been closed.
+			busy := c.proxy.Client(t)
+			deadline := time.Now().Add(limit + 15*time.Second)
+			for i := 0; i < len(all); {
+				if got := do(t, busy, "PING"); got != "PONG" {
+					t.Fatalf("PING beside the stuck clients: %s", got)
+				}
+				select {
+				case <-all[i].done:
+					i++
+					continue
+				case <-time.After(limit / 10):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d clients that read nothing are still open after %s", len(all)-i, len(all), limit+15*time.Second)
+				}
+			}
+			waitClients(t, c.proxy.Addr, 1) // only busy's connection is left
+			var worst time.Duration
+			for i, cl := range all {
+				// Its writes stalled once the proxy stopped reading, which
+				// it did once its replies filled the socket buffers.
+				if cl.closed.IsZero() {
+					t.Fatalf("client %d: sent 64 MiB without being closed", i)
+				}
+				d := cl.closed.Sub(cl.lastSent)
+				if d > limit+3*time.Second {
+					t.Errorf("client %d: closed %s after its last write went through, limit %s", i, d, limit)
+				}
+				worst = max(worst, d)
+			}
+			t.Logf("%d clients that read nothing were closed at most %s after their writes stalled (limit %s)", len(all), worst.Round(time.Millisecond), limit)
+			if got := do(t, busy, "PING"); got != "PONG" {
+				t.Fatalf("PING after the stuck clients were closed: %s", got)
+			}
+		})
+	}
+}
