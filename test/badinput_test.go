@@ -661,9 +661,9 @@ func TestBadInputSlowloris(t *testing.T) {
 // TestBadInputSlowlorisIdleTimeout: with -idle-timeout, clients that
 // trickle a command and never finish it are closed by the proxy: at the
 // latest the idle timeout after their last byte, not before the idle
-// timeout has passed since they connected. (redcon renews its read
-// deadline once per command, so a command trickled over more than the
-// timeout is cut off even while bytes arrive.) The unfinished commands
+// timeout has passed since they connected. (The proxy renews its read
+// deadline once per batch of commands, so a command trickled over more than
+// the timeout is cut off even while bytes arrive.) The unfinished commands
 // never run, and the proxy serves others throughout.
 func TestBadInputSlowlorisIdleTimeout(t *testing.T) {
 	const idle, pace = time.Second, 100 * time.Millisecond
