@@ -21,33 +21,34 @@ import (
 // fileConfig is lockproxy.toml as written. Durations stay strings here so a
 // bad one is reported with its key; config.example.toml documents each key.
 type fileConfig struct {
-	Listen            string   `toml:"listen"`
-	TLSListen         string   `toml:"tls_listen"`
-	TLSCertFile       string   `toml:"tls_cert_file"`
-	TLSKeyFile        string   `toml:"tls_key_file"`
-	TLSCACertFile     string   `toml:"tls_ca_cert_file"`
-	TLSMinVersion     string   `toml:"tls_min_version"`
-	Backends          []string `toml:"backends"`
-	BackendTLSCACert  string   `toml:"backend_tls_ca_cert_file"`
-	BackendTLSCert    string   `toml:"backend_tls_cert_file"`
-	BackendTLSKey     string   `toml:"backend_tls_key_file"`
-	BackendTLSServer  string   `toml:"backend_tls_server_name"`
-	Metrics           string   `toml:"metrics"`
-	Pprof             bool     `toml:"pprof"`
-	BackendTimeout    string   `toml:"backend_timeout"`
-	DriftFactor       float64  `toml:"drift_factor"`
-	MaxTTL            string   `toml:"max_ttl"`
-	RestartQuarantine bool     `toml:"restart_quarantine"`
-	MaxRequestBytes   int      `toml:"max_request_bytes"`
-	Password          string   `toml:"password"`
-	Users             []user   `toml:"users"`
-	MaxClients        int      `toml:"max_clients"`
-	IdleTimeout       string   `toml:"idle_timeout"`
-	MaxKeyBytes       int      `toml:"max_key_bytes"`
-	MaxTokenBytes     int      `toml:"max_token_bytes"`
-	ShutdownTimeout   string   `toml:"shutdown_timeout"`
-	LogFormat         string   `toml:"log_format"`
-	LogLevel          string   `toml:"log_level"`
+	Listen             string   `toml:"listen"`
+	TLSListen          string   `toml:"tls_listen"`
+	TLSCertFile        string   `toml:"tls_cert_file"`
+	TLSKeyFile         string   `toml:"tls_key_file"`
+	TLSCACertFile      string   `toml:"tls_ca_cert_file"`
+	TLSMinVersion      string   `toml:"tls_min_version"`
+	Backends           []string `toml:"backends"`
+	BackendTLSCACert   string   `toml:"backend_tls_ca_cert_file"`
+	BackendTLSCert     string   `toml:"backend_tls_cert_file"`
+	BackendTLSKey      string   `toml:"backend_tls_key_file"`
+	BackendTLSServer   string   `toml:"backend_tls_server_name"`
+	Metrics            string   `toml:"metrics"`
+	Pprof              bool     `toml:"pprof"`
+	BackendTimeout     string   `toml:"backend_timeout"`
+	DriftFactor        float64  `toml:"drift_factor"`
+	MaxTTL             string   `toml:"max_ttl"`
+	RestartQuarantine  bool     `toml:"restart_quarantine"`
+	MaxRequestBytes    int      `toml:"max_request_bytes"`
+	Password           string   `toml:"password"`
+	Users              []user   `toml:"users"`
+	MaxClients         int      `toml:"max_clients"`
+	IdleTimeout        string   `toml:"idle_timeout"`
+	ClientWriteTimeout string   `toml:"client_write_timeout"`
+	MaxKeyBytes        int      `toml:"max_key_bytes"`
+	MaxTokenBytes      int      `toml:"max_token_bytes"`
+	ShutdownTimeout    string   `toml:"shutdown_timeout"`
+	LogFormat          string   `toml:"log_format"`
+	LogLevel           string   `toml:"log_level"`
 }
 
 // user is one [[users]] table.
@@ -60,20 +61,21 @@ type user struct {
 
 func defaultFileConfig() fileConfig {
 	return fileConfig{
-		Listen:            "127.0.0.1:7379",
-		TLSMinVersion:     "1.2",
-		BackendTimeout:    "50ms",
-		DriftFactor:       0.01,
-		MaxTTL:            "60s",
-		RestartQuarantine: true,
-		MaxRequestBytes:   1 << 20,
-		MaxClients:        10000,
-		IdleTimeout:       "0s",
-		MaxKeyBytes:       1024,
-		MaxTokenBytes:     1024,
-		ShutdownTimeout:   "10s",
-		LogFormat:         "text",
-		LogLevel:          "info",
+		Listen:             "127.0.0.1:7379",
+		TLSMinVersion:      "1.2",
+		BackendTimeout:     "50ms",
+		DriftFactor:        0.01,
+		MaxTTL:             "60s",
+		RestartQuarantine:  true,
+		MaxRequestBytes:    1 << 20,
+		MaxClients:         10000,
+		IdleTimeout:        "0s",
+		ClientWriteTimeout: "10s",
+		MaxKeyBytes:        1024,
+		MaxTokenBytes:      1024,
+		ShutdownTimeout:    "10s",
+		LogFormat:          "text",
+		LogLevel:           "info",
 	}
 }
 
@@ -120,6 +122,7 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.Var(new(listFlag), "users", "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more")
 	fs.Int("max-clients", fc.MaxClients, "most client connections open at once")
 	fs.String("idle-timeout", fc.IdleTimeout, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never")
+	fs.String("client-write-timeout", fc.ClientWriteTimeout, "close a client connection that has taken none of its replies for this long (it stopped reading); or idle-timeout, when shorter")
 	fs.Int("max-key-bytes", fc.MaxKeyBytes, "longest key accepted")
 	fs.Int("max-token-bytes", fc.MaxTokenBytes, "longest lock token accepted")
 	fs.String("shutdown-timeout", fc.ShutdownTimeout, "how long commands in flight may finish on SIGTERM")
@@ -213,6 +216,8 @@ func (fc *fileConfig) set(name, value string) error {
 		_, err = fmt.Sscan(value, &fc.MaxClients)
 	case "idle_timeout":
 		fc.IdleTimeout = value
+	case "client_write_timeout":
+		fc.ClientWriteTimeout = value
 	case "max_key_bytes":
 		_, err = fmt.Sscan(value, &fc.MaxKeyBytes)
 	case "max_token_bytes":
@@ -273,6 +278,7 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		return nil, err
 	}
 	c := &config{listen: fc.Listen, tlsListen: fc.TLSListen, metrics: fc.Metrics, pprof: fc.Pprof, logger: logger, embedded: len(fc.Backends) == 0}
+	var writeTimeout time.Duration
 	durations := []struct {
 		key   string
 		value string
@@ -281,6 +287,7 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		{"backend_timeout", fc.BackendTimeout, &c.quorum.NodeTimeout},
 		{"max_ttl", fc.MaxTTL, &c.quorum.MaxTTL},
 		{"shutdown_timeout", fc.ShutdownTimeout, &c.shutdownTimeout},
+		{"client_write_timeout", fc.ClientWriteTimeout, &writeTimeout},
 	}
 	for _, d := range durations {
 		v, err := time.ParseDuration(d.value)
@@ -338,6 +345,7 @@ func (fc *fileConfig) resolve(stderr io.Writer) (*config, error) {
 		Users:           users,
 		MaxClients:      fc.MaxClients,
 		IdleTimeout:     idle,
+		WriteTimeout:    writeTimeout,
 		MaxKeyBytes:     fc.MaxKeyBytes,
 		MaxTokenBytes:   fc.MaxTokenBytes,
 		Logger:          logger,

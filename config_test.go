@@ -52,7 +52,7 @@ func exampleValue(flag string) string {
 		return "2048"
 	case "restart-quarantine":
 		return "false"
-	case "backend-timeout", "max-ttl", "shutdown-timeout":
+	case "backend-timeout", "max-ttl", "shutdown-timeout", "client-write-timeout":
 		return "1s"
 	case "log-format":
 		return "json"
@@ -118,7 +118,10 @@ func TestConfigRejects(t *testing.T) {
 		{"user flag without kind", ``, []string{"-users", "a"}, "users"},
 		{"user flag with a bad kind", ``, []string{"-users", "a:md5:00"}, "users"},
 		{"default user and password", "password = \"p\"\n[[users]]\nname = \"default\"\npassword_sha256 = \"" + strings.Repeat("0", 64) + "\"", nil, "password"},
+		{"nested key prefixes", "", []string{"-users", "a:sha256:" + strings.Repeat("0", 64) + ":t:", "-users", "b:sha256:" + strings.Repeat("0", 64) + ":t:x:"}, "users"},
 		{"negative idle timeout", `idle_timeout = "-1s"`, nil, "idle_timeout"},
+		{"no write timeout", `client_write_timeout = "0s"`, nil, "client_write_timeout"},
+		{"bad write timeout flag", ``, []string{"-client-write-timeout", "soon"}, "client_write_timeout"},
 		{"no clients", `max_clients = 0`, nil, "max_clients"},
 		{"no key bytes", ``, []string{"-max-key-bytes", "0"}, "max_key_bytes"},
 		{"no token bytes", `max_token_bytes = -1`, nil, "max_token_bytes"},
@@ -148,15 +151,15 @@ key_prefix = "app1:"
 name = "app2"
 password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 `)
-	c, err := loadConfig([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3"}, io.Discard)
+	c, err := loadConfig([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3", "-client-write-timeout", "2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := len(c.proxy.Users); n != 2 || c.proxy.Users[0].KeyPrefix != "app1:" || c.proxy.Users[1].PasswordBcrypt == "" {
 		t.Fatalf("users from the file: %+v", c.proxy.Users)
 	}
-	if c.proxy.IdleTimeout != 5*time.Minute || c.proxy.MaxClients != 3 {
-		t.Fatalf("limits: idle %s, clients %d", c.proxy.IdleTimeout, c.proxy.MaxClients)
+	if c.proxy.IdleTimeout != 5*time.Minute || c.proxy.MaxClients != 3 || c.proxy.WriteTimeout != 2*time.Second {
+		t.Fatalf("limits: idle %s, clients %d, write %s", c.proxy.IdleTimeout, c.proxy.MaxClients, c.proxy.WriteTimeout)
 	}
 	// The flag, repeated, replaces the file's users; a prefix may hold colons.
 	c, err = loadConfig([]string{"-config", path, "-users", "x:sha256:" + hash + ":t:1:", "-users", "y:sha256:" + hash}, io.Discard)

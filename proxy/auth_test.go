@@ -123,6 +123,10 @@ func TestAuthUserErrors(t *testing.T) {
 		{"bad bcrypt", Config{Users: []User{{Name: "a", PasswordBcrypt: "$2a$10$short"}}}, "bcrypt"},
 		{"twice", Config{Users: []User{{Name: "a", PasswordSHA256: good}, {Name: "a", PasswordSHA256: good}}}, "twice"},
 		{"default and password", Config{Password: "p", Users: []User{{Name: "default", PasswordSHA256: good}}}, "keep one"},
+		{"nested prefixes", Config{Users: []User{{Name: "inner", PasswordSHA256: good, KeyPrefix: "t:x:"}, {Name: "outer", PasswordSHA256: good, KeyPrefix: "t:"}}},
+			`user "outer" (key prefix "t:") can reach every lock of user "inner" (key prefix "t:x:")`},
+		{"a prefix that continues another", Config{Users: []User{{Name: "app1", PasswordSHA256: good, KeyPrefix: "app1"}, {Name: "app10", PasswordSHA256: good, KeyPrefix: "app10"}}},
+			`user "app1" (key prefix "app1") can reach every lock of user "app10"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(&fakeLocker{}, tc.cfg)
@@ -133,6 +137,84 @@ func TestAuthUserErrors(t *testing.T) {
 				t.Fatalf("the error shows the hash: %v", err)
 			}
 		})
+	}
+}
+
+// TestAuthPrefixesThatDoNotNest: users that share a prefix, have none, or
+// have prefixes neither of which starts the other are accepted.
+func TestAuthPrefixesThatDoNotNest(t *testing.T) {
+	good := sha256Hex("x")
+	users := []User{
+		{Name: "a", PasswordSHA256: good, KeyPrefix: "t:"},
+		{Name: "a-rotated", PasswordSHA256: good, KeyPrefix: "t:"},
+		{Name: "b", PasswordSHA256: good, KeyPrefix: "u:"},
+		{Name: "c", PasswordSHA256: good, KeyPrefix: "tu:"},
+		{Name: "admin", PasswordSHA256: good},
+	}
+	if err := CheckUsers("legacy", users); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAuthCostHidesUserNames: every AUTH does the same hash work, whether
+// the user exists, what kind of hash it has and at what cost, and whether
+// the password is right, so that the time it takes tells nothing. Counted
+// through users.compare rather than timed: each bcrypt comparison costs
+// 2^cost rounds, and every AUTH must add up to what the dearest configured
+// hash costs.
+func TestAuthCostHidesUserNames(t *testing.T) {
+	hash := func(pass string, cost int) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pass), cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	const dearest = bcrypt.MinCost + 3
+	s, err := New(&fakeLocker{}, Config{Password: "pw", Users: []User{
+		{Name: "sha", PasswordSHA256: sha256Hex("p-sha")},
+		{Name: "cheap", PasswordBcrypt: hash("p-cheap", bcrypt.MinCost)},
+		{Name: "middle", PasswordBcrypt: hash("p-middle", bcrypt.MinCost+1)},
+		{Name: "dear", PasswordBcrypt: hash("p-dear", dearest)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	compare, rounds := s.users.compare, 0
+	s.users.compare = func(hash, pass []byte) error {
+		cost, err := bcrypt.Cost(hash)
+		if err != nil {
+			t.Errorf("compared a password with %q, not a bcrypt hash: %v", hash, err)
+		}
+		rounds += 1 << cost
+		return compare(hash, pass)
+	}
+	for _, tc := range []struct {
+		user, pass string
+		ok         bool
+	}{
+		{"nobody", "x", false},
+		{"nobody", "p-dear", false}, // another user's password
+		{"sha", "x", false},
+		{"sha", "p-sha", true},
+		{"sha", "p-dear", false},
+		{"default", "x", false},
+		{"default", "pw", true},
+		{"cheap", "x", false},
+		{"cheap", "p-cheap", true},
+		{"middle", "p-cheap", false},
+		{"middle", "p-middle", true},
+		{"dear", "x", false},
+		{"dear", "p-dear", true},
+	} {
+		rounds = 0
+		a, err := s.users.authenticate(tc.user, []byte(tc.pass), false)
+		if ok := err == nil && a != nil && a.name == tc.user; ok != tc.ok {
+			t.Errorf("AUTH %s %s: admitted %v (%v), want %v", tc.user, tc.pass, ok, err, tc.ok)
+		}
+		if exp, got := 1<<dearest, rounds; exp != got {
+			t.Errorf("AUTH %s %s: %d bcrypt rounds, want %d as for every AUTH", tc.user, tc.pass, got, exp)
+		}
 	}
 }
 

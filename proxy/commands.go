@@ -80,7 +80,7 @@ func table(cmds ...*command) map[string]*command {
 	return m
 }
 
-// serveRESP is redcon's handler: it gates and dispatches one command.
+// serveRESP gates and dispatches one command of conn.
 // Checks run in Redis's order: unknown command, arity, then authentication.
 func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 	s.stats.commands.Add(1)

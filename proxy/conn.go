@@ -55,8 +55,13 @@ func (s *Server) handleEcho(conn redcon.Conn, cmd redcon.Command) {
 	conn.WriteBulk(cmd.Args[1])
 }
 
-// handleQuit serves QUIT: +OK, then the connection is closed.
+// handleQuit serves QUIT: +OK, then the connection is closed. The commands
+// the client wrote after it are dropped, as redis-server drops them: a lock
+// taken after QUIT would be one the client never hears of. None of them has
+// started ahead of its turn (pipeline.go): QUIT is not concurrent, so
+// startAhead stops before it.
 func (s *Server) handleQuit(conn redcon.Conn, _ redcon.Command) {
+	conn.ReadPipeline()
 	conn.WriteString("OK")
 	conn.Close()
 }

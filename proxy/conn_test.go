@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -185,5 +187,30 @@ func TestTime(t *testing.T) {
 	r := connect(t, ts.addr).do("TIME")
 	if !regexp.MustCompile(`^\*2\r\n\$\d+\r\n\d{10,}\r\n\$\d+\r\n\d{1,6}\r\n$`).MatchString(r) {
 		t.Fatalf("TIME: %q", r)
+	}
+}
+
+// TestQuitDropsTheRest: nothing written after QUIT in the same write runs,
+// as on redis-server, whether the commands before it ran in turn or ahead
+// of it (pipeline.go).
+func TestQuitDropsTheRest(t *testing.T) {
+	ts := startServer(t, Config{})
+	w := connect(t, ts.addr)
+	w.sendRaw(encode("SET", "a", "t", "NX", "PX", "1000") + encode("SET", "b", "t", "NX", "PX", "1000") +
+		"QUIT\r\n" + encode("SET", "c", "t", "NX", "PX", "1000") + "SET d t NX PX 1000\r\n")
+	got, err := io.ReadAll(w.rd)
+	if exp := "+OK\r\n+OK\r\n+OK\r\n"; string(got) != exp || err != nil {
+		t.Fatalf("replies: want %q and EOF, got %q (%v)", exp, got, err)
+	}
+	// Counted closed once its goroutine has served all it was going to.
+	redistest.Eventually(t, func() string {
+		if n := ts.clients.Load(); n != 0 {
+			return fmt.Sprintf("%d connections still counted", n)
+		}
+		return ""
+	})
+	// a and b may have run at once, in either order.
+	if exp, got := "[acquire a t 1s acquire b t 1s]", fmt.Sprint(slices.Sorted(slices.Values(ts.fake.seen()))); exp != got {
+		t.Fatalf("Locker calls: want %s, got %s", exp, got)
 	}
 }

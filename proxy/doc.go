@@ -5,5 +5,6 @@
 //
 // It knows nothing of Redlock arithmetic: quorum sizes, validity and drift
 // belong to the Locker (package quorum). A Server is safe for concurrent use;
-// redcon runs one goroutine per client connection.
+// it serves each client connection in a goroutine of its own (client.go),
+// with redcon's Conn interface, parser and reply encoders.
 package proxy

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,11 +65,11 @@ var guardSeeds = []string{
 }
 
 // FuzzGuard feeds bytes through the guard's scanner, whole and split at
-// random, and through a guardConn. Invariants: no panic; the verdict does
-// not depend on how the bytes are split; buffering stays within the limit;
-// what the guard passes on is exactly a prefix of what came in, all of it
-// when nothing was refused, followed by the error reply and EOF when
-// something was; and a pipeline of well-formed commands that each fit the
+// random, and through a commandReader. Invariants: no panic; the verdict
+// does not depend on how the bytes are split; buffering stays within the
+// limit; the reader hands out the commands redcon's own reader parses from
+// the bytes the scanner accepts, then the scanner's error reply when it
+// refused some; and a pipeline of well-formed commands that each fit the
 // limit passes unchanged however it is split.
 func FuzzGuard(f *testing.F) {
 	for i, s := range guardSeeds {
@@ -108,28 +109,25 @@ func FuzzGuard(f *testing.F) {
 			t.Fatalf("split scan: good %d end %d violation %d; whole: good %d end %d violation %d", sgood, send, split.bad, good, end, whole.bad)
 		}
 
-		// Through a guardConn: a prefix of the input, then the reply.
-		out, reply := readGuarded(t, data, limit, seed)
-		if !bytes.HasPrefix(data, out) {
-			t.Fatalf("the guard passed on %q, which is not a prefix of the input %q", out, data)
+		// Through a commandReader: the commands in what the scanner
+		// accepts, then the reply when it refused the rest.
+		cmds, reply := readGuarded(t, data, limit, seed)
+		ref, clean := parseAll(t, data[:good])
+		if len(cmds) < len(ref) || !slices.EqualFunc(cmds[:len(ref)], ref, slices.Equal) || clean && len(cmds) != len(ref) {
+			t.Fatalf("the reader handed out %q; redcon's reader parses %q from the %d bytes accepted", cmds, ref, good)
 		}
 		switch {
-		case whole.bad == violNone && !bytes.Equal(out, data):
-			t.Fatalf("nothing refused, yet the guard passed on %d of %d bytes", len(out), len(data))
-		case whole.bad == violNone && reply != "":
-			t.Fatalf("nothing refused, yet the guard replied %q", reply)
-		case whole.bad != violNone && (len(out) != good || reply != whole.reply()):
-			t.Fatalf("refused at byte %d (%q): passed on %d bytes and replied %q", good, whole.reply(), len(out), reply)
+		case whole.bad == violNone && reply != "" && reply != unbalancedQuotes:
+			t.Fatalf("nothing refused, yet the reader replied %q", reply)
+		case whole.bad != violNone && reply != whole.reply() && reply != unbalancedQuotes:
+			t.Fatalf("refused at byte %d (%q), yet the reader replied %q", good, whole.reply(), reply)
 		}
-
-		// redcon parses what the guard accepts.
-		parseAll(t, data[:good])
 
 		// Well-formed commands built from data pass unchanged.
 		req, fits := wellFormed(data, seed, limit)
-		out, reply = readGuarded(t, req, limit, seed>>1)
-		if fits && (!bytes.Equal(out, req) || reply != "") {
-			t.Fatalf("well-formed commands within the limit %d: passed on %d of %d bytes, replied %q\n%q", limit, len(out), len(req), reply, req)
+		cmds, reply = readGuarded(t, req, limit, seed>>1)
+		if ref, _ := parseAll(t, req); fits && (!slices.EqualFunc(cmds, ref, slices.Equal) || reply != "") {
+			t.Fatalf("well-formed commands within the limit %d: handed out %d of %d, replied %q\n%q", limit, len(cmds), len(ref), reply, req)
 		}
 		// Beyond the limit: refused as too big, or, for a single argument
 		// longer than the limit, as Redis refuses a bulk beyond its maximum.
@@ -139,6 +137,9 @@ func FuzzGuard(f *testing.F) {
 		}
 	})
 }
+
+// unbalancedQuotes is redcon's reply to an inline command it cannot split.
+const unbalancedQuotes = "-ERR Protocol error: unbalanced quotes in request\r\n"
 
 // wellFormed encodes data, cut into arguments of pseudo-random sizes, as
 // RESP commands of one to four arguments; fits says whether every command
@@ -161,13 +162,11 @@ func wellFormed(data []byte, seed uint64, limit int) ([]byte, bool) {
 	return out, fits
 }
 
-// fuzzConn is a net.Conn that reads data in pseudo-random chunks and
-// records what is written to it.
+// fuzzConn is a net.Conn that reads data in pseudo-random chunks.
 type fuzzConn struct {
 	net.Conn
-	data    []byte
-	ch      chunker
-	written bytes.Buffer
+	data []byte
+	ch   chunker
 }
 
 func (c *fuzzConn) Read(p []byte) (int, error) {
@@ -179,40 +178,59 @@ func (c *fuzzConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (c *fuzzConn) Write(p []byte) (int, error)      { return c.written.Write(p) }
-func (c *fuzzConn) SetWriteDeadline(time.Time) error { return nil }
-
-// readGuarded reads data through a guardConn with reads of pseudo-random
-// sizes, as redcon would, and returns what it passed on and what it wrote.
-func readGuarded(t *testing.T, data []byte, limit int, seed uint64) (out []byte, reply string) {
-	conn := &fuzzConn{data: data, ch: chunker{seed}}
-	g := &guardConn{Conn: conn, scan: guardScanner{limit: limit}}
-	sizes := chunker{^seed}
-	buf := make([]byte, 64)
+// readGuarded reads data through a commandReader in chunks of pseudo-random
+// sizes and returns the arguments of the commands it handed out and the
+// reply to the request it refused ("" when none). Its buffer must stay
+// within twice the limit.
+func readGuarded(t *testing.T, data []byte, limit int, seed uint64) (cmds [][]string, reply string) {
+	r := newCommandReader(&fuzzConn{data: data, ch: chunker{seed}}, limit)
 	for range len(data) + 10 {
-		n, err := g.Read(buf[:sizes.next(len(buf))])
-		out = append(out, buf[:n]...)
-		if err == io.EOF {
-			return out, conn.written.String()
+		batch, err := r.read(false)
+		for _, cmd := range batch {
+			cmds = append(cmds, words(cmd.Args))
 		}
-		if err != nil {
+		if bound := 2 * max(limit, readBufSize); cap(r.buf) > bound {
+			t.Fatalf("the reader holds a %d-byte buffer, limit %d", cap(r.buf), limit)
+		}
+		var refused *protocolError
+		switch {
+		case errors.As(err, &refused):
+			return cmds, refused.reply
+		case errors.Is(err, io.EOF):
+			return cmds, ""
+		case err != nil:
 			t.Fatal(err)
 		}
 	}
-	t.Fatalf("the guard passed on %d of %d bytes without reaching the end", len(out), len(data))
+	t.Fatalf("the reader handed out %d commands without reaching the end of %d bytes", len(cmds), len(data))
 	return nil, ""
 }
 
+func words(args [][]byte) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = string(a)
+	}
+	return out
+}
+
 // parseAll parses data with the reader of redcon's server; it must not
-// panic, and must reach the end of the data.
-func parseAll(t *testing.T, data []byte) {
+// panic, and must reach the end of the data. It returns the arguments of
+// the commands, and whether it parsed all of data without an error (on
+// one, such as unbalanced quotes, it drops what it read with the bad line).
+func parseAll(t *testing.T, data []byte) (cmds [][]string, clean bool) {
 	rd := redcon.NewReader(bytes.NewReader(data))
 	for range len(data) + 1 {
-		if _, err := rd.ReadCommands(); err != nil {
-			return // io.EOF, or a protocol error reply such as unbalanced quotes
+		batch, err := rd.ReadCommands()
+		for _, cmd := range batch {
+			cmds = append(cmds, words(cmd.Args))
+		}
+		if err != nil {
+			return cmds, errors.Is(err, io.EOF)
 		}
 	}
 	t.Fatalf("redcon's reader does not reach the end of %q", data)
+	return nil, false
 }
 
 // FuzzParsers feeds argument vectors (the first byte of the input

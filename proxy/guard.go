@@ -1,27 +1,37 @@
 package proxy
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"net"
 	"strconv"
-	"time"
+	"strings"
+
+	"github.com/tidwall/redcon"
 )
 
 // The guard exists because redcon v1.6.2 trusts the lengths a client sends:
 // "*1\r\n$9223372036854775807\r\n" overflows an index and panics the whole
 // process, "*4611686018427387904\r\n" makes it loop for ages over the count,
 // and an unfinished command grows its read buffer without limit. So every
-// byte a client sends is framed here first, and redcon only ever sees bytes
-// that can belong to a command of bounded size.
+// byte a client sends is framed here first, and redcon's parser only ever
+// sees one whole command of bounded size.
 //
-// redcon also never compacts its read buffer: whenever a read leaves a
-// command unfinished at the end of the buffer, the buffer doubles, and it
-// shrinks only once everything read has been parsed. A client that streams
-// commands without pause (valid ones, split anywhere) would grow it forever.
-// So the guard ends each read at a command boundary when the chunk has one,
-// and hands the unfinished rest to the next read.
+// The guard also owns each connection's read buffer, where redcon's reader
+// would: that one only grows (a 1 MB command leaves 1 MiB behind for as long
+// as the connection lives, idle or not) and doubles whenever a read ends
+// inside a command. commandReader reads into a buffer of readBufSize, grows
+// it to fit a large command at once, as Redis does for a big argument, and
+// drops it once that command has been served, as Redis shrinks the query
+// buffer of an idle client.
+//
+// Before a connection has authenticated (when AUTH is required) it may send
+// what Redis 7 lets an unauthenticated client send: commands of at most 10
+// arguments of at most 16 KiB each. Redis parses each command only after the
+// one before it ran, so an AUTH lifts the bounds for the very next command of
+// the same write; commandReader does the same by handing out one command at
+// a time while the connection is unauthenticated. (Once authenticated, it
+// hands out all that a read completes: a RESET among them makes the
+// connection unauthenticated only for the commands read after it.)
 
 const (
 	// guardMaxMultibulk is Redis's own limit on the number of arguments.
@@ -41,93 +51,146 @@ const (
 	// guardMaxLimit is the largest maxRequestBytes; it keeps s.num*10+9
 	// within int on 32-bit platforms too.
 	guardMaxLimit = min(1<<40, math.MaxInt/10)
-	// guardReplyTimeout bounds the one write the guard makes, so a client that
-	// stopped reading cannot pin its connection's goroutine.
-	guardReplyTimeout = time.Second
+	// guardUnauthArgs and guardUnauthBulk bound the commands of a connection
+	// that must authenticate and has not, as Redis 7 bounds them
+	// (processMultibulkBuffer: "ll > 10 && authRequired(c)", "ll > 16384").
+	guardUnauthArgs = 10
+	guardUnauthBulk = 16384
+
+	// readBufSize is the read buffer of a connection between commands: a
+	// larger one, grown for a large command, is dropped once it is served.
+	readBufSize = 4096
+	// maxBatch bounds the commands handed out at once: each costs a
+	// Command and its arguments until the batch has been served.
+	maxBatch = 1024
+	// keptBatch is the largest batch whose slice a connection keeps.
+	keptBatch = 16
 )
 
-// newGuardListener wraps ln so that every accepted connection rejects
-// malformed or oversized RESP before redcon parses it. No command (header
-// and arguments together) may exceed maxRequestBytes, and no inline command
-// line may exceed min(64 KiB, maxRequestBytes). A violating connection gets
-// one "-ERR Protocol error: ..." reply, worded as Redis words it, after the
-// replies to the complete commands it sent before, and is then closed.
-//
-// With TLS, ln must be the TLS listener: the guard frames plaintext.
-// It panics unless 1 <= maxRequestBytes <= guardMaxLimit (1 TiB on 64-bit
-// platforms, 214748364 on 32-bit ones); the configuration is
-// expected to have rejected such values at startup.
-func newGuardListener(ln net.Listener, maxRequestBytes int) net.Listener {
-	if maxRequestBytes < 1 || maxRequestBytes > guardMaxLimit {
-		panic(fmt.Sprintf("proxy: max request bytes %d out of range [1, %d]", maxRequestBytes, guardMaxLimit))
-	}
-	return &guardListener{Listener: ln, limit: maxRequestBytes}
+// protocolError is a request the guard refused: the client gets reply, an
+// "-ERR Protocol error: ..." worded as Redis words it, after the replies to
+// the commands before it, and the connection is closed.
+type protocolError struct{ reply string }
+
+func (e *protocolError) Error() string { return strings.TrimSuffix(e.reply[1:], "\r\n") }
+
+// commandReader reads a client's commands through the guard scanner into a
+// buffer of its own (see the top of this file). Only the connection's
+// goroutine uses it.
+type commandReader struct {
+	conn net.Conn
+	scan guardScanner
+	// buf[next:end] was read and not yet handed out; buf[next:scanned] of
+	// it has been scanned, and is the start of a command.
+	buf                []byte
+	next, scanned, end int
+	cmds               []redcon.Command // the batch handed out last
+	fail               error            // a refused request, once the commands before it are served
+	err                error            // the read error, likewise
 }
 
-type guardListener struct {
-	net.Listener
-	limit int
+func newCommandReader(conn net.Conn, maxRequestBytes int) *commandReader {
+	return &commandReader{conn: conn, scan: guardScanner{limit: maxRequestBytes}}
 }
 
-// Accept returns the next connection wrapped in a *guardConn.
-func (l *guardListener) Accept() (net.Conn, error) {
-	conn, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &guardConn{Conn: conn, scan: guardScanner{limit: l.limit}}, nil
-}
-
-// guardConn is a net.Conn whose Read passes on only bytes that the scanner
-// accepts. All other methods are the wrapped connection's.
-type guardConn struct {
-	net.Conn
-	scan    guardScanner
-	held    []byte // scanned bytes of an unfinished command, for the next Read
-	replied bool
-}
-
-// NetConn returns the wrapped connection, as tls.Conn.NetConn does, for
-// code that needs the concrete connection behind redcon.Conn.NetConn.
-func (c *guardConn) NetConn() net.Conn { return c.Conn }
-
-// Read reads from the wrapped connection. When a chunk ends inside a command
-// that follows a complete one, Read returns up to the end of the complete one
-// and the rest with the next call. After a violation it returns the
-// bytes before the offending one, so redcon still serves the complete
-// commands among them and flushes their replies; the next Read writes the
-// error reply and returns io.EOF, which makes redcon close the connection.
-//
-// Writing from Read is safe because redcon's per-connection goroutine
-// (redcon.go handle) is the only reader and, between its Flush and its next
-// read, the only writer.
-func (c *guardConn) Read(p []byte) (int, error) {
-	if len(c.held) > 0 {
-		n := copy(p, c.held)
-		c.held = c.held[:copy(c.held, c.held[n:])]
-		return n, nil
-	}
-	if c.scan.bad == violNone {
-		n, err := c.Conn.Read(p)
-		good, end := c.scan.scan(p[:n])
+// read returns the next commands, at least one, and at most maxBatch: all
+// that what was read so far completes, or only the first while unauth
+// (authentication is required and the connection has not authenticated).
+// It blocks until one is complete. Their arguments point into the reader's
+// buffer and are valid until the next call. A refused request is a
+// *protocolError, returned once the commands before it have been.
+func (r *commandReader) read(unauth bool) ([]redcon.Command, error) {
+	clear(r.cmds) // they point into the buffer that reclaim may drop
+	r.cmds = r.cmds[:0]
+	r.reclaim()
+	for {
+		r.frame(unauth)
 		switch {
-		case good == n && (end == 0 || end == n || err != nil):
-			return n, err
-		case good == n:
-			// Keep redcon's buffer from growing: see the top of this file.
-			c.held = append(c.held[:0], p[end:n]...)
-			return end, nil
-		case good > 0:
-			return good, nil
+		case len(r.cmds) > 0:
+			return r.cmds, nil
+		case r.fail != nil:
+			return nil, r.fail
+		case r.err != nil:
+			return nil, r.err
+		}
+		r.fill()
+	}
+}
+
+// frame scans what was read for whole commands and parses each.
+func (r *commandReader) frame(unauth bool) {
+	for r.fail == nil && len(r.cmds) < maxBatch && !(unauth && len(r.cmds) > 0) {
+		if r.scan.state == scanStart {
+			r.scan.unauth = unauth // a command's bounds are those when it begins
+		}
+		n, done := r.scan.next(r.buf[r.scanned:r.end])
+		r.scanned += n
+		if !done {
+			if r.scan.bad != violNone {
+				r.fail = &protocolError{r.scan.reply()}
+			}
+			return
+		}
+		raw := r.buf[r.next:r.scanned]
+		r.next = r.scanned
+		if blankLine(raw) {
+			continue // an empty inline command, skipped as Redis skips it
+		}
+		cmd, err := redcon.Parse(raw)
+		if err != nil {
+			// Unbalanced quotes in an inline command: redcon's wording.
+			r.fail = &protocolError{"-ERR " + err.Error() + "\r\n"}
+			return
+		}
+		r.cmds = append(r.cmds, cmd)
+	}
+}
+
+// blankLine reports whether raw is an inline command of spaces only, which
+// redcon's parser splits into no argument at all.
+func blankLine(raw []byte) bool {
+	if raw[0] == '*' {
+		return false
+	}
+	line := strings.TrimSuffix(strings.TrimSuffix(string(raw), "\n"), "\r")
+	return strings.Trim(line, " ") == ""
+}
+
+// reclaim forgets the commands handed out, and drops a buffer that a large
+// command grew once nothing is left in it.
+func (r *commandReader) reclaim() {
+	if r.next == r.end {
+		r.next, r.scanned, r.end = 0, 0, 0
+		if cap(r.buf) > readBufSize {
+			r.buf = nil
 		}
 	}
-	if !c.replied {
-		c.replied = true
-		// Ignore errors: the connection is closed next either way.
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(guardReplyTimeout))
-		_, _ = io.WriteString(c.Conn, c.scan.reply())
+	if cap(r.cmds) > keptBatch {
+		r.cmds = nil
 	}
-	return 0, io.EOF
+}
+
+// fill reads more of the command begun at buf[next:], making room for it.
+func (r *commandReader) fill() {
+	if r.next > 0 {
+		r.end = copy(r.buf, r.buf[r.next:r.end])
+		r.scanned -= r.next
+		r.next = 0
+	}
+	if r.end == len(r.buf) {
+		size := max(2*len(r.buf), readBufSize)
+		if r.scan.state == scanData {
+			// Room for the whole argument at once rather than doubling up
+			// to it; the scanner has checked that it fits the limit.
+			size = max(size, r.end+r.scan.remain+2)
+		}
+		buf := make([]byte, size)
+		copy(buf, r.buf[:r.end])
+		r.buf = buf
+	}
+	n, err := r.conn.Read(r.buf[r.end:])
+	r.end += n
+	r.err = err
 }
 
 // guardViolation is why the scanner stopped; violNone while it has not.
@@ -140,6 +203,8 @@ const (
 	violDollar
 	violInline
 	violRequest
+	violUnauthMultibulk
+	violUnauthBulk
 )
 
 // guardState is where the scanner is within a command.
@@ -173,6 +238,7 @@ type guardScanner struct {
 	remain  int            // payload bytes left in the bulk (in scanData)
 	bad     guardViolation // sticky: once set, nothing more is accepted
 	badByte byte           // the byte that was not '$'
+	unauth  bool           // the command is bounded as an unauthenticated client's
 }
 
 // scan consumes p and returns how many of its bytes are acceptable (good)
@@ -180,8 +246,24 @@ type guardScanner struct {
 // none). A good below len(p) means p[good] is the offending byte and s.bad
 // says why.
 func (s *guardScanner) scan(p []byte) (good, end int) {
+	for good < len(p) {
+		n, done := s.next(p[good:])
+		good += n
+		if !done {
+			break
+		}
+		end = good
+	}
+	return good, end
+}
+
+// next consumes p up to the end of the first command it completes, and
+// returns how many bytes it consumed and whether a command ended there.
+// Otherwise n below len(p) means p[n] is the offending byte and s.bad says
+// why.
+func (s *guardScanner) next(p []byte) (n int, done bool) {
 	if s.bad != violNone {
-		return 0, 0
+		return 0, false
 	}
 	for i := 0; i < len(p); {
 		if s.state == scanData {
@@ -196,14 +278,14 @@ func (s *guardScanner) scan(p []byte) (good, end int) {
 			continue
 		}
 		if !s.step(p[i]) {
-			return i, end
+			return i, false
 		}
 		i++
 		if s.state == scanStart {
-			end = i
+			return i, true
 		}
 	}
-	return len(p), end
+	return len(p), false
 }
 
 // step consumes one byte outside a payload and reports whether it is valid.
@@ -248,8 +330,11 @@ func (s *guardScanner) step(c byte) bool {
 		if c != '\n' {
 			return s.fail(violMultibulk, c)
 		}
-		// Refuse now a count that cannot fit, rather than letting redcon
-		// rescan it on every read while the client trickles bytes.
+		if s.unauth && s.num > guardUnauthArgs {
+			return s.fail(violUnauthMultibulk, c)
+		}
+		// Refuse now a count that cannot fit, rather than reading up to
+		// the limit first.
 		if s.num > (s.limit-s.size)/guardMinBulk {
 			return s.fail(violRequest, c)
 		}
@@ -273,6 +358,9 @@ func (s *guardScanner) step(c byte) bool {
 	case scanLenLF:
 		if c != '\n' {
 			return s.fail(violBulk, c)
+		}
+		if s.unauth && s.num > guardUnauthBulk {
+			return s.fail(violUnauthBulk, c)
 		}
 		// Fail before buffering a payload that cannot fit.
 		if s.size+s.num+2 > s.limit {
@@ -331,6 +419,10 @@ func (s *guardScanner) reply() string {
 		return "-ERR Protocol error: too big inline request\r\n"
 	case violRequest:
 		return "-ERR Protocol error: request exceeds max_request_bytes (" + strconv.Itoa(s.limit) + ")\r\n"
+	case violUnauthMultibulk:
+		return "-ERR Protocol error: unauthenticated multibulk length\r\n"
+	case violUnauthBulk:
+		return "-ERR Protocol error: unauthenticated bulk length\r\n"
 	}
 	return ""
 }

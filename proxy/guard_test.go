@@ -2,9 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,41 +19,11 @@ const crashRequest = "*1\r\n$9223372036854775807\r\n"
 
 const testLimit = 1024
 
-// startGuarded serves a PING/ECHO redcon server behind the guard and
+// startGuarded serves a Server behind a guard with the given limit and
 // returns its address.
 func startGuarded(t *testing.T, limit int) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := redcon.NewServer("", guardTestHandler, nil, nil)
-	done := make(chan error, 1)
-	guarded := newGuardListener(ln, limit)
-	go func() { done <- s.Serve(guarded) }()
-	t.Cleanup(func() {
-		// Closing the listener stops Serve, which closes every connection.
-		ln.Close()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return ln.Addr().String()
-}
-
-func guardTestHandler(conn redcon.Conn, cmd redcon.Command) {
-	switch strings.ToLower(string(cmd.Args[0])) {
-	case "ping":
-		conn.WriteString("PONG")
-	case "echo":
-		if len(cmd.Args) != 2 {
-			conn.WriteError("ERR wrong number of arguments for 'echo' command")
-			return
-		}
-		conn.WriteBulk(cmd.Args[1])
-	default:
-		conn.WriteError("ERR unknown command '" + string(cmd.Args[0]) + "'")
-	}
+	return startServer(t, Config{MaxRequestBytes: limit}).addr
 }
 
 // dial connects to addr; every wait on the connection is bounded.
@@ -253,29 +224,117 @@ func (c *chunkConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// TestGuardReadEndsAtCommandBoundary checks that a command left unfinished
-// at the end of a read reaches redcon only with the next read, so redcon's
-// buffer is drained between reads (see the top of guard.go).
-func TestGuardReadEndsAtCommandBoundary(t *testing.T) {
-	conn := &guardConn{
-		Conn: &chunkConn{chunks: []string{"PING\r\n*1\r\n$4\r\nPI", "NG\r\nECHO a\r\nEC", "HO b\r\n"}},
-		scan: guardScanner{limit: testLimit},
-	}
-	var reads []string
-	p := make([]byte, 64)
+// readAll reads batches from r until it fails, and returns each batch's
+// commands, words joined by spaces.
+func readAll(t *testing.T, r *commandReader) (batches [][]string, err error) {
+	t.Helper()
 	for {
-		n, err := conn.Read(p)
-		if err == io.EOF {
-			break
-		}
+		cmds, err := r.read(false)
 		if err != nil {
-			t.Fatal(err)
+			return batches, err
 		}
-		reads = append(reads, string(p[:n]))
+		var batch []string
+		for _, cmd := range cmds {
+			batch = append(batch, strings.Join(words(cmd.Args), " "))
+		}
+		batches = append(batches, batch)
 	}
-	exp := []string{"PING\r\n", "*1\r\n$4\r\nPI", "NG\r\nECHO a\r\n", "EC", "HO b\r\n"}
-	if got := reads; !slices.Equal(exp, got) {
-		t.Errorf("expected reads %q, got %q", exp, got)
+}
+
+// TestReaderBatches: each read hands out the commands that what arrived so
+// far completes, however they were split, inline and multibulk alike.
+func TestReaderBatches(t *testing.T) {
+	r := newCommandReader(&chunkConn{chunks: []string{"PING\r\n*1\r\n$4\r\nPI", "NG\r\nECHO a\r\nEC", "HO b\r\n  \r\n"}}, testLimit)
+	batches, err := readAll(t, r)
+	if exp, got := `[[PING] [PING ECHO a] [ECHO b]]`, fmt.Sprint(batches); exp != got || err != io.EOF {
+		t.Errorf("expected batches %s and EOF, got %s and %v", exp, got, err)
+	}
+}
+
+// TestReaderRefuses: the commands before a refused request are handed out
+// first, then the refusal, with the reply Redis words.
+func TestReaderRefuses(t *testing.T) {
+	r := newCommandReader(&chunkConn{chunks: []string{"PING\r\n*1\r\n$-5\r\nPING\r\n"}}, testLimit)
+	batches, err := readAll(t, r)
+	var refused *protocolError
+	if !errors.As(err, &refused) || refused.reply != "-ERR Protocol error: invalid bulk length\r\n" || fmt.Sprint(batches) != "[[PING]]" {
+		t.Fatalf("got %v then %v", batches, err)
+	}
+	r = newCommandReader(&chunkConn{chunks: []string{"PING\r\nSET \"a b\r\n"}}, testLimit)
+	batches, err = readAll(t, r)
+	if !errors.As(err, &refused) || refused.reply != "-ERR Protocol error: unbalanced quotes in request\r\n" || fmt.Sprint(batches) != "[[PING]]" {
+		t.Fatalf("unbalanced quotes: got %v then %v", batches, err)
+	}
+}
+
+// TestReaderUnauthenticated: before AUTH a command may have at most 10
+// arguments of at most 16 KiB, as in Redis, and commands are handed out one
+// at a time, so that an AUTH lifts the bounds for the command right after it.
+func TestReaderUnauthenticated(t *testing.T) {
+	big := bulkCommand("ECHO", strings.Repeat("e", 16385))
+	for _, tc := range []struct {
+		name  string
+		req   string
+		reply string // of the refusal, "" for none
+	}{
+		{"10 arguments", bulkCommand("A", "1", "2", "3", "4", "5", "6", "7", "8", "9"), ""},
+		{"11 arguments", "*11\r\n", "-ERR Protocol error: unauthenticated multibulk length\r\n"},
+		{"16 KiB", bulkCommand("AUTH", strings.Repeat("p", 16384)), ""},
+		{"one byte more", bulkCommand("AUTH", strings.Repeat("p", 16385)), "-ERR Protocol error: unauthenticated bulk length\r\n"},
+		{"inline", "PING " + strings.Repeat("x", 4000) + "\r\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCommandReader(&chunkConn{chunks: []string{tc.req}}, 1<<20)
+			_, err := r.read(true)
+			var refused *protocolError
+			switch {
+			case tc.reply == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.reply != "" && (!errors.As(err, &refused) || refused.reply != tc.reply):
+				t.Fatalf("want %q, got %v", tc.reply, err)
+			}
+		})
+	}
+
+	// Authenticated by the first command, the connection may send more with
+	// the second, in the same read.
+	r := newCommandReader(&chunkConn{chunks: []string{"AUTH pw\r\n" + big + big}}, 1<<20)
+	if cmds, err := r.read(true); err != nil || len(cmds) != 1 {
+		t.Fatalf("unauthenticated, the first read hands out %d commands (%v), want only AUTH", len(cmds), err)
+	}
+	for i := range 2 {
+		if cmds, err := r.read(false); err != nil || len(cmds) != 1 || len(cmds[0].Args[1]) != 16385 {
+			t.Fatalf("authenticated, large command %d: %d commands, %v", i+1, len(cmds), err)
+		}
+	}
+	// Not authenticated by it, the connection is refused the large one.
+	r = newCommandReader(&chunkConn{chunks: []string{"AUTH guess\r\n" + big}}, 1<<20)
+	r.read(true)
+	var refused *protocolError
+	if _, err := r.read(true); !errors.As(err, &refused) || refused.reply != "-ERR Protocol error: unauthenticated bulk length\r\n" {
+		t.Fatalf("after a failed AUTH: %v", err)
+	}
+}
+
+// TestReaderDropsLargeBuffer: a command larger than the read buffer gets
+// one buffer of its size (not a doubling up to it), which the connection
+// drops once the command was served: an idle connection keeps readBufSize,
+// whatever it sent before (see the top of guard.go).
+func TestReaderDropsLargeBuffer(t *testing.T) {
+	big := bulkCommand("ECHO", strings.Repeat("x", 100_000))
+	r := newCommandReader(&chunkConn{chunks: []string{big[:1000], big[1000:], "PING\r\n"}}, 1<<20)
+	cmds, err := r.read(false)
+	if err != nil || len(cmds) != 1 || len(cmds[0].Args[1]) != 100_000 {
+		t.Fatalf("the large command: %d commands, %v", len(cmds), err)
+	}
+	if got := cap(r.buf); got > len(big)+readBufSize {
+		t.Errorf("a %d-byte command grew the buffer to %d bytes", len(big), got)
+	}
+	if cmds, err = r.read(false); err != nil || len(cmds) != 1 || string(cmds[0].Args[0]) != "PING" {
+		t.Fatalf("the command after it: %v", err)
+	}
+	if exp, got := readBufSize, cap(r.buf); exp != got {
+		t.Errorf("after the large command was served the buffer holds %d bytes, want %d", got, exp)
 	}
 }
 
@@ -302,7 +361,7 @@ func TestGuardRedconPanicsUnguarded(t *testing.T) {
 }
 
 // scanChunks scans data cut into pieces whose sizes cycle through cuts
-// (each size%16+1), stopping at the first violation as guardConn does.
+// (each size%16+1), stopping at the first violation as commandReader does.
 func scanChunks(limit int, data, cuts []byte) guardScanner {
 	s := guardScanner{limit: limit}
 	for i := 0; len(data) > 0; i++ {

@@ -140,3 +140,16 @@ func (r *replyBuffer) WriteArray(n int)         { r.buf = redcon.AppendArray(r.b
 func (r *replyBuffer) WriteNull()               { r.buf = redcon.AppendNull(r.buf) }
 func (r *replyBuffer) WriteRaw(b []byte)        { r.buf = append(r.buf, b...) }
 func (r *replyBuffer) WriteAny(v any)           { r.buf = redcon.AppendAny(r.buf, v) }
+
+// dropAhead waits for the commands started ahead of their turn that will not
+// get it (the connection was closed in the middle of its batch) and ends
+// them, so that Shutdown does not wait for them for ever. Their replies are
+// dropped.
+func (s *Server) dropAhead(conn redcon.Conn) {
+	st := state(conn)
+	for _, e := range st.early {
+		<-e.done
+		s.inflight.Done()
+	}
+	st.early = nil
+}

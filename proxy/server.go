@@ -35,9 +35,18 @@ type Config struct {
 	// "-ERR max number of clients reached" and is closed. Default: 10000,
 	// as Redis's maxclients.
 	MaxClients int
-	// IdleTimeout closes a connection that sent nothing for that long.
-	// Default: none (0), as Redis's timeout.
+	// IdleTimeout closes a connection that has not sent a whole command for
+	// that long, and one that has taken none of its replies for that long
+	// (no interaction either way, as Redis's timeout counts it) when that
+	// is shorter than WriteTimeout. Default: none (0), as Redis's timeout.
 	IdleTimeout time.Duration
+	// WriteTimeout closes a connection that has taken none of its replies
+	// for that long: a client that stopped reading, whose replies fill the
+	// socket buffers. Redis's client-output-buffer-limit closes such a
+	// client by the size of its pending replies; the proxy writes replies
+	// as it makes them and holds at most 64 KiB (and one reply) beyond the
+	// socket buffers, so it bounds the time instead. Default: 10s.
+	WriteTimeout time.Duration
 	// MaxKeyBytes bounds each key a command names (before the user's key
 	// prefix). Default: 1 KiB.
 	MaxKeyBytes int
@@ -57,8 +66,6 @@ type Config struct {
 	Observer Observer
 }
 
-const maxRequestBytesLimit = 1 << 40 // the guard's own ceiling
-
 func (c Config) withDefaults() Config {
 	if c.MaxRequestBytes == 0 {
 		c.MaxRequestBytes = 1 << 20
@@ -71,6 +78,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTokenBytes == 0 {
 		c.MaxTokenBytes = 1024
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -120,14 +130,14 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	if locks == nil {
 		return nil, errors.New("proxy: nil Locker")
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > maxRequestBytesLimit {
-		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, int64(maxRequestBytesLimit))
+	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > guardMaxLimit {
+		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, guardMaxLimit)
 	}
 	for _, v := range []struct {
 		name string
 		n    int64
 	}{
-		{"request timeout", int64(cfg.RequestTimeout)}, {"idle timeout", int64(cfg.IdleTimeout)},
+		{"request timeout", int64(cfg.RequestTimeout)}, {"idle timeout", int64(cfg.IdleTimeout)}, {"write timeout", int64(cfg.WriteTimeout)},
 		{"max clients", int64(cfg.MaxClients)}, {"max key bytes", int64(cfg.MaxKeyBytes)}, {"max token bytes", int64(cfg.MaxTokenBytes)},
 	} {
 		if v.n < 0 {
@@ -166,7 +176,7 @@ func buildVersion() string {
 // Serve answers the connections accepted on ln, behind the RESP guard and
 // the client limit, until Shutdown. For TLS, ln is the TLS listener. It
 // returns nil after Shutdown (at once, closing ln, when Shutdown came
-// first).
+// first), once every connection it accepted is closed and served no more.
 func (s *Server) Serve(ln net.Listener) error {
 	dl := s.attach(ln)
 	if dl == nil {
@@ -174,10 +184,52 @@ func (s *Server) Serve(ln net.Listener) error {
 		return nil
 	}
 	defer s.serving.Done()
-	rs := redcon.NewServerNetwork(ln.Addr().Network(), ln.Addr().String(), s.serveRESP, s.accepted, s.disconnected)
-	rs.AcceptError = func(err error) { s.log.Warn("proxy: accept failed", "err", err) }
-	rs.SetIdleClose(s.cfg.IdleTimeout)
-	return rs.Serve(dl)
+	var open connSet
+	defer open.closeAll()
+	for {
+		conn, err := dl.Accept()
+		switch {
+		case errors.Is(err, net.ErrClosed):
+			return nil
+		case err != nil:
+			s.log.Warn("proxy: accept failed", "err", err)
+			continue
+		}
+		open.serve(conn, s.serveConn)
+	}
+}
+
+// connSet is the connections one Serve accepted and still serves.
+type connSet struct {
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// serve runs serveConn(conn) in a goroutine of its own.
+func (cs *connSet) serve(conn net.Conn, serveConn func(net.Conn)) {
+	cs.mu.Lock()
+	if cs.conns == nil {
+		cs.conns = map[net.Conn]struct{}{}
+	}
+	cs.conns[conn] = struct{}{}
+	cs.mu.Unlock()
+	cs.wg.Go(func() {
+		serveConn(conn)
+		cs.mu.Lock()
+		delete(cs.conns, conn)
+		cs.mu.Unlock()
+	})
+}
+
+// closeAll closes every connection and waits until none is served.
+func (cs *connSet) closeAll() {
+	cs.mu.Lock()
+	for conn := range cs.conns {
+		conn.Close()
+	}
+	cs.mu.Unlock()
+	cs.wg.Wait()
 }
 
 // attach wraps ln, unless Shutdown already began (nil).
@@ -188,7 +240,7 @@ func (s *Server) attach(ln net.Listener) *drainListener {
 		return nil
 	}
 	dl := &drainListener{
-		Listener: &limitListener{Listener: newGuardListener(ln, s.cfg.MaxRequestBytes), clients: &s.clients, max: int64(s.cfg.MaxClients)},
+		Listener: &limitListener{Listener: ln, clients: &s.clients, max: int64(s.cfg.MaxClients)},
 		closing:  &s.closing, stopped: s.stopped, release: s.release,
 	}
 	s.lns = append(s.lns, dl)
@@ -206,7 +258,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := s.drain(ctx)
 	s.cancel()
 	s.releaseOnce.Do(func() { close(s.release) })
-	s.serving.Wait() // redcon closes every connection before Serve returns
+	s.serving.Wait() // Serve closes every connection before it returns
 	return err
 }
 
@@ -256,14 +308,14 @@ func (s *Server) end(conn redcon.Conn) {
 }
 
 // flushIfClosing sends the replies written so far when Shutdown began:
-// redcon flushes only after the whole pipeline, and by then Shutdown may
-// have closed the connection.
+// serveCommands writes them only after the whole batch, and by then
+// Shutdown may have closed the connection.
 func (s *Server) flushIfClosing(conn redcon.Conn) {
 	if !s.closing.Load() {
 		return
 	}
-	if w := redcon.BaseWriter(conn); w != nil {
-		w.Flush()
+	if c, ok := conn.(*client); ok {
+		c.flush()
 	}
 }
 
@@ -276,11 +328,19 @@ func (s *Server) requestContext() (context.Context, context.CancelFunc) {
 }
 
 // accepted starts a connection's state; limitListener has counted it.
-func (s *Server) accepted(conn redcon.Conn) bool {
+func (s *Server) accepted(conn redcon.Conn) {
 	st := &connState{id: s.nextID.Add(1), proto: 2, user: s.users.anonymous}
 	conn.SetContext(st)
 	s.log.Debug("proxy: connection opened", "id", st.id, "addr", conn.RemoteAddr())
-	return true
+}
+
+// writeTimeout is how long a reply may wait for a client that reads
+// nothing: WriteTimeout, or IdleTimeout when that is shorter.
+func (s *Server) writeTimeout() time.Duration {
+	if s.cfg.IdleTimeout > 0 {
+		return min(s.cfg.WriteTimeout, s.cfg.IdleTimeout)
+	}
+	return s.cfg.WriteTimeout
 }
 
 func (s *Server) disconnected(conn redcon.Conn, err error) {
@@ -326,8 +386,8 @@ func reject(conn net.Conn) {
 	conn.Close()
 }
 
-// drainListener keeps redcon's accept loop waiting after Shutdown closed
-// the listener: redcon closes every connection as soon as Accept fails, which
+// drainListener keeps Serve's accept loop waiting after Shutdown closed the
+// listener: Serve closes every connection as soon as Accept fails, which
 // would cut the commands in flight.
 type drainListener struct {
 	net.Listener
@@ -350,7 +410,7 @@ func (l *drainListener) Accept() (net.Conn, error) {
 		return nil, net.ErrClosed
 	}
 	if !errors.Is(err, net.ErrClosed) {
-		l.pause() // redcon retries at once: back off as net/http does (EMFILE)
+		l.pause() // Serve retries at once: back off as net/http does (EMFILE)
 	}
 	return nil, err
 }

@@ -172,3 +172,27 @@ func TestAuthUserFlag(t *testing.T) {
 		t.Fatalf("a short hash: %v\n%s", err, out)
 	}
 }
+
+// TestAuthOverlappingPrefixes: users whose key prefixes nest (one starts
+// with the other) could reach each other's locks, so lockproxy refuses to
+// start, naming both users and both prefixes. Users that share one prefix,
+// or have none (they see every key, an administrator's account), are
+// accepted.
+func TestAuthOverlappingPrefixes(t *testing.T) {
+	hash := sha256Hex("pw")
+	out, err := runBinary("-users", "outer:sha256:"+hash+":t:", "-users", "inner:sha256:"+hash+":t:x:")
+	if err == nil {
+		t.Fatalf("lockproxy started with the nested prefixes t: and t:x:\n%s", out)
+	}
+	for _, want := range []string{"users", `"outer"`, `"t:"`, `"inner"`, `"t:x:"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the error does not name %s: %s", want, out)
+		}
+	}
+	c := newCluster(t, 3, "-users", "a:sha256:"+hash+":t:", "-users", "b:sha256:"+hash+":t:", "-users", "admin:sha256:"+hash)
+	admin := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Username: "admin", Password: "pw", MaxRetries: -1})
+	defer admin.Close()
+	if got := do(t, admin, "SET", "t:k", "v", "NX", "PX", 10000); got != "OK" {
+		t.Fatalf("an unprefixed user beside prefixed ones: %s", got)
+	}
+}

@@ -242,7 +242,7 @@ func TestBadInput(t *testing.T) {
 func checkReply(t *testing.T, req, got, want string, prefix bool) {
 	t.Helper()
 	if prefix && !strings.HasPrefix(got, want) || !prefix && got != want {
-		t.Errorf("%q: got\n%q\nwant %s\n%q", clip(req), got, map[bool]string{true: "a reply starting with", false: ""}[prefix], want)
+		t.Errorf("%q: got\n%q\nwant %s\n%q", clip(req), clip(got), map[bool]string{true: "a reply starting with", false: ""}[prefix], clip(want))
 	}
 }
 
@@ -394,12 +394,27 @@ func TestBadInputUnauthenticated(t *testing.T) {
 			want: "-WRONGPASS invalid username-password pair or user is disabled.\r\n" + noAuth, redis: true},
 		{name: "pipelined lock before AUTH", req: resp("SET", "k", "v", "NX", "PX", "1000") + resp("AUTH", "secret") + resp("DEL", "k"),
 			want: noAuth + "+OK\r\n:0\r\n", redis: true},
+		// What a client may send before AUTH is bounded as Redis bounds it:
+		// at most 10 arguments of at most 16 KiB each, or a protocol error.
+		{name: "11 arguments before AUTH", req: "*11\r\n", want: "-ERR Protocol error: unauthenticated multibulk length\r\n", redis: true},
+		{name: "10 arguments before AUTH", req: resp("AUTH", "1", "2", "3", "4", "5", "6", "7", "8", "9"), want: errSyntaxR, redis: true},
+		{name: "a 16 KiB argument before AUTH", req: resp("AUTH", strings.Repeat("p", 16384)),
+			want: "-WRONGPASS invalid username-password pair or user is disabled.\r\n", redis: true},
+		{name: "a longer argument before AUTH", req: resp("AUTH", strings.Repeat("p", 16385)),
+			want: "-ERR Protocol error: unauthenticated bulk length\r\n", redis: true},
+		{name: "a 1 MB PING before AUTH", req: resp("PING", strings.Repeat("p", 1_000_000)),
+			want: "-ERR Protocol error: unauthenticated bulk length\r\n", redis: true},
+		{name: "a large argument after a failed AUTH", req: resp("AUTH", "guess") + resp("ECHO", strings.Repeat("e", 100000)),
+			want: "-WRONGPASS invalid username-password pair or user is disabled.\r\n-ERR Protocol error: unauthenticated bulk length\r\n", redis: true},
+		// AUTH lifts the bounds for the very next command of the same write.
+		{name: "a large argument right after AUTH", req: resp("AUTH", "secret") + resp("ECHO", strings.Repeat("e", 100000)),
+			want: "+OK\r\n$100000\r\n" + strings.Repeat("e", 100000) + "\r\n", redis: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, _ := exchange(t, c.proxy.Addr, tc.req)
 			checkReply(t, tc.req, got, tc.want, tc.prefix)
 			if theirs, _ := exchange(t, plain.Addr(), tc.req); got != theirs {
-				t.Errorf("%q: the proxy replied %q, redis-server %q", tc.req, got, theirs)
+				t.Errorf("%q: the proxy replied %q, redis-server %q", clip(tc.req), clip(got), clip(theirs))
 			}
 		})
 	}
@@ -646,9 +661,9 @@ func TestBadInputSlowloris(t *testing.T) {
 // TestBadInputSlowlorisIdleTimeout: with -idle-timeout, clients that
 // trickle a command and never finish it are closed by the proxy: at the
 // latest the idle timeout after their last byte, not before the idle
-// timeout has passed since they connected. (redcon renews its read
-// deadline once per command, so a command trickled over more than the
-// timeout is cut off even while bytes arrive.) The unfinished commands
+// timeout has passed since they connected. (The proxy renews its read
+// deadline once per batch of commands, so a command trickled over more than
+// the timeout is cut off even while bytes arrive.) The unfinished commands
 // never run, and the proxy serves others throughout.
 func TestBadInputSlowlorisIdleTimeout(t *testing.T) {
 	const idle, pace = time.Second, 100 * time.Millisecond

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +242,54 @@ func TestPipelinedLocks(t *testing.T) {
 	}
 	if got := c.held(t, "pipe:one"); strings.Count(strings.Join(got, ","), "tok0") < 2 {
 		t.Fatalf("backends hold %v for pipe:one, want tok0 on a quorum", got)
+	}
+}
+
+// TestQuitEndsThePipeline: commands written after QUIT in the same write are
+// never run, as on redis-server, even lock commands the proxy would run
+// ahead of their turn: a client must not hold a lock it never heard of.
+func TestQuitEndsThePipeline(t *testing.T) {
+	c := newCluster(t, 3)
+	for _, tc := range []struct {
+		name, req, want string
+		ran, dropped    []string // keys that must be held, and not be held
+	}{
+		{"QUIT then SET", wireCmd("QUIT") + wireCmd("SET", "after", "t", "NX", "PX", "30000"),
+			"+OK\r\n", nil, []string{"after"}},
+		{"inline QUIT then SET", "QUIT\r\nSET after t NX PX 30000\r\n",
+			"+OK\r\n", nil, []string{"after"}},
+		{"pipelined SETs around QUIT", wireCmd("SET", "before1", "t", "NX", "PX", "30000") + wireCmd("SET", "before2", "t", "NX", "PX", "30000") +
+			wireCmd("QUIT") + wireCmd("SET", "after1", "t", "NX", "PX", "30000") + wireCmd("SET", "after2", "t", "NX", "PX", "30000"),
+			"+OK\r\n+OK\r\n+OK\r\n", []string{"before1", "before2"}, []string{"after1", "after2"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, key := range append(tc.ran, tc.dropped...) {
+				for _, s := range c.servers {
+					s.Client(t).Del(t.Context(), key)
+				}
+			}
+			conn := dialRaw(t, c.proxy.Addr)
+			if _, err := io.WriteString(conn, tc.req); err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(conn.rd)
+			if string(got) != tc.want || err != nil {
+				t.Fatalf("replies: got %q (%v), want %q and the connection closed", got, err, tc.want)
+			}
+			// The proxy counts a connection closed only once it served the
+			// last command it was going to serve: after that, whatever ran
+			// has reached a quorum.
+			waitClients(t, c.proxy.Addr, 0)
+			for _, key := range tc.dropped {
+				if held := c.held(t, key); strings.Join(held, "") != "" {
+					t.Errorf("%s, sent after QUIT, ran: the backends hold %q", key, held)
+				}
+			}
+			for _, key := range tc.ran {
+				if held := c.held(t, key); strings.Count(strings.Join(held, ","), "t") < 2 {
+					t.Errorf("%s, sent before QUIT, is held by %q, want a quorum", key, held)
+				}
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -195,9 +196,12 @@ func redisCLI(t *testing.T, addr string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// runBinary runs lockproxy to completion (for startup failures).
+// runBinary runs lockproxy to completion (for startup failures); one that
+// starts serving instead is killed after 20 s.
 func runBinary(args ...string) (string, error) {
-	cmd := exec.Command(binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -220,4 +224,32 @@ func (p *proxyProcess) waitLog(t *testing.T, re *regexp.Regexp) []string {
 func (p *proxyProcess) Kill() {
 	p.cmd.Process.Kill()
 	<-p.done
+}
+
+// clients returns the proxy's connected_clients (INFO clients), not
+// counting the connection that asks.
+func clients(t *testing.T, addr string) int {
+	t.Helper()
+	out, err := runCLI(addr, "INFO", "clients")
+	if err != nil {
+		t.Fatalf("INFO clients: %v %s", err, out)
+	}
+	m := regexp.MustCompile(`connected_clients:(\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no connected_clients in INFO clients: %q", out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n - 1
+}
+
+// waitClients waits until the proxy counts n client connections besides
+// the one that asks.
+func waitClients(t *testing.T, addr string, n int) {
+	t.Helper()
+	redistest.Eventually(t, func() string {
+		if got := clients(t, addr); got != n {
+			return fmt.Sprintf("the proxy counts %d client connections, want %d", got, n)
+		}
+		return ""
+	})
 }

@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,4 +197,188 @@ func wireCmd(args ...string) string {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	return b.String()
+}
+
+// heapUse returns the proxy's live heap plus its goroutine stacks, in
+// bytes, right after a garbage collection (pprof's heap profile with gc=1
+// collects first and reports runtime.MemStats).
+func heapUse(t *testing.T, metrics string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + metrics + "/debug/pprof/heap?gc=1&debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heap := regexp.MustCompile(`(?m)^# HeapAlloc = (\d+)$`).FindSubmatch(body)
+	stack := regexp.MustCompile(`(?m)^# Stack = (\d+) / \d+$`).FindSubmatch(body)
+	if heap == nil || stack == nil {
+		t.Fatalf("no HeapAlloc or Stack in the heap profile:\n%.500s", body)
+	}
+	h, _ := strconv.Atoi(string(heap[1]))
+	s, _ := strconv.Atoi(string(stack[1]))
+	return h + s
+}
+
+// TestLimitIdleConnectionMemory is issue 10's acceptance for memory: 1,000
+// connections that each sent one 1 MB command (PING with a 1 MB payload,
+// its 1 MB reply read) and went idle cost the proxy less than 16 KiB each
+// after a garbage collection, heap and goroutine stacks together. The
+// commands are sent a few at a time: only what the idle connections keep
+// is measured.
+func TestLimitIdleConnectionMemory(t *testing.T) {
+	const conns, payload, workers = 1000, 1_000_000, 4
+	c := newCluster(t, 3, "-metrics", "127.0.0.1:0", "-pprof")
+	metrics := c.proxy.waitLog(t, metricsLine)[1]
+	checkServes(t, c)
+	others := clients(t, c.proxy.Addr) // checkServes's client
+	before := heapUse(t, metrics)
+
+	req := wireCmd("PING", strings.Repeat("x", payload))
+	head := fmt.Sprintf("$%d\r\n", payload)
+	open := make([]*rawConn, conns)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var problems []string
+	for range workers {
+		wg.Go(func() {
+			reply := make([]byte, len(head)+payload+2)
+			for i := range next {
+				conn, err := net.Dial("tcp", c.proxy.Addr)
+				if err == nil {
+					conn.SetDeadline(time.Now().Add(60 * time.Second))
+					if _, err = io.WriteString(conn, req); err == nil {
+						_, err = io.ReadFull(conn, reply)
+					}
+				}
+				if err == nil && string(reply[:len(head)]) != head {
+					err = fmt.Errorf("reply starts %q", reply[:len(head)])
+				}
+				if err != nil {
+					mu.Lock()
+					problems = append(problems, fmt.Sprintf("connection %d: %v", i, err))
+					mu.Unlock()
+				}
+				if conn != nil {
+					open[i] = &rawConn{Conn: conn, rd: bufio.NewReader(conn)}
+				}
+			}
+		})
+	}
+	start := time.Now()
+	for i := range conns {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	sent := time.Since(start)
+	for _, conn := range open {
+		if conn != nil {
+			defer conn.Close()
+		}
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%d of %d connections failed, the first: %s", len(problems), conns, problems[0])
+	}
+	waitClients(t, c.proxy.Addr, others+conns)
+	after := heapUse(t, metrics)
+	per := (after - before) / conns
+	t.Logf("%d connections sent %d MB in %s; heap and stacks %d KiB before, %d KiB after: %d bytes per idle connection",
+		conns, conns*payload/1_000_000, sent.Round(time.Millisecond), before>>10, after>>10, per)
+	if per >= 16<<10 {
+		t.Errorf("each idle connection that once sent a 1 MB command costs %d bytes, want less than 16 KiB", per)
+	}
+	// They are idle, not dead.
+	for _, i := range []int{0, conns / 2, conns - 1} {
+		open[i].SetDeadline(time.Now().Add(20 * time.Second))
+		if got := open[i].roundTrip(t, wireCmd("PING")); got != "+PONG\r\n" {
+			t.Fatalf("connection %d after going idle: %q", i, got)
+		}
+	}
+}
+
+// TestLimitNonReadingClients: clients that pipeline commands and never read
+// a reply are closed once the proxy could write them nothing for
+// client_write_timeout, or for idle_timeout when that is shorter (no
+// interaction either way, as Redis's timeout counts it), and each frees its
+// max_clients slot; a client that reads its replies is served throughout.
+func TestLimitNonReadingClients(t *testing.T) {
+	const limit, stuck = time.Second, 20
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"client_write_timeout", []string{"-client-write-timeout", limit.String()}},
+		{"idle_timeout", []string{"-idle-timeout", limit.String()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, append([]string{"-max-clients", fmt.Sprint(stuck + 2)}, tc.args...)...)
+			// A pipeline of ECHOs whose replies outgrow every socket buffer.
+			echo := wireCmd("ECHO", strings.Repeat("e", 64<<10))
+			type client struct {
+				lastSent, closed time.Time // the last write that went through; the first that failed
+				done             chan struct{}
+			}
+			all := make([]*client, stuck)
+			for i := range all {
+				conn, err := net.Dial("tcp", c.proxy.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				cl := &client{done: make(chan struct{})}
+				all[i] = cl
+				go func() {
+					defer close(cl.done)
+					for range 1000 { // 64 MiB at most
+						if _, err := io.WriteString(conn, echo); err != nil {
+							cl.closed = time.Now() // by the proxy
+							return
+						}
+						cl.lastSent = time.Now()
+					}
+				}()
+			}
+			// A client that reads its replies is served while they are stuck,
+			// until every one of them has been closed.
+			busy := c.proxy.Client(t)
+			deadline := time.Now().Add(limit + 15*time.Second)
+			for i := 0; i < len(all); {
+				if got := do(t, busy, "PING"); got != "PONG" {
+					t.Fatalf("PING beside the stuck clients: %s", got)
+				}
+				select {
+				case <-all[i].done:
+					i++
+					continue
+				case <-time.After(limit / 10):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d of %d clients that read nothing are still open after %s", len(all)-i, len(all), limit+15*time.Second)
+				}
+			}
+			waitClients(t, c.proxy.Addr, 1) // only busy's connection is left
+			var worst time.Duration
+			for i, cl := range all {
+				// Its writes stalled once the proxy stopped reading, which
+				// it did once its replies filled the socket buffers.
+				if cl.closed.IsZero() {
+					t.Fatalf("client %d: sent 64 MiB without being closed", i)
+				}
+				d := cl.closed.Sub(cl.lastSent)
+				if d > limit+3*time.Second {
+					t.Errorf("client %d: closed %s after its last write went through, limit %s", i, d, limit)
+				}
+				worst = max(worst, d)
+			}
+			t.Logf("%d clients that read nothing were closed at most %s after their writes stalled (limit %s)", len(all), worst.Round(time.Millisecond), limit)
+			if got := do(t, busy, "PING"); got != "PONG" {
+				t.Fatalf("PING after the stuck clients were closed: %s", got)
+			}
+		})
+	}
 }

@@ -1,0 +1,167 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"time"
+
+	"github.com/tidwall/redcon"
+)
+
+// The proxy serves each connection in its own loop, where redcon's server
+// would, and keeps redcon for the rest: the Conn interface every handler is
+// written against, its Command, its parser (one whole command at a time,
+// framed by the guard) and its reply encoders. redcon's loop keeps every
+// buffer a connection ever needed (its read buffer only grows, and it keeps
+// reply buffers up to 256 KiB), writes with no deadline, so a client that
+// stops reading holds its goroutine and its max_clients slot for ever, and
+// runs every command of a read even after one closed the connection.
+
+const (
+	// replyFlush is how much reply may wait while a batch is served: beyond
+	// it the replies so far are written, so that a client pipelining
+	// commands with large replies costs at most this and one reply beyond
+	// its socket buffers.
+	replyFlush = 64 << 10
+	// replyKeep is the largest reply buffer a connection keeps once written.
+	replyKeep = 4096
+	// writeChunk is the most written at once: each chunk gets the whole
+	// write timeout, so that a client that reads a large reply slowly, but
+	// reads, is not cut off in the middle of it.
+	writeChunk = 64 << 10
+)
+
+// client is one client connection. It implements redcon.Conn for the
+// handlers; only the connection's own goroutine uses it.
+type client struct {
+	conn         net.Conn
+	addr         string
+	rd           *commandReader
+	writeTimeout time.Duration
+	out          []byte           // replies not yet written
+	pipe         []redcon.Command // the commands of the batch after the one being served
+	ctx          any
+	closed       bool  // by Close: nothing more is served
+	werr         error // the write error that ended the connection
+}
+
+var _ redcon.Conn = (*client)(nil)
+
+// serveConn serves one connection until the client quits or goes away, a
+// request is refused, a timeout passes or the server closes it.
+func (s *Server) serveConn(nc net.Conn) {
+	c := &client{conn: nc, addr: nc.RemoteAddr().String(), rd: newCommandReader(nc, s.cfg.MaxRequestBytes), writeTimeout: s.writeTimeout()}
+	s.accepted(c)
+	err := s.serveCommands(c)
+	nc.Close()
+	s.disconnected(c, err)
+}
+
+// serveCommands reads a batch of commands, serves them in order, writes
+// their replies, and again. It returns nil when the client quit or closed
+// its side.
+func (s *Server) serveCommands(c *client) error {
+	for {
+		if s.cfg.IdleTimeout > 0 {
+			// Once per batch: a whole command must arrive within it, so a
+			// client that trickles one in is cut off as an idle one is.
+			c.conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		}
+		cmds, err := c.rd.read(state(c).user == nil)
+		if err != nil {
+			var refused *protocolError
+			if errors.As(err, &refused) {
+				c.out = append(c.out, refused.reply...)
+				c.flush()
+			}
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		c.pipe = cmds
+		for len(c.pipe) > 0 && !c.closed && c.werr == nil {
+			cmd := c.pipe[0]
+			c.pipe = c.pipe[1:]
+			s.serveRESP(c, cmd)
+			if len(c.out) >= replyFlush {
+				c.flush()
+			}
+		}
+		c.pipe = nil
+		if c.closed || c.werr != nil {
+			// What the client sent after QUIT, or after its connection broke,
+			// is not run.
+			s.dropAhead(c)
+			return c.werr
+		}
+		if err := c.flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// flush writes the replies so far. Each chunk of them must be taken within
+// writeTimeout: a client that takes nothing for that long has stopped
+// reading, and is closed (Redis's client-output-buffer-limit closes such a
+// client too) rather than holding its goroutine and its max_clients slot
+// for ever. The first write error is kept and returned from then on.
+func (c *client) flush() error {
+	for b := c.out; len(b) > 0 && c.werr == nil; {
+		c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+		var n int
+		n, c.werr = c.conn.Write(b[:min(len(b), writeChunk)])
+		b = b[n:]
+	}
+	if c.werr != nil {
+		c.conn.Close() // so that the read side ends too
+	}
+	if cap(c.out) > replyKeep {
+		c.out = nil
+	} else {
+		c.out = c.out[:0]
+	}
+	return c.werr
+}
+
+// RemoteAddr returns the client's address.
+func (c *client) RemoteAddr() string { return c.addr }
+
+// Close writes the replies so far and closes the connection; the commands
+// of the batch after the one being served are not run.
+func (c *client) Close() error {
+	c.flush()
+	c.closed = true
+	return c.conn.Close()
+}
+
+func (c *client) WriteError(msg string)       { c.out = redcon.AppendError(c.out, msg) }
+func (c *client) WriteString(str string)      { c.out = redcon.AppendString(c.out, str) }
+func (c *client) WriteBulk(bulk []byte)       { c.out = redcon.AppendBulk(c.out, bulk) }
+func (c *client) WriteBulkString(bulk string) { c.out = redcon.AppendBulkString(c.out, bulk) }
+func (c *client) WriteInt(num int)            { c.out = redcon.AppendInt(c.out, int64(num)) }
+func (c *client) WriteInt64(num int64)        { c.out = redcon.AppendInt(c.out, num) }
+func (c *client) WriteUint64(num uint64)      { c.out = redcon.AppendUint(c.out, num) }
+func (c *client) WriteArray(count int)        { c.out = redcon.AppendArray(c.out, count) }
+func (c *client) WriteNull()                  { c.out = redcon.AppendNull(c.out) }
+func (c *client) WriteRaw(data []byte)        { c.out = append(c.out, data...) }
+func (c *client) WriteAny(v any)              { c.out = redcon.AppendAny(c.out, v) }
+func (c *client) Context() any                { return c.ctx }
+func (c *client) SetContext(v any)            { c.ctx = v }
+func (c *client) SetReadBuffer(int)           {}
+func (c *client) NetConn() net.Conn           { return c.conn }
+
+// Detach is not supported: nothing in the proxy takes a connection over.
+func (c *client) Detach() redcon.DetachedConn { panic("proxy: Detach is not supported") }
+
+// ReadPipeline returns the commands of the batch after the one being
+// served, and drops them.
+func (c *client) ReadPipeline() []redcon.Command {
+	p := c.pipe
+	c.pipe = nil
+	return p
+}
+
+// PeekPipeline returns the commands of the batch after the one being served.
+func (c *client) PeekPipeline() []redcon.Command { return c.pipe }
