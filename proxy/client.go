@@ -39,7 +39,7 @@ type client struct {
 	addr         string
 	rd           *commandReader
 	writeTimeout time.Duration
-	out          []byte           // replies not yet written
+	replies                       // not yet written
 	pipe         []redcon.Command // the commands of the batch after the one being served
 	ctx          any
 	closed       bool  // by Close: nothing more is served
@@ -136,21 +136,10 @@ func (c *client) Close() error {
 	return c.conn.Close()
 }
 
-func (c *client) WriteError(msg string)       { c.out = redcon.AppendError(c.out, msg) }
-func (c *client) WriteString(str string)      { c.out = redcon.AppendString(c.out, str) }
-func (c *client) WriteBulk(bulk []byte)       { c.out = redcon.AppendBulk(c.out, bulk) }
-func (c *client) WriteBulkString(bulk string) { c.out = redcon.AppendBulkString(c.out, bulk) }
-func (c *client) WriteInt(num int)            { c.out = redcon.AppendInt(c.out, int64(num)) }
-func (c *client) WriteInt64(num int64)        { c.out = redcon.AppendInt(c.out, num) }
-func (c *client) WriteUint64(num uint64)      { c.out = redcon.AppendUint(c.out, num) }
-func (c *client) WriteArray(count int)        { c.out = redcon.AppendArray(c.out, count) }
-func (c *client) WriteNull()                  { c.out = redcon.AppendNull(c.out) }
-func (c *client) WriteRaw(data []byte)        { c.out = append(c.out, data...) }
-func (c *client) WriteAny(v any)              { c.out = redcon.AppendAny(c.out, v) }
-func (c *client) Context() any                { return c.ctx }
-func (c *client) SetContext(v any)            { c.ctx = v }
-func (c *client) SetReadBuffer(int)           {}
-func (c *client) NetConn() net.Conn           { return c.conn }
+func (c *client) Context() any      { return c.ctx }
+func (c *client) SetContext(v any)  { c.ctx = v }
+func (c *client) SetReadBuffer(int) {}
+func (c *client) NetConn() net.Conn { return c.conn }
 
 // Detach is not supported: nothing in the proxy takes a connection over.
 func (c *client) Detach() redcon.DetachedConn { panic("proxy: Detach is not supported") }

@@ -133,7 +133,7 @@ func info(s *Server, args ...string) string {
 	}
 	rec := &replyBuffer{}
 	s.handleInfo(rec, cmd)
-	_, text, _ := strings.Cut(string(rec.buf), "\r\n") // drop the bulk header
+	_, text, _ := strings.Cut(string(rec.out), "\r\n") // drop the bulk header
 	return strings.TrimSuffix(text, "\r\n")
 }
 

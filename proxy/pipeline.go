@@ -48,12 +48,12 @@ func (s *Server) startAhead(conn redcon.Conn, cmd redcon.Command, c *command) {
 		st.early = append(st.early, e)
 		// Its own copy of the connection's state: a HELLO later in the
 		// pipeline must not change the protocol of an earlier reply.
-		rec := &replyBuffer{Conn: conn, state: *st}
+		rec := &replyBuffer{delegate: delegate{conn}, state: *st}
 		rec.state.early = nil
 		go func() {
 			defer close(e.done)
 			nc.run(rec, next)
-			e.reply = rec.buf
+			e.reply = rec.out
 		}()
 	}
 }
@@ -121,25 +121,19 @@ func claim(keys map[string]struct{}, own ...string) bool {
 // replyBuffer is a connection whose replies are kept instead of sent; the
 // rest (state, address) is the client's connection's.
 type replyBuffer struct {
-	redcon.Conn
+	delegate
+	replies
 	state connState
-	buf   []byte
 }
+
+var _ redcon.Conn = (*replyBuffer)(nil)
+
+// delegate puts a redcon.Conn's methods one level down in replyBuffer, so
+// that the Write methods promoted are those of replies.
+type delegate struct{ redcon.Conn }
 
 func (r *replyBuffer) Context() any     { return &r.state }
 func (r *replyBuffer) SetContext(v any) {} // lock commands change no state
-
-func (r *replyBuffer) WriteString(s string)     { r.buf = redcon.AppendString(r.buf, s) }
-func (r *replyBuffer) WriteBulk(b []byte)       { r.buf = redcon.AppendBulk(r.buf, b) }
-func (r *replyBuffer) WriteBulkString(s string) { r.buf = redcon.AppendBulkString(r.buf, s) }
-func (r *replyBuffer) WriteInt(n int)           { r.buf = redcon.AppendInt(r.buf, int64(n)) }
-func (r *replyBuffer) WriteInt64(n int64)       { r.buf = redcon.AppendInt(r.buf, n) }
-func (r *replyBuffer) WriteUint64(n uint64)     { r.buf = redcon.AppendUint(r.buf, n) }
-func (r *replyBuffer) WriteError(msg string)    { r.buf = redcon.AppendError(r.buf, msg) }
-func (r *replyBuffer) WriteArray(n int)         { r.buf = redcon.AppendArray(r.buf, n) }
-func (r *replyBuffer) WriteNull()               { r.buf = redcon.AppendNull(r.buf) }
-func (r *replyBuffer) WriteRaw(b []byte)        { r.buf = append(r.buf, b...) }
-func (r *replyBuffer) WriteAny(v any)           { r.buf = redcon.AppendAny(r.buf, v) }
 
 // dropAhead waits for the commands started ahead of their turn that will not
 // get it (the connection was closed in the middle of its batch) and ends

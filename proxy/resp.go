@@ -63,3 +63,20 @@ func writeValue(conn redcon.Conn, v any) {
 		writeNull(conn)
 	}
 }
+
+// replies appends replies to out: the Write methods of a redcon.Conn, for
+// the connections that send replies when they choose (client) or keep them
+// (replyBuffer).
+type replies struct{ out []byte }
+
+func (r *replies) WriteError(msg string)       { r.out = redcon.AppendError(r.out, msg) }
+func (r *replies) WriteString(str string)      { r.out = redcon.AppendString(r.out, str) }
+func (r *replies) WriteBulk(bulk []byte)       { r.out = redcon.AppendBulk(r.out, bulk) }
+func (r *replies) WriteBulkString(bulk string) { r.out = redcon.AppendBulkString(r.out, bulk) }
+func (r *replies) WriteInt(num int)            { r.out = redcon.AppendInt(r.out, int64(num)) }
+func (r *replies) WriteInt64(num int64)        { r.out = redcon.AppendInt(r.out, num) }
+func (r *replies) WriteUint64(num uint64)      { r.out = redcon.AppendUint(r.out, num) }
+func (r *replies) WriteArray(count int)        { r.out = redcon.AppendArray(r.out, count) }
+func (r *replies) WriteNull()                  { r.out = redcon.AppendNull(r.out) }
+func (r *replies) WriteRaw(data []byte)        { r.out = append(r.out, data...) }
+func (r *replies) WriteAny(v any)              { r.out = redcon.AppendAny(r.out, v) }
