@@ -242,7 +242,9 @@ func startProxy(ctx context.Context, o *options, e *env) (string, error) {
 			return "", err
 		}
 	}
-	args := o.proxyArgs
+	// The idle connections are opened while the load's pooled connections
+	// are still open: room for both, first, so -proxy-args may say otherwise.
+	args := append([]string{"-max-clients", strconv.Itoa(o.idleConns + 4096)}, o.proxyArgs...)
 	if o.profileDir != "" || o.soak > 0 {
 		port, err := freePort()
 		if err != nil {
