@@ -44,7 +44,7 @@ var (
 // per backend vote), and a Collector of everything else at scrape time.
 type metrics struct {
 	opDuration   *prometheus.HistogramVec
-	ops          [proxy.NumOps]prometheus.Observer // opDuration's children
+	ops          [quorum.NumOps]prometheus.Observer // opDuration's children
 	voteDuration *prometheus.HistogramVec
 	votes        atomic.Pointer[map[string]prometheus.Observer] // voteDuration's, by backend
 
@@ -71,7 +71,7 @@ func newMetrics() *metrics {
 			Buckets: latencyBuckets,
 		}, []string{"backend"}),
 	}
-	for op := range proxy.Op(proxy.NumOps) {
+	for op := range quorum.Op(quorum.NumOps) {
 		m.ops[op] = m.opDuration.WithLabelValues(op.String())
 	}
 	return m
@@ -89,7 +89,7 @@ func (m *metrics) register(reg prometheus.Registerer, e *quorum.Engine, s *proxy
 }
 
 // Operation observes a lock operation's latency (proxy.Observer).
-func (m *metrics) Operation(op proxy.Op, _ proxy.Outcome, d time.Duration) {
+func (m *metrics) Operation(op quorum.Op, _ proxy.Outcome, d time.Duration) {
 	m.ops[op].Observe(d.Seconds())
 }
 
@@ -124,8 +124,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.voteDuration.Collect(ch)
 	if m.server != nil {
 		st := m.server.Stats()
-		for op := range proxy.Op(proxy.NumOps) {
-			for _, o := range op.Outcomes() {
+		for op := range quorum.Op(quorum.NumOps) {
+			for _, o := range proxy.Outcomes(op) {
 				ch <- prometheus.MustNewConstMetric(descOperations, prometheus.CounterValue,
 					float64(st.Operations[op][o]), op.String(), o.String())
 			}

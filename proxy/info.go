@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/tidwall/redcon"
 )
 
@@ -115,8 +116,8 @@ func (s *Server) infoStats(b *strings.Builder) {
 		if total == 0 {
 			continue
 		}
-		fmt.Fprintf(b, "lockop_%s:calls=%d", Op(op), total)
-		for _, o := range Op(op).Outcomes() {
+		fmt.Fprintf(b, "lockop_%s:calls=%d", quorum.Op(op), total)
+		for _, o := range Outcomes(quorum.Op(op)) {
 			fmt.Fprintf(b, ",%s=%d", o, counts[o])
 		}
 		b.WriteString("\r\n")
@@ -155,7 +156,7 @@ func (s *Server) infoBackends(b *strings.Builder) {
 func (s *Server) backendReporter() BackendReporter {
 	locks := s.locks
 	if o, ok := locks.(*observedLocker); ok {
-		locks = o.Locker
+		locks = o.locks
 	}
 	r, _ := locks.(BackendReporter)
 	return r

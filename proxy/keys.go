@@ -12,12 +12,11 @@ import (
 
 // handleGet serves GET key: the value a quorum holds, or null.
 func (s *Server) handleGet(conn redcon.Conn, cmd redcon.Command) {
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	val, err := space(conn).Get(ctx, string(cmd.Args[1]))
+	ctx := s.ctx
+	r, err := space(conn).Read(ctx, quorum.Read{Op: quorum.OpGet, Key: string(cmd.Args[1])})
 	switch {
 	case err == nil:
-		conn.WriteBulkString(val)
+		conn.WriteBulkString(r.Value)
 	case errors.Is(err, quorum.ErrNotFound):
 		writeNull(conn)
 	default:
@@ -37,12 +36,11 @@ func (s *Server) handleTTL(conn redcon.Conn, cmd redcon.Command) {
 }
 
 func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Duration) {
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	d, err := space(conn).PTTL(ctx, string(cmd.Args[1]))
+	ctx := s.ctx
+	r, err := space(conn).Read(ctx, quorum.Read{Op: quorum.OpPTTL, Key: string(cmd.Args[1])})
 	switch {
 	case err == nil:
-		ms := max(d.Milliseconds(), 0)
+		ms := max(r.TTL.Milliseconds(), 0)
 		if unit == time.Second {
 			ms = (ms + 500) / 1000
 		}
@@ -59,13 +57,24 @@ func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Durati
 // handleExists serves EXISTS key [key ...]: how many of the keys exist on
 // a quorum, a key named twice counting twice, as in Redis.
 func (s *Server) handleExists(conn redcon.Conn, cmd redcon.Command) {
-	s.countKeys(conn, cmd.Args[1:], space(conn).Exists)
+	locks := space(conn)
+	s.countKeys(conn, cmd.Args[1:], func(ctx context.Context, key string) (bool, error) {
+		r, err := locks.Read(ctx, quorum.Read{Op: quorum.OpExists, Key: key})
+		return r.Exists, err
+	})
 }
 
 // handleDel serves DEL key [key ...]: an unconditional (administrative)
 // delete; the reply counts the keys that existed on a quorum.
 func (s *Server) handleDel(conn redcon.Conn, cmd redcon.Command) {
-	s.countKeys(conn, cmd.Args[1:], space(conn).Delete)
+	s.countKeys(conn, cmd.Args[1:], deleter(space(conn)))
+}
+
+// deleter deletes a key through locks, whoever holds it.
+func deleter(locks Locker) func(context.Context, string) (bool, error) {
+	return func(ctx context.Context, key string) (bool, error) {
+		return locks.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
+	}
 }
 
 // countKeys makes one Locker call per key, each under its own timeout, and
@@ -92,8 +101,7 @@ func (s *Server) countKeys(conn redcon.Conn, keys [][]byte, call func(context.Co
 }
 
 func (s *Server) callKey(call func(context.Context, string) (bool, error), key string) (bool, error) {
-	ctx, cancel := s.requestContext()
-	defer cancel()
+	ctx := s.ctx
 	return call(ctx, key)
 }
 
@@ -113,9 +121,8 @@ func (s *Server) expire(conn redcon.Conn, cmd redcon.Command, seconds bool) {
 		s.writeError(conn, err)
 		return
 	}
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	ok, err := space(conn).Expire(ctx, string(cmd.Args[1]), ttl)
+	ctx := s.ctx
+	ok, err := space(conn).Write(ctx, quorum.Write{Op: quorum.OpExpire, Key: string(cmd.Args[1]), TTL: ttl})
 	if err != nil {
 		s.writeError(conn, err)
 		return
@@ -144,7 +151,7 @@ func parseExpire(args [][]byte, seconds bool) (time.Duration, error) {
 func (s *Server) handleDelEx(conn redcon.Conn, cmd redcon.Command) {
 	args := cmd.Args
 	if len(args) == 2 {
-		s.countKeys(conn, args[1:], space(conn).Delete)
+		s.countKeys(conn, args[1:], deleter(space(conn)))
 		return
 	}
 	cond := ""
@@ -168,9 +175,8 @@ func (s *Server) handleDelIfEq(conn redcon.Conn, cmd redcon.Command) {
 
 // releaseLock deletes key where token holds it: :1 released, :0 not held.
 func (s *Server) releaseLock(conn redcon.Conn, key, token string) {
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	_, err := space(conn).Release(ctx, key, token)
+	ctx := s.ctx
+	_, err := space(conn).Unlock(ctx, quorum.Unlock{Op: quorum.OpRelease, Keys: []string{key}, Token: token})
 	switch {
 	case err == nil:
 		conn.WriteInt(1)

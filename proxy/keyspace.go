@@ -81,77 +81,49 @@ func (k *keyspace) token(token string) error {
 	return nil
 }
 
-// keyToken checks and prefixes key and checks token.
-func (k *keyspace) keyToken(key, token string) (string, error) {
-	key, err := k.key(key)
+// keysToken checks and prefixes keys, and checks token.
+func (k *keyspace) keysToken(keys []string, token string) ([]string, error) {
+	keys, err := k.keys(keys)
 	if err == nil {
 		err = k.token(token)
 	}
-	return key, err
+	return keys, err
 }
 
-func (k *keyspace) Acquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	key, err := k.keyToken(key, token)
-	if err != nil {
+func (k *keyspace) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, error) {
+	var err error
+	if req.Keys, err = k.keysToken(req.Keys, req.Token); err != nil {
 		return quorum.Result{}, err
 	}
-	return k.locks.Acquire(ctx, key, token, ttl)
+	return k.locks.Lock(ctx, req)
 }
 
-func (k *keyspace) Release(ctx context.Context, key, token string) (quorum.Result, error) {
-	key, err := k.keyToken(key, token)
-	if err != nil {
+func (k *keyspace) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
+	var err error
+	if req.Keys, err = k.keysToken(req.Keys, req.Token); err != nil {
 		return quorum.Result{}, err
 	}
-	return k.locks.Release(ctx, key, token)
+	return k.locks.Unlock(ctx, req)
 }
 
-func (k *keyspace) Extend(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	key, err := k.keyToken(key, token)
-	if err != nil {
-		return quorum.Result{}, err
+func (k *keyspace) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
+	key, err := k.key(req.Key)
+	if err == nil {
+		err = k.token(req.Token)
 	}
-	return k.locks.Extend(ctx, key, token, ttl)
-}
-
-func (k *keyspace) Get(ctx context.Context, key string) (string, error) {
-	key, err := k.key(key)
 	if err != nil {
-		return "", err
+		return quorum.Reading{}, err
 	}
-	return k.locks.Get(ctx, key)
+	req.Key = key
+	return k.locks.Read(ctx, req)
 }
 
-func (k *keyspace) PTTL(ctx context.Context, key string) (time.Duration, error) {
-	key, err := k.key(key)
-	if err != nil {
-		return 0, err
-	}
-	return k.locks.PTTL(ctx, key)
-}
-
-func (k *keyspace) Exists(ctx context.Context, key string) (bool, error) {
-	key, err := k.key(key)
-	if err != nil {
+func (k *keyspace) Write(ctx context.Context, req quorum.Write) (bool, error) {
+	var err error
+	if req.Key, err = k.key(req.Key); err != nil {
 		return false, err
 	}
-	return k.locks.Exists(ctx, key)
-}
-
-func (k *keyspace) Delete(ctx context.Context, key string) (bool, error) {
-	key, err := k.key(key)
-	if err != nil {
-		return false, err
-	}
-	return k.locks.Delete(ctx, key)
-}
-
-func (k *keyspace) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	key, err := k.key(key)
-	if err != nil {
-		return false, err
-	}
-	return k.locks.Expire(ctx, key, ttl)
+	return k.locks.Write(ctx, req)
 }
 
 // MaxTTL is the Locker's; the unauthenticated keyspace has none.
@@ -160,69 +132,4 @@ func (k *keyspace) MaxTTL() time.Duration {
 		return 0
 	}
 	return k.locks.MaxTTL()
-}
-
-func (k *keyspace) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
-	keys, err := k.keys(keys)
-	if err == nil {
-		err = k.token(token)
-	}
-	if err != nil {
-		return quorum.Result{}, err
-	}
-	return k.locks.AcquireAll(ctx, keys, token, ttl)
-}
-
-func (k *keyspace) ReleaseAll(ctx context.Context, keys []string, token string) (quorum.Result, error) {
-	keys, err := k.keys(keys)
-	if err == nil {
-		err = k.token(token)
-	}
-	if err != nil {
-		return quorum.Result{}, err
-	}
-	return k.locks.ReleaseAll(ctx, keys, token)
-}
-
-func (k *keyspace) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
-	keys, err := k.keys(keys)
-	if err == nil {
-		err = k.token(token)
-	}
-	if err != nil {
-		return quorum.Result{}, err
-	}
-	return k.locks.ExtendAll(ctx, keys, token, ttl)
-}
-
-func (k *keyspace) ExtendBy(ctx context.Context, key, token string, add time.Duration) (quorum.Result, error) {
-	key, err := k.keyToken(key, token)
-	if err != nil {
-		return quorum.Result{}, err
-	}
-	return k.locks.ExtendBy(ctx, key, token, add)
-}
-
-func (k *keyspace) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	key, err := k.keyToken(key, token)
-	if err != nil {
-		return quorum.Result{}, err
-	}
-	return k.locks.ExtendOrAcquire(ctx, key, token, ttl)
-}
-
-func (k *keyspace) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (quorum.Result, error) {
-	key, err := k.keyToken(key, value)
-	if err != nil {
-		return quorum.Result{}, err
-	}
-	return k.locks.AcquireOrRenew(ctx, key, value, tokenLen, ttl)
-}
-
-func (k *keyspace) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
-	key, err := k.keyToken(key, token)
-	if err != nil {
-		return 0, err
-	}
-	return k.locks.OwnerPTTL(ctx, key, token)
 }

@@ -9,38 +9,6 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// Op is a lock operation: one call on the Locker. A command makes one,
-// except a script over several keys that the Locker serves key by key.
-type Op uint8
-
-// The operations, one per Locker method.
-const (
-	OpAcquire Op = iota
-	OpRelease
-	OpExtend
-	OpGet
-	OpPTTL
-	OpExists
-	OpDelete
-	OpExpire
-	OpAcquireAll
-	OpReleaseAll
-	OpExtendAll
-	OpExtendBy
-	OpExtendOrAcquire
-	OpAcquireOrRenew
-	OpOwnerPTTL
-	NumOps = iota // how many Ops there are
-)
-
-var opNames = [NumOps]string{
-	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
-	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl",
-}
-
-// String is the operation's name as metrics label it, e.g. "acquire_all".
-func (o Op) String() string { return opNames[o] }
-
 // Outcome is how a lock operation ended, from the Locker's answer.
 type Outcome uint8
 
@@ -60,45 +28,30 @@ var outcomeNames = [NumOutcomes]string{"ok", "acquired", "held_elsewhere", "not_
 // String is the outcome's name as metrics and INFO label it, e.g. "held_elsewhere".
 func (o Outcome) String() string { return outcomeNames[o] }
 
-// opClass groups the operations by the outcomes they can have.
-type opClass uint8
-
-const (
-	classRead    opClass = iota // ok
-	classAcquire                // acquired, held_elsewhere
-	classOwner                  // ok, not_held
-)
-
-var opClasses = [NumOps]opClass{
-	OpAcquire: classAcquire, OpAcquireAll: classAcquire, OpAcquireOrRenew: classAcquire, OpExtendOrAcquire: classAcquire,
-	OpRelease: classOwner, OpExtend: classOwner, OpReleaseAll: classOwner, OpExtendAll: classOwner,
-	OpExtendBy: classOwner, OpOwnerPTTL: classOwner,
-}
-
-// Outcomes lists the outcomes o can have, for a reader that wants to show
+// Outcomes lists the outcomes op can have, for a reader that wants to show
 // zeros for them before the first one happens.
-func (o Op) Outcomes() []Outcome {
-	switch opClasses[o] {
-	case classAcquire:
+func Outcomes(op quorum.Op) []Outcome {
+	switch {
+	case op.Takes():
 		return []Outcome{OutcomeAcquired, OutcomeHeldElsewhere, OutcomeNoQuorum, OutcomeError}
-	case classOwner:
+	case op.ForToken():
 		return []Outcome{OutcomeOK, OutcomeNotHeld, OutcomeNoQuorum, OutcomeError}
 	}
 	return []Outcome{OutcomeOK, OutcomeNoQuorum, OutcomeError}
 }
 
 // outcome classifies the error a Locker call of op returned.
-func outcome(op Op, err error) Outcome {
+func outcome(op quorum.Op, err error) Outcome {
 	switch {
 	case err == nil:
-		if opClasses[op] == classAcquire {
+		if op.Takes() {
 			return OutcomeAcquired
 		}
 		return OutcomeOK
 	case errors.Is(err, quorum.ErrNotAcquired):
 		return OutcomeHeldElsewhere
 	case errors.Is(err, quorum.ErrNotHeld):
-		if opClasses[op] == classAcquire {
+		if op.Takes() {
 			return OutcomeHeldElsewhere // extend-or-acquire: another token holds it
 		}
 		return OutcomeNotHeld
@@ -114,7 +67,7 @@ func outcome(op Op, err error) Outcome {
 // that served it: it must be quick and safe for concurrent use. Metrics
 // use it for latency histograms; counts are in Server.Stats.
 type Observer interface {
-	Operation(op Op, outcome Outcome, d time.Duration)
+	Operation(op quorum.Op, outcome Outcome, d time.Duration)
 }
 
 // Stats are a Server's counters since it started.
@@ -122,14 +75,14 @@ type Stats struct {
 	Clients             int64 // connections open now
 	ConnectionsReceived int64 // connections accepted
 	Commands            int64 // commands received, refused ones included
-	// Operations counts lock operations by Op and Outcome.
-	Operations [NumOps][NumOutcomes]uint64
+	// Operations counts lock operations by quorum.Op and Outcome.
+	Operations [quorum.NumOps][NumOutcomes]uint64
 }
 
 // counters are what Stats reads that the Server does not count elsewhere.
 type counters struct {
 	commands   atomic.Int64
-	operations [NumOps][NumOutcomes]atomic.Uint64
+	operations [quorum.NumOps][NumOutcomes]atomic.Uint64
 }
 
 // Stats returns the server's counters. Each is read atomically, not all
@@ -148,18 +101,21 @@ func (s *Server) Stats() Stats {
 // call, with the counters it adds to.
 func observe(locks Locker, obs Observer) (Locker, *counters) {
 	c := &counters{}
-	return &observedLocker{Locker: locks, obs: obs, counters: c}, c
+	return &observedLocker{locks: locks, obs: obs, counters: c}, c
 }
 
 // observedLocker counts every call on a Locker by operation and outcome.
-// It allocates nothing per call.
+// It allocates nothing per call, and implements every method itself, so
+// that a method added to Locker must say how it is observed.
 type observedLocker struct {
-	Locker // MaxTTL, and any method added later, pass through unobserved
-	obs    Observer
+	locks Locker
+	obs   Observer
 	*counters
 }
 
-func (l *observedLocker) done(op Op, start time.Time, err error) {
+var _ Locker = (*observedLocker)(nil)
+
+func (l *observedLocker) done(op quorum.Op, start time.Time, err error) {
 	o := outcome(op, err)
 	l.operations[op][o].Add(1)
 	if l.obs != nil {
@@ -167,107 +123,32 @@ func (l *observedLocker) done(op Op, start time.Time, err error) {
 	}
 }
 
-func (l *observedLocker) Acquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
+func (l *observedLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, error) {
 	start := time.Now()
-	res, err := l.Locker.Acquire(ctx, key, token, ttl)
-	l.done(OpAcquire, start, err)
+	res, err := l.locks.Lock(ctx, req)
+	l.done(req.Op, start, err)
 	return res, err
 }
 
-func (l *observedLocker) Release(ctx context.Context, key, token string) (quorum.Result, error) {
+func (l *observedLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
 	start := time.Now()
-	res, err := l.Locker.Release(ctx, key, token)
-	l.done(OpRelease, start, err)
+	res, err := l.locks.Unlock(ctx, req)
+	l.done(req.Op, start, err)
 	return res, err
 }
 
-func (l *observedLocker) Extend(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
+func (l *observedLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
 	start := time.Now()
-	res, err := l.Locker.Extend(ctx, key, token, ttl)
-	l.done(OpExtend, start, err)
-	return res, err
+	r, err := l.locks.Read(ctx, req)
+	l.done(req.Op, start, err)
+	return r, err
 }
 
-func (l *observedLocker) Get(ctx context.Context, key string) (string, error) {
+func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, error) {
 	start := time.Now()
-	v, err := l.Locker.Get(ctx, key)
-	l.done(OpGet, start, err)
-	return v, err
-}
-
-func (l *observedLocker) PTTL(ctx context.Context, key string) (time.Duration, error) {
-	start := time.Now()
-	d, err := l.Locker.PTTL(ctx, key)
-	l.done(OpPTTL, start, err)
-	return d, err
-}
-
-func (l *observedLocker) Exists(ctx context.Context, key string) (bool, error) {
-	start := time.Now()
-	ok, err := l.Locker.Exists(ctx, key)
-	l.done(OpExists, start, err)
+	ok, err := l.locks.Write(ctx, req)
+	l.done(req.Op, start, err)
 	return ok, err
 }
 
-func (l *observedLocker) Delete(ctx context.Context, key string) (bool, error) {
-	start := time.Now()
-	ok, err := l.Locker.Delete(ctx, key)
-	l.done(OpDelete, start, err)
-	return ok, err
-}
-
-func (l *observedLocker) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	start := time.Now()
-	ok, err := l.Locker.Expire(ctx, key, ttl)
-	l.done(OpExpire, start, err)
-	return ok, err
-}
-
-func (l *observedLocker) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
-	start := time.Now()
-	res, err := l.Locker.AcquireAll(ctx, keys, token, ttl)
-	l.done(OpAcquireAll, start, err)
-	return res, err
-}
-
-func (l *observedLocker) ReleaseAll(ctx context.Context, keys []string, token string) (quorum.Result, error) {
-	start := time.Now()
-	res, err := l.Locker.ReleaseAll(ctx, keys, token)
-	l.done(OpReleaseAll, start, err)
-	return res, err
-}
-
-func (l *observedLocker) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
-	start := time.Now()
-	res, err := l.Locker.ExtendAll(ctx, keys, token, ttl)
-	l.done(OpExtendAll, start, err)
-	return res, err
-}
-
-func (l *observedLocker) ExtendBy(ctx context.Context, key, token string, add time.Duration) (quorum.Result, error) {
-	start := time.Now()
-	res, err := l.Locker.ExtendBy(ctx, key, token, add)
-	l.done(OpExtendBy, start, err)
-	return res, err
-}
-
-func (l *observedLocker) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	start := time.Now()
-	res, err := l.Locker.ExtendOrAcquire(ctx, key, token, ttl)
-	l.done(OpExtendOrAcquire, start, err)
-	return res, err
-}
-
-func (l *observedLocker) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (quorum.Result, error) {
-	start := time.Now()
-	res, err := l.Locker.AcquireOrRenew(ctx, key, value, tokenLen, ttl)
-	l.done(OpAcquireOrRenew, start, err)
-	return res, err
-}
-
-func (l *observedLocker) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
-	start := time.Now()
-	d, err := l.Locker.OwnerPTTL(ctx, key, token)
-	l.done(OpOwnerPTTL, start, err)
-	return d, err
-}
+func (l *observedLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }

@@ -15,42 +15,37 @@ import (
 func TestOutcome(t *testing.T) {
 	noQuorum := &quorum.NoQuorumError{Counted: 1, Total: 3, Needed: 2}
 	for _, tc := range []struct {
-		op   Op
+		op   quorum.Op
 		err  error
 		want Outcome
 	}{
-		{OpAcquire, nil, OutcomeAcquired},
-		{OpAcquire, quorum.ErrNotAcquired, OutcomeHeldElsewhere},
-		{OpAcquire, fmt.Errorf("wrapped: %w", quorum.ErrNotAcquired), OutcomeHeldElsewhere},
-		{OpAcquire, noQuorum, OutcomeNoQuorum},
-		{OpAcquire, &quorum.TTLError{TTL: time.Hour, Max: time.Minute}, OutcomeError},
-		{OpAcquireOrRenew, quorum.ErrNotAcquired, OutcomeHeldElsewhere},
-		{OpExtendOrAcquire, nil, OutcomeAcquired},
-		{OpExtendOrAcquire, quorum.ErrNotHeld, OutcomeHeldElsewhere},
-		{OpRelease, nil, OutcomeOK},
-		{OpRelease, quorum.ErrNotHeld, OutcomeNotHeld},
-		{OpRelease, quorum.ErrAbsent, OutcomeNotHeld},
-		{OpRelease, noQuorum, OutcomeNoQuorum},
-		{OpRelease, context.DeadlineExceeded, OutcomeNoQuorum},
-		{OpRelease, context.Canceled, OutcomeError},
-		{OpExtend, quorum.ErrNotHeld, OutcomeNotHeld},
-		{OpOwnerPTTL, quorum.ErrNotHeld, OutcomeNotHeld},
-		{OpGet, quorum.ErrNotFound, OutcomeOK},
-		{OpPTTL, quorum.ErrNoExpiry, OutcomeOK},
-		{OpDelete, nil, OutcomeOK},
-		{OpExists, errors.New("boom"), OutcomeError},
+		{quorum.OpAcquire, nil, OutcomeAcquired},
+		{quorum.OpAcquire, quorum.ErrNotAcquired, OutcomeHeldElsewhere},
+		{quorum.OpAcquire, fmt.Errorf("wrapped: %w", quorum.ErrNotAcquired), OutcomeHeldElsewhere},
+		{quorum.OpAcquire, noQuorum, OutcomeNoQuorum},
+		{quorum.OpAcquire, &quorum.TTLError{TTL: time.Hour, Max: time.Minute}, OutcomeError},
+		{quorum.OpAcquireOrRenew, quorum.ErrNotAcquired, OutcomeHeldElsewhere},
+		{quorum.OpExtendOrAcquire, nil, OutcomeAcquired},
+		{quorum.OpExtendOrAcquire, quorum.ErrNotHeld, OutcomeHeldElsewhere},
+		{quorum.OpRelease, nil, OutcomeOK},
+		{quorum.OpRelease, quorum.ErrNotHeld, OutcomeNotHeld},
+		{quorum.OpRelease, quorum.ErrAbsent, OutcomeNotHeld},
+		{quorum.OpRelease, noQuorum, OutcomeNoQuorum},
+		{quorum.OpRelease, context.DeadlineExceeded, OutcomeNoQuorum},
+		{quorum.OpRelease, context.Canceled, OutcomeError},
+		{quorum.OpExtend, quorum.ErrNotHeld, OutcomeNotHeld},
+		{quorum.OpOwnerPTTL, quorum.ErrNotHeld, OutcomeNotHeld},
+		{quorum.OpGet, quorum.ErrNotFound, OutcomeOK},
+		{quorum.OpPTTL, quorum.ErrNoExpiry, OutcomeOK},
+		{quorum.OpDelete, nil, OutcomeOK},
+		{quorum.OpExists, errors.New("boom"), OutcomeError},
 	} {
 		got := outcome(tc.op, tc.err)
 		if got != tc.want {
 			t.Errorf("%s, %v: want %s, got %s", tc.op, tc.err, tc.want, got)
 		}
-		if !slices.Contains(tc.op.Outcomes(), got) {
-			t.Errorf("%s, %v: %s is not among its Outcomes %v", tc.op, tc.err, got, tc.op.Outcomes())
-		}
-	}
-	for op := range Op(NumOps) {
-		if op.String() == "" {
-			t.Errorf("Op %d has no name", op)
+		if !slices.Contains(Outcomes(tc.op), got) {
+			t.Errorf("%s, %v: %s is not among its Outcomes %v", tc.op, tc.err, got, Outcomes(tc.op))
 		}
 	}
 }
@@ -61,7 +56,7 @@ type heard struct {
 	ops []string
 }
 
-func (h *heard) Operation(op Op, o Outcome, d time.Duration) {
+func (h *heard) Operation(op quorum.Op, o Outcome, d time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if d < 0 {
@@ -87,29 +82,30 @@ func TestObserverHearsOperations(t *testing.T) {
 	}
 }
 
-// nopLocker answers every call at once, without allocating.
+// nopLocker answers every lock request at once, without allocating.
 type nopLocker struct{ Locker }
 
-func (nopLocker) Acquire(context.Context, string, string, time.Duration) (quorum.Result, error) {
+func (nopLocker) Lock(context.Context, quorum.Lock) (quorum.Result, error) {
 	return quorum.Result{}, quorum.ErrNotAcquired
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Operation(Op, Outcome, time.Duration) {}
+func (nopObserver) Operation(quorum.Op, Outcome, time.Duration) {}
 
 // TestObserveAllocatesNothing: counting and observing costs no allocation
 // per lock operation.
 func TestObserveAllocatesNothing(t *testing.T) {
 	locks, counters := observe(nopLocker{}, nopObserver{})
 	ctx := context.Background()
+	req := quorum.Lock{Op: quorum.OpAcquire, Keys: []string{"k"}, Token: "t", TTL: time.Second}
 	allocs := testing.AllocsPerRun(1000, func() {
-		locks.Acquire(ctx, "k", "t", time.Second)
+		locks.Lock(ctx, req)
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per operation", allocs)
 	}
-	if n := counters.operations[OpAcquire][OutcomeHeldElsewhere].Load(); n < 1000 {
+	if n := counters.operations[quorum.OpAcquire][OutcomeHeldElsewhere].Load(); n < 1000 {
 		t.Errorf("counted %d operations", n)
 	}
 }

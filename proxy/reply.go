@@ -86,6 +86,8 @@ func (s *Server) errorText(err error) string {
 	switch {
 	case errors.As(err, &arg):
 		return arg.msg
+	case errors.Is(err, context.Canceled) && s.ctx.Err() != nil:
+		return "NOQUORUM request cancelled: lockproxy is shutting down"
 	case errors.As(err, &nq):
 		s.log.Debug("proxy: no quorum", "err", err)
 		return noQuorumText(nq)
@@ -95,10 +97,6 @@ func (s *Server) errorText(err error) string {
 	// itself, and a lock client must see at once that nothing was decided.
 	case errors.Is(err, quorum.ErrNoQuorum):
 		return "NOQUORUM too few backends answered"
-	case errors.Is(err, context.DeadlineExceeded):
-		return fmt.Sprintf("NOQUORUM no quorum answered within the request timeout of %s", s.cfg.RequestTimeout)
-	case errors.Is(err, context.Canceled):
-		return "NOQUORUM request cancelled: lockproxy is shutting down"
 	default:
 		s.log.Error("proxy: internal error", "err", err)
 		return "ERR internal error"

@@ -62,8 +62,8 @@ func TestWriteError(t *testing.T) {
 		{"undecided with a quorum answering", &quorum.NoQuorumError{Counted: 2, Agreed: 1, Needed: 2, Total: 3, Nodes: nodes[:1]},
 			"-NOQUORUM 2 of 3 backends answered but only 1 agreed, 2 needed (1 timeout)\r\n"},
 		{"bare no quorum", quorum.ErrNoQuorum, "-NOQUORUM too few backends answered\r\n"},
-		{"deadline", fmt.Errorf("acquire: %w", context.DeadlineExceeded), "-NOQUORUM no quorum answered within the request timeout of 5s\r\n"},
-		{"cancelled", context.Canceled, "-NOQUORUM request cancelled: lockproxy is shutting down\r\n"},
+		{"cancelled, not by shutdown", errors.Join(&quorum.NoQuorumError{Counted: 1, Needed: 2, Total: 3}, context.Canceled),
+			"-NOQUORUM 1 of 3 backends answered, 2 needed\r\n"},
 		{"ttl above max", &quorum.TTLError{TTL: 120 * time.Second, Max: time.Minute}, "-ERR invalid expire time: 120000 ms exceeds max_ttl 60000 ms\r\n"},
 		{"ttl not positive", &quorum.TTLError{TTL: -time.Millisecond, Max: time.Minute}, "-ERR invalid expire time: -1 ms is not positive\r\n"},
 		{"backend text is not forwarded", errors.New("MOVED 3999 10.0.0.9:6379"), "-ERR internal error\r\n"},
@@ -71,7 +71,7 @@ func TestWriteError(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var logged bytes.Buffer
-			s := &Server{cfg: Config{RequestTimeout: 5 * time.Second}, log: slog.New(slog.NewTextHandler(&logged, nil))}
+			s := &Server{ctx: context.Background(), log: slog.New(slog.NewTextHandler(&logged, nil))}
 			c := newRecConn(2)
 			s.writeError(c, tc.err)
 			if !c.bytesEqual(tc.want) {
@@ -81,6 +81,19 @@ func TestWriteError(t *testing.T) {
 				t.Fatalf("internal error not logged with its detail: %q", logged.String())
 			}
 		})
+	}
+}
+
+// TestWriteErrorShuttingDown: a call cut short because Shutdown's
+// deadline passed says so, rather than blaming the backends.
+func TestWriteErrorShuttingDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := &Server{ctx: ctx, log: slog.New(slog.DiscardHandler)}
+	c := newRecConn(2)
+	s.writeError(c, errors.Join(&quorum.NoQuorumError{Counted: 1, Needed: 2, Total: 3}, context.Canceled))
+	if exp := "-NOQUORUM request cancelled: lockproxy is shutting down\r\n"; !c.bytesEqual(exp) {
+		t.Fatalf("want %q, got %q", exp, c)
 	}
 }
 

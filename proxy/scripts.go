@@ -202,8 +202,7 @@ func (s *Server) runScript(conn redcon.Conn, kind *scriptKind, req evalReq) {
 			kind.name, kind.keys, kind.args, len(req.keys), len(req.args)))
 		return
 	}
-	ctx, cancel := s.requestContext()
-	defer cancel()
+	ctx := s.ctx
 	v, err := kind.run(ctx, space(conn), req.keys, req.args)
 	if err != nil {
 		s.writeError(conn, err)

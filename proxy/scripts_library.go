@@ -400,13 +400,25 @@ func answer(err error, yes, no any) (any, error) {
 	return nil, err
 }
 
+// lock makes a Lock request of l; the scripts' replies need only its error.
+func lock(ctx context.Context, l Locker, op quorum.Op, keys []string, token string, ttl time.Duration) error {
+	_, err := l.Lock(ctx, quorum.Lock{Op: op, Keys: keys, Token: token, TTL: ttl})
+	return err
+}
+
+// unlock makes an Unlock request of l.
+func unlock(ctx context.Context, l Locker, op quorum.Op, keys []string, token string) error {
+	_, err := l.Unlock(ctx, quorum.Unlock{Op: op, Keys: keys, Token: token})
+	return err
+}
+
 // ms parses a TTL argument in milliseconds, worded for the command the
 // script would have run.
 func ms(arg, cmd string) (time.Duration, error) { return parseTTL([]byte(arg), false, cmd) }
 
 // runCompareAndDelete releases KEYS[1] held by ARGV[1]: 1, or 0 when not held.
 func runCompareAndDelete(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	_, err := l.Release(ctx, keys[0], args[0])
+	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	return answer(err, int64(1), int64(0))
 }
 
@@ -416,14 +428,14 @@ func runCompareAndPExpire(ctx context.Context, l Locker, keys, args []string) (a
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	return answer(err, int64(1), int64(0))
 }
 
 // runCompareAndDeleteOrAbsent is a release that answers -1 when a quorum
 // found the key absent (redsync's ErrLockAlreadyExpired).
 func runCompareAndDeleteOrAbsent(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	_, err := l.Release(ctx, keys[0], args[0])
+	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	if errors.Is(err, quorum.ErrAbsent) {
 		return int64(-1), nil
 	}
@@ -432,7 +444,7 @@ func runCompareAndDeleteOrAbsent(ctx context.Context, l Locker, keys, args []str
 
 // runCompareAndDeleteOrNull releases KEYS[1]: 1 (Lua true), or null (false).
 func runCompareAndDeleteOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	_, err := l.Release(ctx, keys[0], args[0])
+	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	return answer(err, int64(1), nil)
 }
 
@@ -442,7 +454,7 @@ func runCompareAndPExpireOrNull(ctx context.Context, l Locker, keys, args []stri
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	return answer(err, int64(1), nil)
 }
 
@@ -454,9 +466,9 @@ func runCompareAndAddOrSetPTTL(ctx context.Context, l Locker, keys, args []strin
 		return nil, err
 	}
 	if args[2] == "0" {
-		_, err = l.ExtendBy(ctx, keys[0], args[0], d)
+		err = lock(ctx, l, quorum.OpExtendBy, keys[:1], args[0], d)
 	} else {
-		_, err = l.Extend(ctx, keys[0], args[0], d)
+		err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], d)
 	}
 	return answer(err, int64(1), int64(0))
 }
@@ -482,7 +494,7 @@ func extendOrAcquire(ctx context.Context, l Locker, keys, args []string, yes, no
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.ExtendOrAcquire(ctx, keys[0], args[0], ttl)
+	err = lock(ctx, l, quorum.OpExtendOrAcquire, keys[:1], args[0], ttl)
 	return answer(err, yes, no)
 }
 
@@ -494,9 +506,9 @@ func runSetIfOwnerOrFree(ctx context.Context, l Locker, keys, args []string) (an
 		return nil, err
 	}
 	if args[2] == "yes" {
-		_, err = l.ExtendOrAcquire(ctx, keys[0], args[0], ttl)
+		err = lock(ctx, l, quorum.OpExtendOrAcquire, keys[:1], args[0], ttl)
 	} else {
-		_, err = l.Extend(ctx, keys[0], args[0], ttl)
+		err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	}
 	return answer(err, statusOK{}, nil)
 }
@@ -507,7 +519,7 @@ func runAcquire(ctx context.Context, l Locker, keys, args []string) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.Acquire(ctx, keys[0], args[0], ttl)
+	err = lock(ctx, l, quorum.OpAcquire, keys[:1], args[0], ttl)
 	return answer(err, statusOK{}, nil)
 }
 
@@ -517,7 +529,7 @@ func runAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) (any,
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.AcquireOrRenew(ctx, keys[0], args[0], tokenLen, ttl)
+	_, err = l.Lock(ctx, quorum.Lock{Op: quorum.OpAcquireOrRenew, Keys: keys[:1], Token: args[0], TokenLen: tokenLen, TTL: ttl})
 	return answer(err, statusOK{}, nil)
 }
 
@@ -534,11 +546,11 @@ func parseObtain(args []string) (int, time.Duration, error) {
 // ownerPTTL is the PTTL of key held by token, in ms, as Redis's PTTL
 // answers it: -1 for a key without expiry.
 func ownerPTTL(ctx context.Context, l Locker, key, token string) (int64, error) {
-	d, err := l.OwnerPTTL(ctx, key, token)
+	r, err := l.Read(ctx, quorum.Read{Op: quorum.OpOwnerPTTL, Key: key, Token: token})
 	if errors.Is(err, quorum.ErrNoExpiry) {
 		return -1, nil
 	}
-	return d.Milliseconds(), err
+	return r.TTL.Milliseconds(), err
 }
 
 // runOwnerPTTL is bsm/redislock 0.9's TTL: PTTL ms, or -3 when not the owner.
@@ -559,12 +571,12 @@ func runOwnerPTTLOrZero(ctx context.Context, l Locker, keys, args []string) (any
 // that changed in between reads as a free key, as it would a moment later).
 func runValueAndPTTL(ctx context.Context, l Locker, keys, _ []string) (any, error) {
 	free := []any{nil, int64(-2)}
-	v, err := l.Get(ctx, keys[0])
+	r, err := l.Read(ctx, quorum.Read{Op: quorum.OpGet, Key: keys[0]})
 	if err != nil {
 		return answer(err, nil, free)
 	}
-	ms, err := ownerPTTL(ctx, l, keys[0], v)
-	return answer(err, []any{v, ms}, free)
+	ms, err := ownerPTTL(ctx, l, keys[0], r.Value)
+	return answer(err, []any{r.Value, ms}, free)
 }
 
 // runCompareAndExpireSeconds is python-redis-lock's extend: ARGV[2]
@@ -574,7 +586,7 @@ func runCompareAndExpireSeconds(ctx context.Context, l Locker, keys, args []stri
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.Extend(ctx, keys[0], args[0], ttl)
+	err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	return answer(err, int64(0), int64(1))
 }
 
@@ -584,7 +596,7 @@ func runMultiAcquire(ctx context.Context, l Locker, keys, args []string) (any, e
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.AcquireAll(ctx, distinct(keys), args[0], ttl)
+	err = lock(ctx, l, quorum.OpAcquireAll, distinct(keys), args[0], ttl)
 	return answer(err, int64(len(keys)), int64(0))
 }
 
@@ -592,7 +604,7 @@ func runMultiAcquire(ctx context.Context, l Locker, keys, args []string) (any, e
 // deleted, which is #KEYS without the repeated ones; or 0.
 func runMultiReleaseCount(ctx context.Context, l Locker, keys, args []string) (any, error) {
 	keys = distinct(keys)
-	_, err := l.ReleaseAll(ctx, keys, args[0])
+	err := unlock(ctx, l, quorum.OpReleaseAll, keys, args[0])
 	return answer(err, int64(len(keys)), int64(0))
 }
 
@@ -615,7 +627,7 @@ func runMultiExtend(ctx context.Context, l Locker, keys, args []string) (any, er
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.ExtendAll(ctx, distinct(keys), args[0], ttl)
+	err = lock(ctx, l, quorum.OpExtendAll, distinct(keys), args[0], ttl)
 	return answer(err, int64(len(keys)), int64(0))
 }
 
@@ -643,13 +655,13 @@ func runMultiAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) 
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.AcquireAll(ctx, keys, args[0], ttl)
+	err = lock(ctx, l, quorum.OpAcquireAll, keys, args[0], ttl)
 	return answer(err, statusOK{}, nil)
 }
 
 // runMultiReleaseAll releases keys all held by ARGV[1]: OK or null.
 func runMultiReleaseAll(ctx context.Context, l Locker, keys, args []string) (any, error) {
-	_, err := l.ReleaseAll(ctx, distinct(keys), args[0])
+	err := unlock(ctx, l, quorum.OpReleaseAll, distinct(keys), args[0])
 	return answer(err, statusOK{}, nil)
 }
 
@@ -659,7 +671,7 @@ func runMultiPExpireAll(ctx context.Context, l Locker, keys, args []string) (any
 	if err != nil {
 		return nil, err
 	}
-	_, err = l.ExtendAll(ctx, distinct(keys), args[0], ttl)
+	err = lock(ctx, l, quorum.OpExtendAll, distinct(keys), args[0], ttl)
 	return answer(err, statusOK{}, nil)
 }
 
@@ -690,7 +702,7 @@ func runPExpireAny(ctx context.Context, l Locker, keys, args []string) (any, err
 	}
 	var set int64
 	for _, k := range keys {
-		ok, err := l.Expire(ctx, k, ttl)
+		ok, err := l.Write(ctx, quorum.Write{Op: quorum.OpExpire, Key: k, TTL: ttl})
 		if err != nil {
 			return nil, err
 		}

@@ -53,11 +53,6 @@ type Config struct {
 	// MaxTokenBytes bounds each lock token (the value of SET, the token
 	// argument of a release or extend). Default: 1 KiB.
 	MaxTokenBytes int
-	// RequestTimeout, when positive, bounds each call on the Locker.
-	// Default: none, for a Locker that bounds its own calls, as
-	// quorum.Engine does by its backend timeout: a timer per command costs
-	// the proxy a twentieth of its CPU under load.
-	RequestTimeout time.Duration
 	// Logger receives internal errors and connection events; nothing is
 	// logged per command at Info level. Default: slog.Default().
 	Logger *slog.Logger
@@ -101,8 +96,11 @@ type Server struct {
 	started time.Time
 	version string
 
-	// ctx is the parent of every Locker call. Shutdown cancels it only when
-	// its own context ends before the commands in flight finished.
+	// ctx is the context of every Locker call: no deadline of its own, as
+	// the engine bounds each call by its backend timeout (and a timer per
+	// command would cost the proxy a twentieth of its CPU under load).
+	// Shutdown cancels it only when its own context ends before the
+	// commands in flight finished.
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -137,7 +135,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		name string
 		n    int64
 	}{
-		{"request timeout", int64(cfg.RequestTimeout)}, {"idle timeout", int64(cfg.IdleTimeout)}, {"write timeout", int64(cfg.WriteTimeout)},
+		{"idle timeout", int64(cfg.IdleTimeout)}, {"write timeout", int64(cfg.WriteTimeout)},
 		{"max clients", int64(cfg.MaxClients)}, {"max key bytes", int64(cfg.MaxKeyBytes)}, {"max token bytes", int64(cfg.MaxTokenBytes)},
 	} {
 		if v.n < 0 {
@@ -250,9 +248,11 @@ func (s *Server) attach(ln net.Listener) *drainListener {
 
 // Shutdown stops accepting connections at once, answers every command that
 // arrives from then on with an error, waits for the commands in flight to
-// finish, then closes every connection. When ctx ends first, it cancels the
-// Locker calls still running, closes every connection and returns
-// ctx.Err(). Its result is nil otherwise.
+// finish, then closes every connection, and returns nil. When ctx ends
+// first, it cancels the context of the Locker calls still running (they
+// stop waiting for votes and answer NOQUORUM; rollbacks still run), closes
+// every connection at once, which may be before those answers are written,
+// and returns ctx.Err().
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.beginShutdown()
 	err := s.drain(ctx)
@@ -317,14 +317,6 @@ func (s *Server) flushIfClosing(conn redcon.Conn) {
 	if c, ok := conn.(*client); ok {
 		c.flush()
 	}
-}
-
-// requestContext is the context of one Locker call.
-func (s *Server) requestContext() (context.Context, context.CancelFunc) {
-	if s.cfg.RequestTimeout > 0 {
-		return context.WithTimeout(s.ctx, s.cfg.RequestTimeout)
-	}
-	return s.ctx, func() {}
 }
 
 // accepted starts a connection's state; limitListener has counted it.

@@ -71,88 +71,46 @@ func (f *fakeLocker) do(c call) (any, error) {
 	return answer(c)
 }
 
-func (f *fakeLocker) Acquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "acquire", key, token, ttl})
+// opName is how calls name an operation: "acquireall" for acquire_all.
+func opName(op quorum.Op) string { return strings.ReplaceAll(op.String(), "_", "") }
+
+func (f *fakeLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, error) {
+	op := opName(req.Op)
+	if req.Op == quorum.OpAcquireOrRenew {
+		op += fmt.Sprintf("/%d", req.TokenLen)
+	}
+	_, err := f.do(call{ctx, op, strings.Join(req.Keys, ","), req.Token, req.TTL})
 	return quorum.Result{}, err
 }
 
-func (f *fakeLocker) Release(ctx context.Context, key, token string) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "release", key, token, 0})
+func (f *fakeLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
+	_, err := f.do(call{ctx, opName(req.Op), strings.Join(req.Keys, ","), req.Token, 0})
 	return quorum.Result{}, err
 }
 
-func (f *fakeLocker) Extend(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "extend", key, token, ttl})
-	return quorum.Result{}, err
+// Read answers with a string (the value), a time.Duration (a TTL) or a
+// bool (exists).
+func (f *fakeLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
+	v, err := f.do(call{ctx, opName(req.Op), req.Key, req.Token, 0})
+	var r quorum.Reading
+	switch v := v.(type) {
+	case string:
+		r.Value = v
+	case time.Duration:
+		r.TTL = v
+	case bool:
+		r.Exists = v
+	}
+	return r, err
 }
 
-func (f *fakeLocker) Get(ctx context.Context, key string) (string, error) {
-	v, err := f.do(call{ctx, "get", key, "", 0})
-	s, _ := v.(string)
-	return s, err
-}
-
-func (f *fakeLocker) PTTL(ctx context.Context, key string) (time.Duration, error) {
-	v, err := f.do(call{ctx, "pttl", key, "", 0})
-	d, _ := v.(time.Duration)
-	return d, err
-}
-
-func (f *fakeLocker) Exists(ctx context.Context, key string) (bool, error) {
-	v, err := f.do(call{ctx, "exists", key, "", 0})
-	b, _ := v.(bool)
-	return b, err
-}
-
-func (f *fakeLocker) Delete(ctx context.Context, key string) (bool, error) {
-	v, err := f.do(call{ctx, "delete", key, "", 0})
-	b, _ := v.(bool)
-	return b, err
-}
-
-func (f *fakeLocker) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	v, err := f.do(call{ctx, "expire", key, "", ttl})
+func (f *fakeLocker) Write(ctx context.Context, req quorum.Write) (bool, error) {
+	v, err := f.do(call{ctx, opName(req.Op), req.Key, "", req.TTL})
 	b, _ := v.(bool)
 	return b, err
 }
 
 func (f *fakeLocker) MaxTTL() time.Duration { return f.maxTTL }
-
-func (f *fakeLocker) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "acquireall", strings.Join(keys, ","), token, ttl})
-	return quorum.Result{}, err
-}
-
-func (f *fakeLocker) ReleaseAll(ctx context.Context, keys []string, token string) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "releaseall", strings.Join(keys, ","), token, 0})
-	return quorum.Result{}, err
-}
-
-func (f *fakeLocker) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "extendall", strings.Join(keys, ","), token, ttl})
-	return quorum.Result{}, err
-}
-
-func (f *fakeLocker) ExtendBy(ctx context.Context, key, token string, add time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "extendby", key, token, add})
-	return quorum.Result{}, err
-}
-
-func (f *fakeLocker) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, "extendoracquire", key, token, ttl})
-	return quorum.Result{}, err
-}
-
-func (f *fakeLocker) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (quorum.Result, error) {
-	_, err := f.do(call{ctx, fmt.Sprintf("acquireorrenew/%d", tokenLen), key, value, ttl})
-	return quorum.Result{}, err
-}
-
-func (f *fakeLocker) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
-	v, err := f.do(call{ctx, "ownerpttl", key, token, 0})
-	d, _ := v.(time.Duration)
-	return d, err
-}
 
 // Answers for fakeLocker.answer.
 func fails(err error) func(call) (any, error) {
@@ -337,7 +295,6 @@ func TestNew(t *testing.T) {
 		{name: "nil locker", cfg: Config{}, errSub: "nil Locker"},
 		{name: "negative max request", locks: fake, cfg: Config{MaxRequestBytes: -1}, errSub: "max request bytes"},
 		{name: "huge max request", locks: fake, cfg: Config{MaxRequestBytes: 1<<40 + 1}, errSub: "max request bytes"},
-		{name: "negative timeout", locks: fake, cfg: Config{RequestTimeout: -time.Second}, errSub: "request timeout"},
 		{name: "negative idle timeout", locks: fake, cfg: Config{IdleTimeout: -time.Second}, errSub: "idle timeout"},
 		{name: "negative max clients", locks: fake, cfg: Config{MaxClients: -1}, errSub: "max clients"},
 		{name: "negative max key", locks: fake, cfg: Config{MaxKeyBytes: -1}, errSub: "max key bytes"},
@@ -351,10 +308,10 @@ func TestNew(t *testing.T) {
 				}
 				type limits struct {
 					request, clients, key, token int
-					timeout, idle                time.Duration
+					idle                         time.Duration
 				}
-				if exp, got := (limits{1 << 20, 10000, 1024, 1024, 0, 0}), (limits{s.cfg.MaxRequestBytes, s.cfg.MaxClients,
-					s.cfg.MaxKeyBytes, s.cfg.MaxTokenBytes, s.cfg.RequestTimeout, s.cfg.IdleTimeout}); exp != got {
+				if exp, got := (limits{1 << 20, 10000, 1024, 1024, 0}), (limits{s.cfg.MaxRequestBytes, s.cfg.MaxClients,
+					s.cfg.MaxKeyBytes, s.cfg.MaxTokenBytes, s.cfg.IdleTimeout}); exp != got {
 					t.Fatalf("defaults: want %+v, got %+v", exp, got)
 				}
 				return
@@ -488,18 +445,6 @@ func TestServeTwoListeners(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Fatalf("second Serve: %v", err)
-	}
-}
-
-func TestRequestTimeoutBoundsLockerCall(t *testing.T) {
-	ts := startServer(t, Config{RequestTimeout: time.Millisecond})
-	ts.fake.reset(func(c call) (any, error) {
-		<-c.ctx.Done() // the fake waits for the proxy's deadline
-		return nil, c.ctx.Err()
-	})
-	w := connect(t, ts.addr)
-	if exp, got := "-NOQUORUM no quorum answered within the request timeout of 1ms\r\n", w.do("GET", "k"); exp != got {
-		t.Fatalf("want %q, got %q", exp, got)
 	}
 }
 

@@ -104,13 +104,12 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 		s.writeError(conn, err)
 		return
 	}
-	ctx, cancel := s.requestContext()
-	defer cancel()
+	ctx := s.ctx
+	op := quorum.OpAcquire
 	if req.extend {
-		_, err = space(conn).Extend(ctx, req.key, req.token, req.ttl)
-	} else {
-		_, err = space(conn).Acquire(ctx, req.key, req.token, req.ttl)
+		op = quorum.OpExtend
 	}
+	_, err = space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
 	switch {
 	case err == nil:
 		conn.WriteString("OK")
@@ -126,9 +125,8 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 // gets max_ttl, so that a client dying in between cannot leave it forever.
 func (s *Server) handleSetNX(conn redcon.Conn, cmd redcon.Command) {
 	key, token := string(cmd.Args[1]), string(cmd.Args[2])
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	_, err := space(conn).Acquire(ctx, key, token, s.locks.MaxTTL())
+	ctx := s.ctx
+	_, err := space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{key}, Token: token, TTL: s.locks.MaxTTL()})
 	switch {
 	case err == nil:
 		conn.WriteInt(1)

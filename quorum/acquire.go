@@ -7,14 +7,14 @@ import (
 	"time"
 )
 
-// Acquire takes key for token on a quorum of backends with SET NX PX ttl.
+// acquire takes key for token on a quorum of backends with SET NX PX ttl.
 // It returns the lock's validity in Result. It returns ErrNotAcquired when
 // another token holds the key where the backends that answered are too many
 // for the others to make a quorum, or no validity was left; a
 // *NoQuorumError when the backends that did not answer could have decided
 // it; and a *TTLError for a TTL outside (0, MaxTTL]. On any failure the key
 // is rolled back everywhere the token may have been set.
-func (e *Engine) Acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
@@ -67,8 +67,8 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	}
 	start := time.Now()
 	f := fanout(e, op.cmd, op.decode)
-	t, seen := collect(f, len(e.nodes), e.quorum)
-	res := t.result()
+	t, seen := collect(ctx, f, len(e.nodes), e.quorum)
+	var res Result
 	if t.succeeded() {
 		ttl := op.ttl
 		if ttl == 0 {
@@ -85,7 +85,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	}
 	onlyFresh := op.renews && errors.Is(err, ErrNoQuorum)
 	e.rollback(ctx, op, seen, f.votes, t.pending(), onlyFresh)
-	return res, err
+	return res, cut(ctx, err)
 }
 
 // rollbackTimeouts is how many node timeouts a rollback may take: longer than

@@ -74,7 +74,7 @@ func TestAcquireEverySubset(t *testing.T) {
 							}
 						}
 
-						_, err := e.Acquire(t.Context(), key, token, 10*time.Second)
+						_, err := e.acquire(t.Context(), key, token, 10*time.Second)
 
 						for i := range n {
 							switch {
@@ -142,7 +142,7 @@ func TestAcquireContention(t *testing.T) {
 		wg.Go(func() {
 			for r := range rounds {
 				token := fmt.Sprintf("w%d-r%d", w, r)
-				_, err := c.engine.Acquire(context.Background(), key, token, 5*time.Second)
+				_, err := c.engine.acquire(context.Background(), key, token, 5*time.Second)
 				if err != nil {
 					continue
 				}
@@ -158,7 +158,7 @@ func TestAcquireContention(t *testing.T) {
 				mu.Lock()
 				inside--
 				mu.Unlock()
-				if _, err := c.engine.Release(context.Background(), key, token); err != nil {
+				if _, err := c.engine.release(context.Background(), key, token); err != nil {
 					mu.Lock()
 					failures = append(failures, err) // a holder that cannot release is a bug here
 					mu.Unlock()
@@ -183,7 +183,7 @@ func TestAcquireNoValidityLeft(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
 	key := uniqueKey(t)
 	// The drift floor alone (2ms) exceeds a 1ms TTL.
-	_, err := c.engine.Acquire(t.Context(), key, "me", time.Millisecond)
+	_, err := c.engine.acquire(t.Context(), key, "me", time.Millisecond)
 	if exp, got := "refused", outcome(err); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
@@ -200,7 +200,7 @@ func TestAcquireNoValidityLeft(t *testing.T) {
 func TestAcquireRejectsTTL(t *testing.T) {
 	e := newEngine(t, Config{Backends: []string{"redis://127.0.0.1:1"}, MaxTTL: time.Minute})
 	for _, ttl := range []time.Duration{0, -time.Second, time.Minute + time.Millisecond} {
-		_, err := e.Acquire(t.Context(), "k", "v", ttl)
+		_, err := e.acquire(t.Context(), "k", "v", ttl)
 		var te *TTLError
 		if !errors.As(err, &te) {
 			t.Errorf("ttl %s: expected a *TTLError, got %v", ttl, err)
@@ -217,7 +217,7 @@ func TestAcquirePausedBackendDoesNotSlow(t *testing.T) {
 	defer c.servers[4].Resume()
 	for range 5 {
 		start := time.Now()
-		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "me", 10*time.Second); err != nil {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", 10*time.Second); err != nil {
 			t.Fatalf("Acquire: %v", err)
 		}
 		if elapsed := time.Since(start); elapsed >= timeout {
@@ -242,7 +242,7 @@ func TestAcquireMajorityDownIsAnError(t *testing.T) {
 				}
 			}
 			start := time.Now()
-			_, err := c.engine.Acquire(t.Context(), uniqueKey(t), "me", 10*time.Second)
+			_, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", 10*time.Second)
 			elapsed := time.Since(start)
 			var nq *NoQuorumError
 			if !errors.As(err, &nq) {
@@ -274,7 +274,7 @@ func TestAcquireLateYesRolledBack(t *testing.T) {
 	if err := c.direct[1].Do(t.Context(), "client", "pause", 300, "all").Err(); err != nil {
 		t.Fatalf("CLIENT PAUSE: %v", err)
 	}
-	_, err := c.engine.Acquire(t.Context(), key, "me", 30*time.Second)
+	_, err := c.engine.acquire(t.Context(), key, "me", 30*time.Second)
 	if exp, got := "refused", outcome(err); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
@@ -305,9 +305,9 @@ func TestContentionDoesNotSplit(t *testing.T) {
 		wg.Go(func() {
 			for r := range rounds {
 				token := fmt.Sprintf("w%d-r%d", w, r)
-				_, err := c.engine.Acquire(t.Context(), key, token, 5*time.Second)
+				_, err := c.engine.acquire(t.Context(), key, token, 5*time.Second)
 				if err == nil {
-					c.engine.Release(t.Context(), key, token)
+					c.engine.release(t.Context(), key, token)
 				}
 				mu.Lock()
 				outcomes[outcome(err)]++

@@ -28,10 +28,10 @@ func BenchmarkLockCycle(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		key := fmt.Sprintf("bench:%d", worker.Add(1))
 		for pb.Next() {
-			if _, err := e.Acquire(b.Context(), key, "tok", 10*time.Second); err != nil {
+			if _, err := e.acquire(b.Context(), key, "tok", 10*time.Second); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.Release(b.Context(), key, "tok"); err != nil {
+			if _, err := e.release(b.Context(), key, "tok"); err != nil {
 				b.Fatal(err)
 			}
 		}

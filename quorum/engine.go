@@ -80,15 +80,11 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Result describes a decided lock operation.
+// Result describes a lock that a Lock took or extended.
 type Result struct {
-	// Validity is how long the lock is known held from now on (acquire and
-	// extend only): TTL − elapsed − drift.
+	// Validity is how long the lock is known held from now on:
+	// TTL − elapsed − drift.
 	Validity time.Duration
-	// Counted is how many backends gave a reply that counts toward quorum.
-	Counted int
-	// Succeeded is how many of those did what was asked.
-	Succeeded int
 }
 
 // Engine runs Redlock operations over its backends. It keeps no lock state
@@ -210,7 +206,8 @@ type NodeStatus struct {
 }
 
 // Probe pings every backend once, which also reads the uptime of each new
-// connection, and reports each one's state.
+// connection, and reports each one's state. A backend that has not
+// answered when ctx ends has ctx's error.
 func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 	type pong struct{ latency time.Duration }
 	start := time.Now()
@@ -220,8 +217,12 @@ func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 		}
 		return pong{time.Since(start)}, nil
 	})
+	votes := collectAll(ctx, f, len(e.nodes))
 	statuses := make([]NodeStatus, len(e.nodes))
-	for _, v := range collectAll(f, len(e.nodes)) {
+	for i, n := range e.nodes {
+		statuses[i] = NodeStatus{Addr: n.addr, Err: ctx.Err()} // until it is heard from
+	}
+	for _, v := range votes {
 		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
 		if v.err != nil {
 			s.Err = v.err.(*NodeError).Err

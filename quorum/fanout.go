@@ -126,16 +126,41 @@ func (f *flight[T]) expire() {
 	}
 }
 
-// waitFor returns once at least n votes are in the channel.
-func (f *flight[T]) waitFor(n int) {
+// waitFor returns once at least n votes are in the channel (true), or when
+// ctx ends first (false).
+func (f *flight[T]) waitFor(ctx context.Context, n int) bool {
 	f.mu.Lock()
 	if f.cast >= n {
 		f.mu.Unlock()
-		return
+		return true
 	}
 	f.wakeAt = n
 	f.mu.Unlock()
-	<-f.wake
+	select {
+	case <-f.wake:
+		return true
+	case <-ctx.Done():
+		f.mu.Lock()
+		f.wakeAt = 0
+		f.mu.Unlock()
+		return false
+	}
+}
+
+// next returns the next vote, one already cast first, or false when ctx
+// ends before one is.
+func (f *flight[T]) next(ctx context.Context) (vote[T], bool) {
+	select {
+	case v := <-f.votes:
+		return v, true
+	default:
+	}
+	select {
+	case v := <-f.votes:
+		return v, true
+	case <-ctx.Done():
+		return vote[T]{}, false
+	}
 }
 
 // decisive is the fewest votes that can decide a quorum operation: a
@@ -222,28 +247,43 @@ func (t *tally) noQuorum() *NoQuorumError {
 	return &NoQuorumError{Counted: t.yes + t.no, Agreed: t.yes, Needed: t.quorum, Total: t.total, Nodes: t.failures}
 }
 
-func (t *tally) result() Result { return Result{Counted: t.yes + t.no, Succeeded: t.yes} }
-
-// collect reads votes until the outcome is decided and returns the tally and
-// the votes read so far; the rest are still on their way.
-func collect(f *flight[ack], total, quorum int) (*tally, []vote[ack]) {
+// collect reads votes until the outcome is decided, or ctx ends, and
+// returns the tally and the votes read so far; the rest (t.pending()) are
+// still on their way, and count as silent.
+func collect(ctx context.Context, f *flight[ack], total, quorum int) (*tally, []vote[ack]) {
 	t := &tally{total: total, quorum: quorum}
 	seen := make([]vote[ack], 0, total)
-	f.waitFor(decisive(total, quorum))
+	if !f.waitFor(ctx, decisive(total, quorum)) {
+		return t, seen
+	}
 	for !t.decided() {
-		v := <-f.votes
+		v, ok := f.next(ctx)
+		if !ok {
+			break
+		}
 		seen = append(seen, v)
 		t.add(v)
 	}
 	return t, seen
 }
 
-// collectAll reads one vote per backend.
-func collectAll[T any](f *flight[T], total int) []vote[T] {
-	f.waitFor(total)
+// collectAll reads one vote per backend, or those cast before ctx ends.
+func collectAll[T any](ctx context.Context, f *flight[T], total int) []vote[T] {
 	all := make([]vote[T], 0, total)
+	if !f.waitFor(ctx, total) {
+		return all
+	}
 	for range total {
 		all = append(all, <-f.votes)
 	}
 	return all
+}
+
+// cut is err, joined with ctx's error when ctx ended: an outcome left
+// undecided because the caller stopped waiting says so.
+func cut(ctx context.Context, err error) error {
+	if ctx.Err() == nil || !errors.Is(err, ErrNoQuorum) {
+		return err
+	}
+	return errors.Join(err, ctx.Err())
 }

@@ -12,22 +12,22 @@ import (
 // each is still one quorum decision with the rules of Acquire, Release and
 // Extend, over a different per-backend step.
 
-// AcquireAll takes every key for token on a quorum of backends; a backend
+// acquireAll takes every key for token on a quorum of backends; a backend
 // agrees only when it set all of them, none existing before (node-redlock,
 // @sesamecare-oss/redlock). Errors as Acquire; a failure is rolled back key
 // by key.
-func (e *Engine) AcquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
+func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
 	return e.scriptOp(ctx, acquireAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotAcquired},
 		token, ttl.Milliseconds())
 }
 
-// ReleaseAll deletes the keys token holds; it succeeds when a quorum
+// releaseAll deletes the keys token holds; it succeeds when a quorum
 // deleted every one of them. Errors as Release (never ErrAbsent).
-func (e *Engine) ReleaseAll(ctx context.Context, keys []string, token string) (Result, error) {
+func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
 	if len(keys) == 0 {
 		return Result{}, errNoKeys
 	}
-	return e.unlockOp(scriptCommand(releaseAllScript, keys, token), decodeReleaseAll(len(keys)))
+	return e.unlockOp(ctx, scriptCommand(releaseAllScript, keys, token), decodeReleaseAll(len(keys)))
 }
 
 func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
@@ -46,9 +46,9 @@ func decodeReleaseAll(keys int) func(*node, reply) (ack, error) {
 	}
 }
 
-// ExtendAll sets the TTL of every key on the backends where token holds all
+// extendAll sets the TTL of every key on the backends where token holds all
 // of them. Errors as Extend; a refusal is rolled back key by key.
-func (e *Engine) ExtendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
+func (e *Engine) extendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
 	return e.scriptOp(ctx, extendAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
 		token, ttl.Milliseconds())
 }
@@ -76,12 +76,12 @@ func decodeTakeOrRenew(_ *node, r reply) (ack, error) {
 	return ack{yes: n > 0, fresh: n == 2}, err
 }
 
-// ExtendBy adds add to key's remaining TTL where token holds it and the key
+// extendBy adds add to key's remaining TTL where token holds it and the key
 // has a TTL (redis-py's extend). The new TTL differs from backend to
 // backend; validity counts from the shortest among the quorum. Errors as
 // Extend; a *TTLError when the new TTL would exceed MaxTTL on a backend
 // (nothing is extended there, and the failure is rolled back as any other).
-func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Duration) (Result, error) {
+func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Duration) (Result, error) {
 	if err := e.checkTTL(add); err != nil {
 		return Result{}, err
 	}
@@ -112,33 +112,33 @@ func (e *Engine) ExtendBy(ctx context.Context, key, token string, add time.Durat
 	return res, err
 }
 
-// ExtendOrAcquire sets key's TTL where token holds it and takes it where it
+// extendOrAcquire sets key's TTL where token holds it and takes it where it
 // is free (redsync WithSetNXOnExtend, RedLock.net, Spring's obtain). Errors
 // as Extend: undecided, it undoes only where it took the key.
-func (e *Engine) ExtendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+func (e *Engine) extendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	return e.scriptOp(ctx, extendOrAcquireScript,
 		lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew},
 		token, ttl.Milliseconds())
 }
 
-// AcquireOrRenew takes key for value, or renews it with value where the
+// acquireOrRenew takes key for value, or renews it with value where the
 // value held starts with the same first tokenLen bytes (bsm/redislock's
 // obtain with a caller-chosen token). Errors as Acquire; undecided, it
 // undoes only where it took the key, as a renewal may be of a valid lock.
-func (e *Engine) AcquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
+func (e *Engine) acquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
 	return e.scriptOp(ctx, acquireOrRenewScript,
 		lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew},
 		value, tokenLen, ttl.Milliseconds())
 }
 
-// OwnerPTTL returns how long token still holds key on a quorum, less the
+// ownerPTTL returns how long token still holds key on a quorum, less the
 // drift allowance, as PTTL does for the value held. It returns ErrNotHeld
 // when token does not hold key on a quorum, even counting the backends that
 // did not answer as holders, ErrNoExpiry when it holds it without expiry,
 // and a *NoQuorumError when the backends that did not answer could change
 // the answer.
-func (e *Engine) OwnerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
-	v := e.read(key)
+func (e *Engine) ownerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
+	v := e.read(ctx, key)
 	holders := holdersOf(v.states, token)
 	if len(holders) < e.quorum {
 		if err := e.undecided(v, len(holders)); err != nil {

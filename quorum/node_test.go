@@ -44,7 +44,7 @@ func waitAllCount(t *testing.T, e *Engine) {
 // forgotten locks, so they count only once up for max_ttl.
 func TestQuarantineColdStart(t *testing.T) {
 	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
-	_, err := c.engine.Acquire(t.Context(), uniqueKey(t), "me", time.Second)
+	_, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second)
 	var nq *NoQuorumError
 	if !errors.As(err, &nq) {
 		t.Fatalf("expected *NoQuorumError while every backend is quarantined, got %v", err)
@@ -57,7 +57,7 @@ func TestQuarantineColdStart(t *testing.T) {
 	if waited := time.Since(start); waited > shortMaxTTL+time.Second {
 		t.Errorf("backends counted only after %s; max_ttl is %s", waited, shortMaxTTL)
 	}
-	if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "me", time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second); err != nil {
 		t.Fatalf("Acquire after quarantine: %v", err)
 	}
 }
@@ -83,14 +83,14 @@ func TestQuarantineRestartHazard(t *testing.T) {
 		"engine started after the restart":  newEngine(t, cfg),
 	} {
 		// Not refused either: backend 1 would grant it, were it counted.
-		if exp, got := "noquorum", outcome(second(e.Acquire(t.Context(), key, "second", time.Second))); exp != got {
+		if exp, got := "noquorum", outcome(second(e.acquire(t.Context(), key, "second", time.Second))); exp != got {
 			t.Fatalf("%s: expected %s, got %s", name, exp, got)
 		}
 	}
 
 	unsafe := cfg
 	unsafe.DisableRestartQuarantine = true
-	if exp, got := "ok", outcome(second(newEngine(t, unsafe).Acquire(t.Context(), key, "second", time.Second))); exp != got {
+	if exp, got := "ok", outcome(second(newEngine(t, unsafe).acquire(t.Context(), key, "second", time.Second))); exp != got {
 		t.Fatalf("without quarantine: expected the hazard (%s), got %s", exp, got)
 	}
 }
@@ -101,11 +101,11 @@ func TestQuarantineEnds(t *testing.T) {
 	waitAllCount(t, c.engine)
 	c.servers[0].Kill()
 	c.servers[1].Restart()
-	if exp, got := "noquorum", outcome(second(c.engine.Acquire(t.Context(), uniqueKey(t), "me", time.Second))); exp != got {
+	if exp, got := "noquorum", outcome(second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second))); exp != got {
 		t.Fatalf("right after the restart: expected %s, got %s", exp, got)
 	}
 	redistest.Eventually(t, func() string {
-		if got := outcome(second(c.engine.Acquire(t.Context(), uniqueKey(t), "me", time.Second))); got != "ok" {
+		if got := outcome(second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second))); got != "ok" {
 			return "still " + got + " after the quarantine should have ended"
 		}
 		return ""
@@ -151,10 +151,10 @@ func TestUnsupportedBackend(t *testing.T) {
 	// Two supported backends of three still take and release locks.
 	for range 3 {
 		key := uniqueKey(t)
-		if _, err := e.Acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+		if _, err := e.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
 			t.Fatalf("acquire with one unsupported backend of three: %v", err)
 		}
-		if _, err := e.Release(t.Context(), key, "tok"); err != nil {
+		if _, err := e.release(t.Context(), key, "tok"); err != nil {
 			t.Fatalf("release: %v", err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestUnsupportedBackend(t *testing.T) {
 
 	// Alone, it answers but cannot decide anything, and the error says why.
 	alone := newEngine(t, Config{Backends: []string{old.URL()}, DisableRestartQuarantine: true, NodeTimeout: 200 * time.Millisecond})
-	_, err := alone.Acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
+	_, err := alone.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
 	var nq *NoQuorumError
 	if !errors.As(err, &nq) || len(nq.Nodes) != 1 || nq.Nodes[0].Kind() != KindUnsupported {
 		t.Errorf("acquire on an unsupported backend alone: %v; want no quorum naming it unsupported", err)
@@ -184,7 +184,7 @@ func TestUnsupportedBackend(t *testing.T) {
 	// time, but logged once: each greeting asks COMMAND INFO, which nothing
 	// else here does.
 	redistest.Eventually(t, func() string {
-		e.Acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
+		e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
 		if n := commandCalls(t, old)["command|info"]; n < 4 { // alone's, and e's three
 			return fmt.Sprintf("greeted %d times so far", n)
 		}
@@ -276,16 +276,16 @@ func TestDuplicateBackendLater(t *testing.T) {
 		}
 		return ""
 	})
-	if got, err := e.Get(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+	if got, err := e.get(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("Get of a key one server holds, reached twice: %q, %v; want no quorum", got, err)
 	}
-	if ok, err := e.Exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+	if ok, err := e.exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("Exists: %v, %v; want no quorum", ok, err)
 	}
 	if st := e.Backends()[1]; st.State != "duplicate" {
 		t.Errorf("backend 1: %+v; want duplicate", st)
 	}
-	_, err := e.Acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
+	_, err := e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
 	var nq *NoQuorumError
 	if err != nil && !errors.As(err, &nq) {
 		t.Fatalf("acquire: %v", err)
@@ -300,7 +300,7 @@ func TestDuplicateBackendLater(t *testing.T) {
 	// A server of its own again: it counts.
 	r.to(srvs[3].Addr())
 	waitAllCount(t, e)
-	if got, err := e.Get(t.Context(), key); !errors.Is(err, ErrNotFound) {
+	if got, err := e.get(t.Context(), key); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get of a key one server of three holds: %q, %v; want not found", got, err)
 	}
 }

@@ -27,15 +27,15 @@ func TestPipeManyInFlight(t *testing.T) {
 		wg.Go(func() {
 			key, token := uniqueKey(t), fmt.Sprintf("token-%d", w)
 			for range rounds {
-				if _, err := c.engine.Acquire(t.Context(), key, token, 10*time.Second); err != nil {
+				if _, err := c.engine.acquire(t.Context(), key, token, 10*time.Second); err != nil {
 					errs <- fmt.Errorf("acquire: %w", err)
 					return
 				}
-				if got, err := c.engine.Get(t.Context(), key); err != nil || got != token {
+				if got, err := c.engine.get(t.Context(), key); err != nil || got != token {
 					errs <- fmt.Errorf("GET %s: %q, %v; want %q", key, got, err, token)
 					return
 				}
-				if _, err := c.engine.Release(t.Context(), key, token); err != nil {
+				if _, err := c.engine.release(t.Context(), key, token); err != nil {
 					errs <- fmt.Errorf("release: %w", err)
 					return
 				}
@@ -53,14 +53,14 @@ func TestPipeManyInFlight(t *testing.T) {
 // NOSCRIPT, and the engine sends the script's source instead.
 func TestPipeNoScript(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
-	if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	if err := c.direct[0].ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	key := uniqueKey(t)
-	if _, err := c.engine.Acquire(t.Context(), key, "tok", time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), key, "tok", time.Second); err != nil {
 		t.Fatalf("acquire after SCRIPT FLUSH: %v", err)
 	}
 	if got := c.values(t, key)[0]; got != "tok" {
@@ -72,12 +72,12 @@ func TestPipeNoScript(t *testing.T) {
 // connection; the next request dials a new one.
 func TestPipeRedialsAfterRestart(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
-	if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	c.servers[0].Restart()
 	redistest.Eventually(t, func() string {
-		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
 			return err.Error()
 		}
 		return ""
@@ -90,7 +90,7 @@ func TestPipeRedialsAfterRestart(t *testing.T) {
 func TestPipeCutsStalledConnection(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true, NodeTimeout: timeout})
-	if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
 	c.servers[0].Pause()
@@ -102,7 +102,7 @@ func TestPipeCutsStalledConnection(t *testing.T) {
 	}()
 	for range 3 {
 		start := time.Now()
-		_, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", time.Second)
+		_, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second)
 		if !errors.Is(err, ErrNoQuorum) {
 			t.Fatalf("acquire on a paused backend: %v", err)
 		}
@@ -115,7 +115,7 @@ func TestPipeCutsStalledConnection(t *testing.T) {
 	c.servers[0].Resume()
 	resumed = true
 	redistest.Eventually(t, func() string {
-		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
 			return err.Error()
 		}
 		return ""
@@ -136,7 +136,7 @@ func TestPipeAuthAndDatabase(t *testing.T) {
 		NodeTimeout:              time.Second,
 	})
 	key := uniqueKey(t)
-	if _, err := e.Acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+	if _, err := e.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
 		t.Fatalf("acquire as locker on db 3: %v", err)
 	}
 	db3 := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 3, Protocol: 2, DisableIdentity: true})
@@ -150,7 +150,7 @@ func TestPipeAuthAndDatabase(t *testing.T) {
 		DisableRestartQuarantine: true,
 		NodeTimeout:              time.Second,
 	})
-	_, err := bad.Acquire(t.Context(), uniqueKey(t), "tok", time.Second)
+	_, err := bad.acquire(t.Context(), uniqueKey(t), "tok", time.Second)
 	var nq *NoQuorumError
 	if !errors.As(err, &nq) || len(nq.Nodes) != 1 || !strings.Contains(nq.Nodes[0].Err.Error(), "AUTH") {
 		t.Fatalf("acquire with a wrong password: %v", err)
@@ -164,13 +164,13 @@ func TestPipeDeadBackendFailsFast(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
 	c.servers[2].Kill()
 	for range 5 {
-		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
 			t.Fatalf("acquire with one backend of three dead: %v", err)
 		}
 	}
 	var got []error
 	f := fanout(c.engine, plainCommand("PING"), func(*node, reply) (struct{}, error) { return struct{}{}, nil })
-	for _, v := range collectAll(f, 3) {
+	for _, v := range collectAll(t.Context(), f, 3) {
 		if v.err != nil {
 			got = append(got, v.err)
 		}
@@ -187,7 +187,7 @@ func TestPipeUnixSocket(t *testing.T) {
 	srv := redistest.Start(t, "--unixsocket", sock)
 	e := newEngine(t, Config{Backends: []string{"unix://" + sock}, DisableRestartQuarantine: true, NodeTimeout: time.Second})
 	key := uniqueKey(t)
-	if _, err := e.Acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+	if _, err := e.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
 		t.Fatalf("acquire over a unix socket: %v", err)
 	}
 	if got, err := srv.Client(t).Get(t.Context(), key).Result(); err != nil || got != "tok" {
@@ -210,7 +210,7 @@ func TestBackendStates(t *testing.T) {
 	}
 	c.servers[2].Kill()
 	for range 5 {
-		if _, err := c.engine.Acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
 	}
@@ -270,7 +270,7 @@ func TestCloseDoesNotWaitForDial(t *testing.T) {
 	})
 	answered := make(chan error, 1)
 	go func() {
-		_, err := e.Acquire(context.Background(), uniqueKey(t), "tok", time.Second)
+		_, err := e.acquire(context.Background(), uniqueKey(t), "tok", time.Second)
 		answered <- err
 	}()
 	redistest.Eventually(t, func() string {

@@ -18,15 +18,20 @@ type keyState struct {
 // views is what the backends that answered a read see of a key, and why the
 // others gave no view that counts.
 type views struct {
+	ctx      context.Context
 	states   []keyState
 	failures []*NodeError
+	unheard  int // backends not heard from when ctx ended
 }
 
-// read looks at key on every backend, hearing from each (or its timeout).
-func (e *Engine) read(key string) views {
+// read looks at key on every backend, hearing from each (or its timeout),
+// or from those that answered before ctx ended.
+func (e *Engine) read(ctx context.Context, key string) views {
 	f := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
-	var v views
-	for _, vt := range collectAll(f, len(e.nodes)) {
+	v := views{ctx: ctx}
+	votes := collectAll(ctx, f, len(e.nodes))
+	v.unheard = len(e.nodes) - len(votes)
+	for _, vt := range votes {
 		if vt.err != nil {
 			v.failures = append(v.failures, vt.err.(*NodeError))
 			continue
@@ -43,10 +48,10 @@ func (e *Engine) read(key string) views {
 // may hold a value nobody else does, so with a quorum of them silent, even
 // agreed == 0 is undecided.
 func (e *Engine) undecided(v views, agreed int) error {
-	if agreed+len(v.failures) < e.quorum {
+	if agreed+len(v.failures)+v.unheard < e.quorum {
 		return nil
 	}
-	return &NoQuorumError{Counted: len(v.states), Agreed: agreed, Needed: e.quorum, Total: len(e.nodes), Nodes: v.failures}
+	return cut(v.ctx, &NoQuorumError{Counted: len(v.states), Agreed: agreed, Needed: e.quorum, Total: len(e.nodes), Nodes: v.failures})
 }
 
 func parseKeyState(_ *node, r reply) (keyState, error) {
@@ -101,11 +106,11 @@ func holdersOf(states []keyState, value string) []keyState {
 	return holders
 }
 
-// Get returns the value held by a quorum of backends. It returns ErrNotFound
+// get returns the value held by a quorum of backends. It returns ErrNotFound
 // when no value is held by a quorum, even counting the backends that did not
 // answer as holders, and a *NoQuorumError when those could make one.
-func (e *Engine) Get(ctx context.Context, key string) (string, error) {
-	v := e.read(key)
+func (e *Engine) get(ctx context.Context, key string) (string, error) {
+	v := e.read(ctx, key)
 	holders := mostHeld(v.states)
 	if len(holders) >= e.quorum {
 		return holders[0].value, nil
@@ -116,15 +121,15 @@ func (e *Engine) Get(ctx context.Context, key string) (string, error) {
 	return "", ErrNotFound
 }
 
-// PTTL returns how long the value held by a quorum stays held by a quorum,
+// pttl returns how long the value held by a quorum stays held by a quorum,
 // less the drift allowance: the quorum-th longest remaining TTL among its
 // holders that answered (backends that did not answer can only make it
 // longer). It returns ErrNotFound when no value is held by a quorum (or
 // too little time is left to count on), ErrNoExpiry when a quorum holds it
 // without expiry, and a *NoQuorumError when the backends that did not
 // answer could make either of those untrue.
-func (e *Engine) PTTL(ctx context.Context, key string) (time.Duration, error) {
-	v := e.read(key)
+func (e *Engine) pttl(ctx context.Context, key string) (time.Duration, error) {
+	v := e.read(ctx, key)
 	holders := mostHeld(v.states)
 	if len(holders) < e.quorum {
 		if err := e.undecided(v, len(holders)); err != nil {
@@ -145,11 +150,11 @@ func cmpDuration(a, b time.Duration) int {
 	return 0
 }
 
-// Exists reports whether key exists on a quorum of backends, whatever its
+// exists reports whether key exists on a quorum of backends, whatever its
 // values there. It returns a *NoQuorumError when it exists on fewer and the
 // backends that did not answer could make them a quorum.
-func (e *Engine) Exists(ctx context.Context, key string) (bool, error) {
-	v := e.read(key)
+func (e *Engine) exists(ctx context.Context, key string) (bool, error) {
+	v := e.read(ctx, key)
 	n := 0
 	for _, s := range v.states {
 		if s.exists {
@@ -162,38 +167,38 @@ func (e *Engine) Exists(ctx context.Context, key string) (bool, error) {
 	return false, e.undecided(v, n)
 }
 
-// Delete deletes key on every backend, whoever holds it: an administrative
+// del deletes key on every backend, whoever holds it: an administrative
 // unlock. It reports whether a quorum deleted it, and returns a
 // *NoQuorumError when the backends that did not answer could have made
 // that a quorum.
-func (e *Engine) Delete(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(plainCommand("DEL", key))
+func (e *Engine) del(ctx context.Context, key string) (bool, error) {
+	return e.writeAll(ctx, plainCommand("DEL", key))
 }
 
-// Expire sets key's TTL on every backend, whoever holds it. It reports
+// expire sets key's TTL on every backend, whoever holds it. It reports
 // whether a quorum set it, and returns a *NoQuorumError when the backends
 // that did not answer could have made that a quorum, and a *TTLError for a
 // TTL outside (0, MaxTTL].
-func (e *Engine) Expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+func (e *Engine) expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err
 	}
-	return e.writeAll(plainCommand("PEXPIRE", key, ttl.Milliseconds()))
+	return e.writeAll(ctx, plainCommand("PEXPIRE", key, ttl.Milliseconds()))
 }
 
 // writeAll runs an unconditional write on every backend, which answers 1
 // where it took effect.
-func (e *Engine) writeAll(cmd *command) (bool, error) {
+func (e *Engine) writeAll(ctx context.Context, cmd *command) (bool, error) {
 	f := fanout(e, cmd, func(_ *node, r reply) (ack, error) {
 		n, err := r.integer()
 		return ack{yes: n == 1}, err
 	})
-	t, _ := collect(f, len(e.nodes), e.quorum)
+	t, _ := collect(ctx, f, len(e.nodes), e.quorum)
 	if t.succeeded() {
 		return true, nil
 	}
 	if err := t.err(nil); err != nil {
-		return false, err
+		return false, cut(ctx, err)
 	}
 	return false, nil
 }

@@ -37,15 +37,15 @@ func TestReads(t *testing.T) {
 					c.direct[i].Set(t.Context(), key, h.value, h.ttl)
 				}
 			}
-			got, err := c.engine.Get(t.Context(), key)
+			got, err := c.engine.get(t.Context(), key)
 			if tc.get == "" && !errors.Is(err, ErrNotFound) || tc.get != "" && (err != nil || got != tc.get) {
 				t.Errorf("Get: expected %q, got %q, %v", tc.get, got, err)
 			}
-			exists, err := c.engine.Exists(t.Context(), key)
+			exists, err := c.engine.exists(t.Context(), key)
 			if err != nil || exists != tc.exists {
 				t.Errorf("Exists: expected %v, got %v, %v", tc.exists, exists, err)
 			}
-			pttl, err := c.engine.PTTL(t.Context(), key)
+			pttl, err := c.engine.pttl(t.Context(), key)
 			switch {
 			case tc.pttl == 0:
 				if !errors.Is(err, ErrNotFound) {
@@ -70,16 +70,16 @@ func TestReadsMajorityDown(t *testing.T) {
 	c.servers[0].Kill()
 	c.servers[2].Kill()
 	key := uniqueKey(t)
-	if _, err := c.engine.Get(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+	if _, err := c.engine.get(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("Get: expected ErrNoQuorum, got %v", err)
 	}
-	if _, err := c.engine.PTTL(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+	if _, err := c.engine.pttl(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("PTTL: expected ErrNoQuorum, got %v", err)
 	}
-	if _, err := c.engine.Exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+	if _, err := c.engine.exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("Exists: expected ErrNoQuorum, got %v", err)
 	}
-	if _, err := c.engine.Delete(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
+	if _, err := c.engine.del(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("Delete: expected ErrNoQuorum, got %v", err)
 	}
 }
@@ -87,24 +87,24 @@ func TestReadsMajorityDown(t *testing.T) {
 func TestDeleteAndExpire(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
 	key := uniqueKey(t)
-	if deleted, err := c.engine.Delete(t.Context(), key); err != nil || deleted {
+	if deleted, err := c.engine.del(t.Context(), key); err != nil || deleted {
 		t.Fatalf("Delete of an absent key: %v, %v", deleted, err)
 	}
-	if _, err := c.engine.Acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if ok, err := c.engine.Expire(t.Context(), key, 40*time.Second); err != nil || !ok {
+	if ok, err := c.engine.expire(t.Context(), key, 40*time.Second); err != nil || !ok {
 		t.Fatalf("Expire: %v, %v", ok, err)
 	}
 	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, key, 30*time.Second) })
-	if _, err := c.engine.Expire(t.Context(), key, 2*time.Minute); err == nil {
+	if _, err := c.engine.expire(t.Context(), key, 2*time.Minute); err == nil {
 		t.Fatal("Expire accepted a TTL above max_ttl")
 	}
-	if deleted, err := c.engine.Delete(t.Context(), key); err != nil || !deleted {
+	if deleted, err := c.engine.del(t.Context(), key); err != nil || !deleted {
 		t.Fatalf("Delete: %v, %v", deleted, err)
 	}
 	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "") })
-	if ok, err := c.engine.Expire(t.Context(), key, 10*time.Second); err != nil || ok {
+	if ok, err := c.engine.expire(t.Context(), key, 10*time.Second); err != nil || ok {
 		t.Fatalf("Expire of an absent key: %v, %v", ok, err)
 	}
 }
@@ -137,7 +137,7 @@ func TestQuorumTTLDecidable(t *testing.T) {
 			for _, ttl := range tc.ttls {
 				holders = append(holders, keyState{exists: true, hasValue: true, value: "v", pttl: ttl})
 			}
-			got, err := e.quorumTTL(views{states: holders, failures: silent[:tc.silent]}, holders)
+			got, err := e.quorumTTL(views{ctx: t.Context(), states: holders, failures: silent[:tc.silent]}, holders)
 			switch {
 			case tc.undecided:
 				if !errors.Is(err, ErrNoQuorum) {

@@ -5,15 +5,15 @@ import (
 	"time"
 )
 
-// Release deletes key on every backend where token holds it. It succeeds
+// release deletes key on every backend where token holds it. It succeeds
 // when a quorum deleted it, returns ErrNotHeld when fewer deleted and the
 // backends that did not answer could not have made them a quorum (the lock
 // had expired or was never ours: the client should know its critical
 // section may not have been exclusive) — ErrAbsent, which is also
 // ErrNotHeld, when a quorum found no key at all — and a *NoQuorumError when
 // they could.
-func (e *Engine) Release(ctx context.Context, key, token string) (Result, error) {
-	return e.unlockOp(scriptCommand(releaseScript, []string{key}, token), decodeRelease)
+func (e *Engine) release(ctx context.Context, key, token string) (Result, error) {
+	return e.unlockOp(ctx, scriptCommand(releaseScript, []string{key}, token), decodeRelease)
 }
 
 // unlockOp decides a release: done where a quorum did it. "Not held" is a
@@ -21,21 +21,26 @@ func (e *Engine) Release(ctx context.Context, key, token string) (Result, error)
 // backends that failed to answer could not have made a quorum of yes:
 // otherwise the answer is that nothing could be decided. It hears from
 // every backend, so that a quorum of "absent" is told apart.
-func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) (Result, error) {
+func (e *Engine) unlockOp(ctx context.Context, cmd *command, decode func(*node, reply) (ack, error)) (Result, error) {
 	f := fanout(e, cmd, decode)
 	t := &tally{total: len(e.nodes), quorum: e.quorum}
 	// Nothing is decided before a quorum has voted.
-	f.waitFor(e.quorum)
-	for t.pending() > 0 && !t.succeeded() {
-		t.add(<-f.votes)
+	if f.waitFor(ctx, e.quorum) {
+		for t.pending() > 0 && !t.succeeded() {
+			v, ok := f.next(ctx)
+			if !ok {
+				break
+			}
+			t.add(v)
+		}
 	}
 	if t.succeeded() {
-		return t.result(), nil
+		return Result{}, nil
 	}
-	return t.result(), t.err(ErrNotHeld)
+	return Result{}, cut(ctx, t.err(ErrNotHeld))
 }
 
-// Extend sets key's TTL to ttl on every backend where token holds it, and
+// extend sets key's TTL to ttl on every backend where token holds it, and
 // returns the new validity. It returns ErrNotHeld when the token holds the
 // key on fewer than a quorum, even counting the backends that did not
 // answer, or no validity was left; a *NoQuorumError when those backends
@@ -43,7 +48,7 @@ func (e *Engine) unlockOp(cmd *command, decode func(*node, reply) (ack, error)) 
 // acquisition: a lock its holder can no longer rely on is released for
 // others at once. An undecided one (*NoQuorumError) is not: the lock may
 // still be held on a quorum, the silent backends included.
-func (e *Engine) Extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
 		token, ttl.Milliseconds())
 }

@@ -12,20 +12,20 @@ import (
 func TestRelease(t *testing.T) {
 	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
 	key := uniqueKey(t)
-	if _, err := c.engine.Acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "intruder"))); exp != got {
+	if exp, got := "refused", outcome(second(c.engine.release(t.Context(), key, "intruder"))); exp != got {
 		t.Fatalf("release by a non-owner: expected %s, got %s", exp, got)
 	}
 	redistest.Eventually(t, func() string { return c.holdsOnQuorum(t, key, "owner") })
 
-	if _, err := c.engine.Release(t.Context(), key, "owner"); err != nil {
+	if _, err := c.engine.release(t.Context(), key, "owner"); err != nil {
 		t.Fatalf("release by the owner: %v", err)
 	}
 	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
 
-	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+	if exp, got := "refused", outcome(second(c.engine.release(t.Context(), key, "owner"))); exp != got {
 		t.Fatalf("second release: expected %s, got %s", exp, got)
 	}
 }
@@ -38,7 +38,7 @@ func TestReleaseBelowQuorum(t *testing.T) {
 	for _, i := range []int{0, 1} {
 		c.direct[i].Set(t.Context(), key, "owner", time.Minute)
 	}
-	if exp, got := "refused", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+	if exp, got := "refused", outcome(second(c.engine.release(t.Context(), key, "owner"))); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
 	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
@@ -47,12 +47,12 @@ func TestReleaseBelowQuorum(t *testing.T) {
 func TestReleaseMajorityDown(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
 	key := uniqueKey(t)
-	if _, err := c.engine.Acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	c.servers[0].Kill()
 	c.servers[1].Kill()
-	if exp, got := "noquorum", outcome(second(c.engine.Release(t.Context(), key, "owner"))); exp != got {
+	if exp, got := "noquorum", outcome(second(c.engine.release(t.Context(), key, "owner"))); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
 }
@@ -60,10 +60,10 @@ func TestReleaseMajorityDown(t *testing.T) {
 func TestExtend(t *testing.T) {
 	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
 	key := uniqueKey(t)
-	if _, err := c.engine.Acquire(t.Context(), key, "owner", 2*time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 2*time.Second); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
-	res, err := c.engine.Extend(t.Context(), key, "owner", 30*time.Second)
+	res, err := c.engine.extend(t.Context(), key, "owner", 30*time.Second)
 	if err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
@@ -72,7 +72,7 @@ func TestExtend(t *testing.T) {
 	}
 	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, key, 20*time.Second) })
 
-	if exp, got := "refused", outcome(second(c.engine.Extend(t.Context(), key, "intruder", 30*time.Second))); exp != got {
+	if exp, got := "refused", outcome(second(c.engine.extend(t.Context(), key, "intruder", 30*time.Second))); exp != got {
 		t.Fatalf("extend by a non-owner: expected %s, got %s", exp, got)
 	}
 	// The owner's lock is untouched by a refused stranger.
@@ -87,7 +87,7 @@ func TestExtendBelowQuorumRollsBack(t *testing.T) {
 	for _, i := range []int{0, 1} {
 		c.direct[i].Set(t.Context(), key, "owner", time.Minute)
 	}
-	if exp, got := "refused", outcome(second(c.engine.Extend(t.Context(), key, "owner", 30*time.Second))); exp != got {
+	if exp, got := "refused", outcome(second(c.engine.extend(t.Context(), key, "owner", 30*time.Second))); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}
 	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
@@ -143,7 +143,7 @@ func TestReleaseUndecidable(t *testing.T) {
 	}
 	c.servers[2].Pause()
 	defer c.servers[2].Resume()
-	err := second(c.engine.Release(t.Context(), key, "owner"))
+	err := second(c.engine.release(t.Context(), key, "owner"))
 	if exp, got := "noquorum", outcome(err); exp != got {
 		t.Fatalf("expected %s, got %s", exp, got)
 	}

@@ -60,11 +60,11 @@ func TestRetryWaitsForRollback(t *testing.T) {
 	}
 	// One yes, one held elsewhere, one silent that could have said yes:
 	// undecided, and rolled back.
-	if exp, got := "noquorum", outcome(second(c.engine.Acquire(t.Context(), key, "tok", 10*time.Second))); exp != got {
+	if exp, got := "noquorum", outcome(second(c.engine.acquire(t.Context(), key, "tok", 10*time.Second))); exp != got {
 		t.Fatalf("first attempt: expected %s, got %s", exp, got)
 	}
 	c.direct[2].Del(t.Context(), key)
-	if _, err := c.engine.Acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+	if _, err := c.engine.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	// A lower bound only: the retry cannot have run before the rollback on

@@ -53,16 +53,16 @@ func lockOutcome(_ Result, err error) string { return outcome(err) }
 
 var silentCases = []silentCase{
 	{"Acquire", "other", 1, frees, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.Acquire(ctx, k[0], "me", 30*time.Second))
+		return lockOutcome(e.acquire(ctx, k[0], "me", 30*time.Second))
 	}},
 	{"Extend", "me", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.Extend(ctx, k[0], "me", 30*time.Second))
+		return lockOutcome(e.extend(ctx, k[0], "me", 30*time.Second))
 	}},
 	{"Release", "me", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.Release(ctx, k[0], "me"))
+		return lockOutcome(e.release(ctx, k[0], "me"))
 	}},
 	{"Get", "v", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		v, err := e.Get(ctx, k[0])
+		v, err := e.get(ctx, k[0])
 		switch {
 		case err == nil && v == "v":
 			return "ok"
@@ -74,41 +74,41 @@ var silentCases = []silentCase{
 		return outcome(err)
 	}},
 	{"PTTL", "v", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return ttlOutcome(e.PTTL(ctx, k[0]))
+		return ttlOutcome(e.pttl(ctx, k[0]))
 	}},
 	{"Exists", "v", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return boolOutcome(e.Exists(ctx, k[0]))
+		return boolOutcome(e.exists(ctx, k[0]))
 	}},
 	{"OwnerPTTL", "me", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return ttlOutcome(e.OwnerPTTL(ctx, k[0], "me"))
+		return ttlOutcome(e.ownerPTTL(ctx, k[0], "me"))
 	}},
 	{"Delete", "v", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return boolOutcome(e.Delete(ctx, k[0]))
+		return boolOutcome(e.del(ctx, k[0]))
 	}},
 	{"Expire", "v", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return boolOutcome(e.Expire(ctx, k[0], 40*time.Second))
+		return boolOutcome(e.expire(ctx, k[0], 40*time.Second))
 	}},
 	{"AcquireAll", "other", 2, frees, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.AcquireAll(ctx, k, "me", 30*time.Second))
+		return lockOutcome(e.acquireAll(ctx, k, "me", 30*time.Second))
 	}},
 	{"ExtendAll", "me", 2, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.ExtendAll(ctx, k, "me", 30*time.Second))
+		return lockOutcome(e.extendAll(ctx, k, "me", 30*time.Second))
 	}},
 	{"ReleaseAll", "me", 2, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.ReleaseAll(ctx, k, "me"))
+		return lockOutcome(e.releaseAll(ctx, k, "me"))
 	}},
 	{"ExtendBy", "me", 1, holders, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.ExtendBy(ctx, k[0], "me", 5*time.Second))
+		return lockOutcome(e.extendBy(ctx, k[0], "me", 5*time.Second))
 	}},
 	{"ExtendOrAcquire", "other", 1, frees, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.ExtendOrAcquire(ctx, k[0], "me", 30*time.Second))
+		return lockOutcome(e.extendOrAcquire(ctx, k[0], "me", 30*time.Second))
 	}},
 	// Renews where it holds the key and takes it where it is free.
 	{"ExtendOrAcquire/renew", "me", 1, both, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.ExtendOrAcquire(ctx, k[0], "me", 30*time.Second))
+		return lockOutcome(e.extendOrAcquire(ctx, k[0], "me", 30*time.Second))
 	}},
 	{"AcquireOrRenew", "other", 1, frees, func(ctx context.Context, e *Engine, k []string) string {
-		return lockOutcome(e.AcquireOrRenew(ctx, k[0], "me", 2, 30*time.Second))
+		return lockOutcome(e.acquireOrRenew(ctx, k[0], "me", 2, 30*time.Second))
 	}},
 }
 

@@ -1,0 +1,223 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Op is an operation of the engine. A caller names it in a request (Lock,
+// Unlock, Read or Write), so that whatever wraps the engine (a key prefix,
+// metrics) handles every operation, present and future, in one place.
+type Op uint8
+
+// The operations. Their order is the order in which INFO lists them.
+const (
+	OpAcquire         Op     = iota // take a free key (SET NX PX)
+	OpRelease                       // delete a key the token holds
+	OpExtend                        // set the TTL of a key the token holds
+	OpGet                           // the value a quorum holds
+	OpPTTL                          // how long the value a quorum holds stays held
+	OpExists                        // whether a key exists on a quorum
+	OpDelete                        // delete a key, whoever holds it
+	OpExpire                        // set a key's TTL, whoever holds it
+	OpAcquireAll                    // take every key, or none
+	OpReleaseAll                    // delete the keys the token holds
+	OpExtendAll                     // set the TTL of every key where the token holds them all
+	OpExtendBy                      // add to the TTL left of a key the token holds
+	OpExtendOrAcquire               // extend where the token holds the key, take it where free
+	OpAcquireOrRenew                // take a free key, or renew one held by the same owner
+	OpOwnerPTTL                     // how long the token still holds a key
+	NumOps            = iota        // how many Ops there are
+)
+
+var opNames = [NumOps]string{
+	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
+	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl",
+}
+
+// String is the operation's name, e.g. "acquire_all", as metrics label it.
+func (o Op) String() string {
+	if o >= NumOps {
+		return fmt.Sprintf("op(%d)", uint8(o))
+	}
+	return opNames[o]
+}
+
+// Takes reports whether o may take a key that is free: it then succeeds
+// as an acquisition, and a key held by another token makes it fail with
+// ErrNotAcquired (or ErrNotHeld, for OpExtendOrAcquire).
+func (o Op) Takes() bool {
+	switch o {
+	case OpAcquire, OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew:
+		return true
+	}
+	return false
+}
+
+// ForToken reports whether o is about what a token holds, and fails with
+// ErrNotHeld when the token does not hold the key.
+func (o Op) ForToken() bool {
+	switch o {
+	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL:
+		return true
+	}
+	return false
+}
+
+// Lock asks to take or extend keys for a token. OpAcquireAll and
+// OpExtendAll take any number of keys, which succeed or fail together; the
+// other operations (OpAcquire, OpExtend, OpExtendBy, OpExtendOrAcquire,
+// OpAcquireOrRenew) take exactly one.
+type Lock struct {
+	Op    Op
+	Keys  []string
+	Token string
+	// TTL is the lock's TTL; for OpExtendBy, how much to add to the TTL left.
+	TTL time.Duration
+	// TokenLen is, for OpAcquireOrRenew, how many first bytes of Token name
+	// its owner: a value held that starts with them is renewed with Token
+	// (bsm/redislock's token followed by metadata).
+	TokenLen int
+}
+
+// Unlock asks to delete keys a token holds: one with OpRelease, any number
+// with OpReleaseAll (every one of them, on a quorum).
+type Unlock struct {
+	Op    Op
+	Keys  []string
+	Token string
+}
+
+// Read asks what a quorum holds of a key: its value (OpGet), how long that
+// value stays held (OpPTTL), whether it exists (OpExists), or how long
+// Token still holds it (OpOwnerPTTL).
+type Read struct {
+	Op    Op
+	Key   string
+	Token string
+}
+
+// Reading answers a Read, in the field its Op asks for: Value for OpGet,
+// TTL for OpPTTL and OpOwnerPTTL, Exists for OpExists.
+type Reading struct {
+	Value  string
+	TTL    time.Duration
+	Exists bool
+}
+
+// Write asks to change a key whoever holds it, as an administrator would:
+// delete it (OpDelete) or set its TTL (OpExpire).
+type Write struct {
+	Op  Op
+	Key string
+	TTL time.Duration
+}
+
+// OpError reports a request that names an operation it cannot carry, or the
+// wrong number of keys for it: a mistake of the caller's.
+type OpError struct {
+	Op      Op
+	Request string // "lock", "unlock", "read" or "write"
+	Keys    int
+}
+
+func (e *OpError) Error() string {
+	return fmt.Sprintf("quorum: %s is not a %s operation of %d keys", e.Op, e.Request, e.Keys)
+}
+
+// What ctx bounds, for every request: the wait for the backends' votes.
+// When it ends before the outcome is decided, the request fails with a
+// *NoQuorumError joined with ctx's error, and the backends that had not
+// answered count as silent. It never cuts short what must be done whatever
+// the caller does: the requests already sent to backends, a rollback, the
+// wait for an earlier rollback of the same keys and token (which ctx does
+// bound, as it comes before anything is sent).
+
+// Lock takes or extends req.Keys for req.Token on a quorum of backends and
+// returns the lock's validity. It returns ErrNotAcquired (OpAcquire,
+// OpAcquireAll, OpAcquireOrRenew) or ErrNotHeld (the others) when the
+// backends that did not answer could not have made it succeed, or no
+// validity was left; a *NoQuorumError when they could; a *TTLError for a
+// TTL outside (0, MaxTTL]; and an *OpError for a request it cannot carry.
+// A failed acquisition is rolled back on every backend where the token may
+// have taken a key; a refused extension is rolled back too (a lock its
+// holder can no longer rely on is released for others at once), an
+// undecided one is not (it may still be held).
+func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
+	single := len(req.Keys) == 1
+	switch {
+	case req.Op == OpAcquireAll && len(req.Keys) > 0:
+		return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
+	case req.Op == OpExtendAll && len(req.Keys) > 0:
+		return e.extendAll(ctx, req.Keys, req.Token, req.TTL)
+	case !single:
+	case req.Op == OpAcquire:
+		return e.acquire(ctx, req.Keys[0], req.Token, req.TTL)
+	case req.Op == OpExtend:
+		return e.extend(ctx, req.Keys[0], req.Token, req.TTL)
+	case req.Op == OpExtendBy:
+		return e.extendBy(ctx, req.Keys[0], req.Token, req.TTL)
+	case req.Op == OpExtendOrAcquire:
+		return e.extendOrAcquire(ctx, req.Keys[0], req.Token, req.TTL)
+	case req.Op == OpAcquireOrRenew:
+		return e.acquireOrRenew(ctx, req.Keys[0], req.Token, req.TokenLen, req.TTL)
+	}
+	return Result{}, &OpError{Op: req.Op, Request: "lock", Keys: len(req.Keys)}
+}
+
+// Unlock deletes req.Keys where req.Token holds them. It succeeds when a
+// quorum deleted them (all of them, for OpReleaseAll); it returns
+// ErrNotHeld when the backends that did not answer could not have made
+// that a quorum (the lock had expired or was never the token's: its
+// critical section may not have been exclusive) — ErrAbsent, which is also
+// ErrNotHeld, when a quorum found no key at all (OpRelease only) — and a
+// *NoQuorumError when they could.
+func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
+	switch {
+	case req.Op == OpRelease && len(req.Keys) == 1:
+		return e.release(ctx, req.Keys[0], req.Token)
+	case req.Op == OpReleaseAll && len(req.Keys) > 0:
+		return e.releaseAll(ctx, req.Keys, req.Token)
+	}
+	return Result{}, &OpError{Op: req.Op, Request: "unlock", Keys: len(req.Keys)}
+}
+
+// Read answers what a quorum holds of req.Key. OpGet and OpPTTL return
+// ErrNotFound when no value is held by a quorum (or, for OpPTTL, too little
+// time is left to count on); OpPTTL and OpOwnerPTTL return ErrNoExpiry when
+// a quorum holds the key without expiry; OpOwnerPTTL returns ErrNotHeld
+// when req.Token does not hold it on a quorum. Each of those is given only
+// when the backends that did not answer could not make it untrue;
+// otherwise the answer is a *NoQuorumError.
+func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
+	var r Reading
+	var err error
+	switch req.Op {
+	case OpGet:
+		r.Value, err = e.get(ctx, req.Key)
+	case OpPTTL:
+		r.TTL, err = e.pttl(ctx, req.Key)
+	case OpExists:
+		r.Exists, err = e.exists(ctx, req.Key)
+	case OpOwnerPTTL:
+		r.TTL, err = e.ownerPTTL(ctx, req.Key, req.Token)
+	default:
+		err = &OpError{Op: req.Op, Request: "read", Keys: 1}
+	}
+	return r, err
+}
+
+// Write deletes req.Key (OpDelete) or sets its TTL (OpExpire) on every
+// backend, whoever holds it, and reports whether a quorum did. It returns
+// a *NoQuorumError when the backends that did not answer could have made
+// that a quorum, and a *TTLError for a TTL outside (0, MaxTTL].
+func (e *Engine) Write(ctx context.Context, req Write) (bool, error) {
+	switch req.Op {
+	case OpDelete:
+		return e.del(ctx, req.Key)
+	case OpExpire:
+		return e.expire(ctx, req.Key, req.TTL)
+	}
+	return false, &OpError{Op: req.Op, Request: "write", Keys: 1}
+}
