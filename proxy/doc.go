@@ -1,10 +1,32 @@
 // Package proxy is lockproxy's RESP front end: it speaks the Redis protocol
 // (RESP2, and RESP3 to connections that ask for it with HELLO 3) to unchanged
-// Redis clients, parses their lock commands and scripts, makes one call on a
-// Locker per command, and encodes the answer as Redis would.
+// Redis clients, parses their lock commands and scripts, makes one request
+// of a Locker per lock operation, and encodes the answer as Redis would.
 //
 // It knows nothing of Redlock arithmetic: quorum sizes, validity and drift
-// belong to the Locker (package quorum). A Server is safe for concurrent use;
-// it serves each client connection in a goroutine of its own (client.go),
-// with redcon's Conn interface, parser and reply encoders.
+// belong to the Locker (package quorum, whose requests name a quorum.Op). A
+// Server is safe for concurrent use; it serves each client connection in a
+// goroutine of its own, with redcon's Conn interface, parser and reply
+// encoders.
+//
+// Where things are:
+//   - locker.go: the Locker, the seam to the engine (Lock, Unlock, Read,
+//     Write); keyspace.go and observe.go wrap it per user (key prefix,
+//     limits) and for counts (INFO, metrics), each in one method per
+//     request, so that a new operation needs nothing of them.
+//   - server.go (Server, New, Serve, Shutdown), client.go (the connection
+//     loop, its buffers and write deadline), guard.go (RESP framing and
+//     request limits), pipeline.go (pipelined lock commands run together).
+//   - commands.go: the command table (name, arity, handler); the handlers
+//     are in set.go and keys.go (lock commands), scripts.go (EVAL, EVALSHA,
+//     SCRIPT), conn.go (connection chatter), auth.go (users), info.go (INFO).
+//   - scripts_library.go: the lock scripts of client libraries, a row each,
+//     recognised by internal/luaform, which reads Lua as Redis's Lua 5.1
+//     does.
+//   - reply.go: the one mapping of errors to RESP replies; resp.go: replies.
+//
+// A new lock command is a row in commands.go and a handler that makes one
+// request of the Locker; a new library script is a row in
+// scripts_library.go. A new lock operation is a quorum.Op and its engine
+// code, then one of those.
 package proxy
