@@ -2,13 +2,19 @@ package main
 
 import (
 	"crypto/tls"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/BurntSushi/toml"
 
 	"github.com/lockproxy/lockproxy/internal/testcerts"
 )
@@ -231,4 +237,131 @@ func writeConfig(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestConfigExampleKeys: config.example.toml sets every key of the table,
+// in its order, to its default, and shows the table-valued one, [[users]],
+// as commented-out tables (no users, its default).
+func TestConfigExampleKeys(t *testing.T) {
+	example, err := os.ReadFile("config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if _, err := toml.Decode(string(example), &values); err != nil {
+		t.Fatal(err)
+	}
+	setting := regexp.MustCompile(`^([a-z_0-9]+) = `)
+	table := regexp.MustCompile(`^# \[\[([a-z_0-9]+)\]\]$`)
+	var listed []string
+	for line := range strings.SplitSeq(string(example), "\n") {
+		if m := setting.FindStringSubmatch(line); m != nil {
+			listed = append(listed, m[1])
+		} else if m := table.FindStringSubmatch(line); m != nil && !slices.Contains(listed, "[["+m[1]+"]]") {
+			if _, ok := values[m[1]]; ok {
+				t.Errorf("%s: set as well as shown commented out", m[1])
+			}
+			listed = append(listed, "[["+m[1]+"]]")
+		}
+	}
+	if exp, got := tableNames(), listed; !slices.Equal(exp, got) {
+		t.Fatalf("config.example.toml lists other keys than the table, or in another order:\ntable:   %v\nexample: %v", exp, got)
+	}
+	for _, k := range keys {
+		v, ok := values[k.name]
+		if !ok {
+			continue // a table, checked above
+		}
+		if exp, got := k.value().String(), flagText(v); exp != got {
+			t.Errorf("%s: the table's default is %q, config.example.toml's %q", k.name, exp, got)
+		}
+	}
+}
+
+// flagText writes a TOML value as a flag would give it.
+func flagText(v any) string {
+	switch v := v.(type) {
+	case []any:
+		s := make([]string, len(v))
+		for i, e := range v {
+			s[i] = flagText(e)
+		}
+		return strings.Join(s, ",")
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// TestConfigREADME: the README's configuration table has a row for every
+// key of the table, in its order, with its flag and its default. A row may
+// name several keys that share a default. A default is written as the flag
+// takes it, in backquotes (`50ms`), or as "empty" for an empty string or
+// list; either may be followed by a note in parentheses: "empty (off)".
+func TestConfigREADME(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Configuration\n")
+	section, _, _ = strings.Cut(section, "\n#")
+	code := regexp.MustCompile("`([^`]*)`")
+	note := regexp.MustCompile(` \([^)]*\)$`)
+	var listed []string
+	defaults := map[string]string{}
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 3 {
+			t.Errorf("not a row of three cells: %s", line)
+			continue
+		}
+		names, flags, _ := strings.Cut(cells[0], " / ")
+		nameSpans, flagSpans := code.FindAllStringSubmatch(names, -1), code.FindAllStringSubmatch(flags, -1)
+		def := note.ReplaceAllString(strings.TrimSpace(cells[1]), "")
+		switch m := code.FindStringSubmatch(def); {
+		case def == "empty":
+			def = ""
+		case m != nil && m[0] == def:
+			def = m[1]
+		default:
+			t.Errorf("%s: default %q is neither `value` nor empty", names, cells[1])
+		}
+		if len(nameSpans) != len(flagSpans) {
+			t.Errorf("%s: not one flag per key: %s", names, flags)
+			continue
+		}
+		for i, m := range nameSpans {
+			name := strings.TrimSuffix(strings.TrimPrefix(m[1], "[["), "]]")
+			if exp, got := "-"+strings.ReplaceAll(name, "_", "-"), flagSpans[i][1]; exp != got {
+				t.Errorf("%s: flag %s, not %s", m[1], got, exp)
+			}
+			listed = append(listed, m[1])
+			defaults[name] = def
+		}
+	}
+	if exp, got := tableNames(), listed; !slices.Equal(exp, got) {
+		t.Fatalf("the README's configuration table lists other keys than the table, or in another order:\ntable:  %v\nREADME: %v", exp, got)
+	}
+	for _, k := range keys {
+		if exp, got := k.value().String(), defaults[k.name]; exp != got {
+			t.Errorf("%s: the table's default is %q, the README's %q", k.name, exp, got)
+		}
+	}
+}
+
+// tableNames are the names of keys as TOML writes them: [[users]] for the
+// table-valued key.
+func tableNames() []string {
+	var names []string
+	for _, k := range keys {
+		if _, ok := k.value().(*usersValue); ok {
+			names = append(names, "[["+k.name+"]]")
+		} else {
+			names = append(names, k.name)
+		}
+	}
+	return names
 }
