@@ -2,8 +2,12 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,8 +19,11 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/alicebob/miniredis/v2"
 
 	"github.com/lockproxy/lockproxy/internal/testcerts"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // TestConfigExample keeps config.example.toml true: it parses, and every
@@ -364,4 +371,59 @@ func tableNames() []string {
 		}
 	}
 	return names
+}
+
+// TestConfigHelp: -help names every key's flag, with its help and default.
+func TestConfigHelp(t *testing.T) {
+	for _, arg := range []string{"-help", "-h"} {
+		var out strings.Builder
+		if _, err := loadConfig([]string{arg}, &out); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		for _, k := range keys {
+			def := k.value().String()
+			if def == "" {
+				def = "empty"
+			}
+			want := fmt.Sprintf("  -%s %s\n    \t%s (default %s)\n", k.flag(), k.value().kind(), k.help, def)
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s does not show %s as\n%s", arg, k.name, want)
+			}
+		}
+		if !strings.Contains(out.String(), "  -config path\n") {
+			t.Errorf("%s does not show -config", arg)
+		}
+	}
+}
+
+// TestConfigDriftFactorIsTheEngines: config accepts a drift factor exactly
+// when quorum.New does, so that no value the file takes fails later, and
+// the engine takes none the file refuses. 0 is left out: it is the engine's
+// "default", and the file's 0 is refused rather than read as 0.01.
+func TestConfigDriftFactorIsTheEngines(t *testing.T) {
+	backend := miniredis.RunT(t)
+	for _, f := range []float64{-1, -0.01, 1e-9, 0.01, 0.49999, 0.5, 0.9, 1, 1.5, math.Inf(1), math.NaN()} {
+		text := strconv.FormatFloat(f, 'g', -1, 64)
+		_, cfgErr := loadConfig([]string{"-drift-factor", text}, io.Discard)
+		e, engineErr := quorum.New(quorum.Config{Backends: []string{"redis://" + backend.Addr()}, DriftFactor: f, Logger: slog.New(slog.DiscardHandler)})
+		if e != nil {
+			e.Close()
+		}
+		if (cfgErr == nil) != (engineErr == nil) {
+			t.Errorf("drift factor %s: config says %v, the engine %v", text, cfgErr, engineErr)
+		}
+	}
+}
+
+// TestConfigLimitOfRequestBytes: max_request_bytes is bounded by the
+// proxy's own limit, so a value beyond it is refused naming the key.
+func TestConfigLimitOfRequestBytes(t *testing.T) {
+	limit := strconv.Itoa(proxy.MaxRequestBytesLimit)
+	c, err := loadConfig([]string{"-max-request-bytes", limit}, io.Discard)
+	if err != nil || c.proxy.MaxRequestBytes != proxy.MaxRequestBytesLimit {
+		t.Fatalf("the limit itself: %v", err)
+	}
+	if _, err := loadConfig([]string{"-max-request-bytes", strconv.Itoa(proxy.MaxRequestBytesLimit + 1)}, io.Discard); err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
+		t.Fatalf("beyond the limit: %v", err)
+	}
 }
