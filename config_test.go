@@ -2,15 +2,28 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/BurntSushi/toml"
+	"github.com/alicebob/miniredis/v2"
+
 	"github.com/lockproxy/lockproxy/internal/testcerts"
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // TestConfigExample keeps config.example.toml true: it parses, and every
@@ -231,4 +244,186 @@ func writeConfig(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestConfigExampleKeys: config.example.toml sets every key of the table,
+// in its order, to its default, and shows the table-valued one, [[users]],
+// as commented-out tables (no users, its default).
+func TestConfigExampleKeys(t *testing.T) {
+	example, err := os.ReadFile("config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if _, err := toml.Decode(string(example), &values); err != nil {
+		t.Fatal(err)
+	}
+	setting := regexp.MustCompile(`^([a-z_0-9]+) = `)
+	table := regexp.MustCompile(`^# \[\[([a-z_0-9]+)\]\]$`)
+	var listed []string
+	for line := range strings.SplitSeq(string(example), "\n") {
+		if m := setting.FindStringSubmatch(line); m != nil {
+			listed = append(listed, m[1])
+		} else if m := table.FindStringSubmatch(line); m != nil && !slices.Contains(listed, "[["+m[1]+"]]") {
+			if _, ok := values[m[1]]; ok {
+				t.Errorf("%s: set as well as shown commented out", m[1])
+			}
+			listed = append(listed, "[["+m[1]+"]]")
+		}
+	}
+	if exp, got := tableNames(), listed; !slices.Equal(exp, got) {
+		t.Fatalf("config.example.toml lists other keys than the table, or in another order:\ntable:   %v\nexample: %v", exp, got)
+	}
+	for _, k := range keys {
+		v, ok := values[k.name]
+		if !ok {
+			continue // a table, checked above
+		}
+		if exp, got := k.value().String(), flagText(v); exp != got {
+			t.Errorf("%s: the table's default is %q, config.example.toml's %q", k.name, exp, got)
+		}
+	}
+}
+
+// flagText writes a TOML value as a flag would give it.
+func flagText(v any) string {
+	switch v := v.(type) {
+	case []any:
+		s := make([]string, len(v))
+		for i, e := range v {
+			s[i] = flagText(e)
+		}
+		return strings.Join(s, ",")
+	case float64:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+	return fmt.Sprint(v)
+}
+
+// TestConfigREADME: the README's configuration table has a row for every
+// key of the table, in its order, with its flag and its default. A row may
+// name several keys that share a default. A default is written as the flag
+// takes it, in backquotes (`50ms`), or as "empty" for an empty string or
+// list; either may be followed by a note in parentheses: "empty (off)".
+func TestConfigREADME(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n## Configuration\n")
+	section, _, _ = strings.Cut(section, "\n#")
+	code := regexp.MustCompile("`([^`]*)`")
+	note := regexp.MustCompile(` \([^)]*\)$`)
+	var listed []string
+	defaults := map[string]string{}
+	for line := range strings.SplitSeq(section, "\n") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) != 3 {
+			t.Errorf("not a row of three cells: %s", line)
+			continue
+		}
+		names, flags, _ := strings.Cut(cells[0], " / ")
+		nameSpans, flagSpans := code.FindAllStringSubmatch(names, -1), code.FindAllStringSubmatch(flags, -1)
+		def := note.ReplaceAllString(strings.TrimSpace(cells[1]), "")
+		switch m := code.FindStringSubmatch(def); {
+		case def == "empty":
+			def = ""
+		case m != nil && m[0] == def:
+			def = m[1]
+		default:
+			t.Errorf("%s: default %q is neither `value` nor empty", names, cells[1])
+		}
+		if len(nameSpans) != len(flagSpans) {
+			t.Errorf("%s: not one flag per key: %s", names, flags)
+			continue
+		}
+		for i, m := range nameSpans {
+			name := strings.TrimSuffix(strings.TrimPrefix(m[1], "[["), "]]")
+			if exp, got := "-"+strings.ReplaceAll(name, "_", "-"), flagSpans[i][1]; exp != got {
+				t.Errorf("%s: flag %s, not %s", m[1], got, exp)
+			}
+			listed = append(listed, m[1])
+			defaults[name] = def
+		}
+	}
+	if exp, got := tableNames(), listed; !slices.Equal(exp, got) {
+		t.Fatalf("the README's configuration table lists other keys than the table, or in another order:\ntable:  %v\nREADME: %v", exp, got)
+	}
+	for _, k := range keys {
+		if exp, got := k.value().String(), defaults[k.name]; exp != got {
+			t.Errorf("%s: the table's default is %q, the README's %q", k.name, exp, got)
+		}
+	}
+}
+
+// tableNames are the names of keys as TOML writes them: [[users]] for the
+// table-valued key.
+func tableNames() []string {
+	var names []string
+	for _, k := range keys {
+		if _, ok := k.value().(*usersValue); ok {
+			names = append(names, "[["+k.name+"]]")
+		} else {
+			names = append(names, k.name)
+		}
+	}
+	return names
+}
+
+// TestConfigHelp: -help names every key's flag, with its help and default.
+func TestConfigHelp(t *testing.T) {
+	for _, arg := range []string{"-help", "-h"} {
+		var out strings.Builder
+		if _, err := loadConfig([]string{arg}, &out); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		for _, k := range keys {
+			def := k.value().String()
+			if def == "" {
+				def = "empty"
+			}
+			want := fmt.Sprintf("  -%s %s\n    \t%s (default %s)\n", k.flag(), k.value().kind(), k.help, def)
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s does not show %s as\n%s", arg, k.name, want)
+			}
+		}
+		if !strings.Contains(out.String(), "  -config path\n") {
+			t.Errorf("%s does not show -config", arg)
+		}
+	}
+}
+
+// TestConfigDriftFactorIsTheEngines: config accepts a drift factor exactly
+// when quorum.New does, so that no value the file takes fails later, and
+// the engine takes none the file refuses. 0 is left out: it is the engine's
+// "default", and the file's 0 is refused rather than read as 0.01.
+func TestConfigDriftFactorIsTheEngines(t *testing.T) {
+	backend := miniredis.RunT(t)
+	for _, f := range []float64{-1, -0.01, 1e-9, 0.01, 0.49999, 0.5, 0.9, 1, 1.5, math.Inf(1), math.NaN()} {
+		text := strconv.FormatFloat(f, 'g', -1, 64)
+		_, cfgErr := loadConfig([]string{"-drift-factor", text}, io.Discard)
+		e, engineErr := quorum.New(quorum.Config{Backends: []string{"redis://" + backend.Addr()}, DriftFactor: f, Logger: slog.New(slog.DiscardHandler)})
+		if e != nil {
+			e.Close()
+		}
+		if (cfgErr == nil) != (engineErr == nil) {
+			t.Errorf("drift factor %s: config says %v, the engine %v", text, cfgErr, engineErr)
+		}
+	}
+}
+
+// TestConfigLimitOfRequestBytes: max_request_bytes is bounded by the
+// proxy's own limit, so a value beyond it is refused naming the key.
+func TestConfigLimitOfRequestBytes(t *testing.T) {
+	limit := strconv.Itoa(proxy.MaxRequestBytesLimit)
+	c, err := loadConfig([]string{"-max-request-bytes", limit}, io.Discard)
+	if err != nil || c.proxy.MaxRequestBytes != proxy.MaxRequestBytesLimit {
+		t.Fatalf("the limit itself: %v", err)
+	}
+	if _, err := loadConfig([]string{"-max-request-bytes", strconv.Itoa(proxy.MaxRequestBytesLimit + 1)}, io.Discard); err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
+		t.Fatalf("beyond the limit: %v", err)
+	}
 }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/lockproxy/lockproxy/proxy"
@@ -47,8 +46,6 @@ func run(args []string, stderr io.Writer) error {
 		return err
 	}
 	log := cfg.logger
-	// go-redis logs every failed dial; backend states are logged by quorum.
-	redis.SetLogger(discardLogger{})
 
 	if cfg.embedded {
 		urls, stop, err := startEmbedded()
@@ -91,17 +88,17 @@ func run(args []string, stderr io.Writer) error {
 	for _, ln := range lns {
 		g.Go(func() error { return srv.Serve(ln) })
 	}
-	var metrics *http.Server
+	var ops *http.Server
 	if cfg.metrics != "" {
 		mln, err := net.Listen("tcp", cfg.metrics)
 		if err != nil {
 			closeAll(lns)
 			return fmt.Errorf("metrics: %w", err)
 		}
-		metrics = &http.Server{Handler: opsHandler(engine, cfg.pprof), ReadHeaderTimeout: 5 * time.Second}
+		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
-			if err := metrics.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
@@ -113,8 +110,8 @@ func run(args []string, stderr io.Writer) error {
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 		defer cancel()
 		err := srv.Shutdown(sctx)
-		if metrics != nil {
-			metrics.Shutdown(sctx)
+		if ops != nil {
+			ops.Shutdown(sctx)
 		}
 		return err
 	})
@@ -155,7 +152,3 @@ func closeAll(lns []net.Listener) {
 		ln.Close()
 	}
 }
-
-type discardLogger struct{}
-
-func (discardLogger) Printf(context.Context, string, ...any) {}

@@ -20,7 +20,7 @@ import (
 type Config struct {
 	// MaxRequestBytes bounds one command, header and arguments together; a
 	// client that sends more gets a protocol error and is disconnected.
-	// At most 1<<40. Default: 1 MiB.
+	// At most MaxRequestBytesLimit. Default: 1 MiB.
 	MaxRequestBytes int
 	// Password, when set, is the default user's: it must be given with
 	// AUTH pass (or AUTH default pass, or HELLO ... AUTH) before any command
@@ -60,6 +60,10 @@ type Config struct {
 	// duration (observe.go). Default: none.
 	Observer Observer
 }
+
+// MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
+// on 32-bit platforms, where the guard's length arithmetic must fit an int.
+const MaxRequestBytesLimit = guardMaxLimit
 
 func (c Config) withDefaults() Config {
 	if c.MaxRequestBytes == 0 {
@@ -128,8 +132,8 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	if locks == nil {
 		return nil, errors.New("proxy: nil Locker")
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > guardMaxLimit {
-		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, guardMaxLimit)
+	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > MaxRequestBytesLimit {
+		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, MaxRequestBytesLimit)
 	}
 	for _, v := range []struct {
 		name string

@@ -72,8 +72,12 @@ func (c Config) validate() error {
 		return errors.New("quorum: no backends")
 	case c.NodeTimeout < 0:
 		return fmt.Errorf("quorum: backend timeout %s is negative", c.NodeTimeout)
-	case c.DriftFactor < 0 || c.DriftFactor >= 1:
-		return fmt.Errorf("quorum: drift factor %g is outside [0, 1)", c.DriftFactor)
+	// At 0.5 or more the allowance would take half of every TTL or more,
+	// leaving clients a fraction of the lock they asked for: a factor
+	// meant as a percentage, not a drift. Written so that NaN, which every
+	// comparison fails, is outside too.
+	case !(c.DriftFactor > 0 && c.DriftFactor < 0.5):
+		return fmt.Errorf("quorum: drift factor %g is outside (0, 0.5)", c.DriftFactor)
 	case c.MaxTTL < 0:
 		return fmt.Errorf("quorum: max ttl %s is negative", c.MaxTTL)
 	}
