@@ -212,8 +212,8 @@ func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 	type pong struct{ latency time.Duration }
 	start := time.Now()
 	f := fanout(e, plainCommand("PING"), func(_ *node, r reply) (pong, error) {
-		if r.kind != '+' {
-			return pong{}, errUnexpectedReply
+		if _, err := r.status(); err != nil {
+			return pong{}, err
 		}
 		return pong{time.Since(start)}, nil
 	})

@@ -55,13 +55,14 @@ func (e *Engine) undecided(v views, agreed int) error {
 }
 
 func parseKeyState(_ *node, r reply) (keyState, error) {
-	if r.kind == 0 {
+	if r.isNil() {
 		return keyState{}, nil // absent
 	}
-	if r.kind != '*' || len(r.array) != 2 {
+	pair, err := r.elems()
+	if err != nil || len(pair) != 2 {
 		return keyState{}, errors.New("quorum: unexpected read reply")
 	}
-	ms, err := r.array[1].integer()
+	ms, err := pair[1].integer()
 	if err != nil {
 		return keyState{}, errors.New("quorum: unexpected pttl reply")
 	}
@@ -69,8 +70,8 @@ func parseKeyState(_ *node, r reply) (keyState, error) {
 	if ms < 0 { // -1: no expiry (-2 cannot happen: the script saw the key)
 		s.pttl = math.MaxInt64
 	}
-	if v := r.array[0]; v.kind == '$' {
-		s.hasValue, s.value = true, v.str
+	if value, err := pair[0].bulk(); err == nil {
+		s.hasValue, s.value = true, value
 	}
 	return s, nil
 }

@@ -132,12 +132,40 @@ func (e redisError) Error() string { return string(e) }
 
 var errUnexpectedReply = errors.New("quorum: unexpected reply from backend")
 
+// integer is an integer reply's value.
 func (r reply) integer() (int64, error) {
 	if r.kind != ':' {
 		return 0, errUnexpectedReply
 	}
 	return r.int, nil
 }
+
+// bulk is a bulk string reply's value.
+func (r reply) bulk() (string, error) {
+	if r.kind != '$' {
+		return "", errUnexpectedReply
+	}
+	return r.str, nil
+}
+
+// status is a status reply's text, such as PONG.
+func (r reply) status() (string, error) {
+	if r.kind != '+' {
+		return "", errUnexpectedReply
+	}
+	return r.str, nil
+}
+
+// elems is an array reply's elements.
+func (r reply) elems() ([]reply, error) {
+	if r.kind != '*' {
+		return nil, errUnexpectedReply
+	}
+	return r.array, nil
+}
+
+// isNil reports whether r is a nil bulk string or array.
+func (r reply) isNil() bool { return r.kind == 0 }
 
 // maxReplyDepth and maxBulk bound what a misbehaving backend can make the
 // reader allocate; our scripts answer at most a two-element array, and the
