@@ -22,11 +22,9 @@ func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, tt
 }
 
 // releaseAll deletes the keys token holds; it succeeds when a quorum
-// deleted every one of them. Errors as Release (never ErrAbsent).
+// deleted every one of them. Errors as Release (never ErrAbsent). keys is
+// never empty: Unlock refuses a request without keys.
 func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
-	if len(keys) == 0 {
-		return Result{}, errNoKeys
-	}
 	return e.unlockOp(ctx, scriptCommand(releaseAllScript, keys, token), decodeReleaseAll(len(keys)))
 }
 
@@ -56,9 +54,11 @@ func (e *Engine) extendAll(ctx context.Context, keys []string, token string, ttl
 // scriptOp takes or extends op.keys for op.token with a script run with
 // args. Unless op says otherwise, the script replies on each backend how
 // many keys it did that for, and a backend agrees when it did it for all of
-// them; a failure is rolled back by compare-and-delete.
+// them; a failure is rolled back by compare-and-delete. op.keys is never
+// empty: Lock refuses a request without keys, which every script would
+// grant.
 func (e *Engine) scriptOp(ctx context.Context, s *script, op lockOp, args ...any) (Result, error) {
-	if err := e.checkKeysTTL(op.keys, op.ttl); err != nil {
+	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
 	}
 	op.cmd = scriptCommand(s, op.keys, args...)
@@ -177,13 +177,4 @@ func (e *Engine) quorumTTL(v views, holders []keyState) (time.Duration, error) {
 		return 0, err
 	}
 	return 0, ErrNotFound
-}
-
-var errNoKeys = errors.New("quorum: no keys")
-
-func (e *Engine) checkKeysTTL(keys []string, ttl time.Duration) error {
-	if len(keys) == 0 {
-		return errNoKeys
-	}
-	return e.checkTTL(ttl)
 }

@@ -37,5 +37,5 @@ func luaScript(name string) *script {
 	if err != nil {
 		panic(err)
 	}
-	return newScript(name, string(src))
+	return newScript(string(src))
 }

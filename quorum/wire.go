@@ -14,12 +14,12 @@ import (
 // script is a Lua script run on every backend by its SHA1, with its source
 // at hand for a backend that answers NOSCRIPT.
 type script struct {
-	name, src, sha string
+	src, sha string
 }
 
-func newScript(name, src string) *script {
+func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+	return &script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
 // command is one request, encoded once and sent unchanged to every backend.

@@ -7,7 +7,7 @@ import (
 )
 
 func TestScriptCommandWire(t *testing.T) {
-	s := newScript("t", "return 1")
+	s := newScript("return 1")
 	cmd := scriptCommand(s, []string{"k"}, "tok", int64(1500), 7)
 	want := "*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.sha + "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"
 	if got := string(cmd.wire); got != want {
