@@ -165,7 +165,7 @@ func TestUnsupportedBackend(t *testing.T) {
 		}
 	}
 	st := e.Backends()[0]
-	if st.State != "unsupported" || st.LastError != KindUnsupported || st.Replies != 0 {
+	if st.State != StateUnsupported || st.LastError != KindUnsupported || st.Replies != 0 {
 		t.Errorf("unsupported backend: %+v", st)
 	}
 
@@ -282,7 +282,7 @@ func TestDuplicateBackendLater(t *testing.T) {
 	if ok, err := e.exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("Exists: %v, %v; want no quorum", ok, err)
 	}
-	if st := e.Backends()[1]; st.State != "duplicate" {
+	if st := e.Backends()[1]; st.State != StateDuplicate {
 		t.Errorf("backend 1: %+v; want duplicate", st)
 	}
 	_, err := e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)

@@ -91,18 +91,18 @@ func (pp *pipe) changed(up bool) bool {
 	return news && !pp.closed
 }
 
-// state names the connection's state for Engine.Backends and, when it is
-// down, the error of the last dial or connection.
-func (pp *pipe) state() (string, error) {
+// state is the connection's state for Engine.Backends (up, down or idle)
+// and, when it is down, the error of the last dial or connection.
+func (pp *pipe) state() (State, error) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	switch {
 	case pp.conn != nil:
-		return "up", nil
+		return StateUp, nil
 	case pp.reported:
-		return "down", pp.downErr
+		return StateDown, pp.downErr
 	}
-	return "idle", nil
+	return StateIdle, nil
 }
 
 // send queues p for the backend; its completer hears back exactly once.

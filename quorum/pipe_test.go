@@ -204,7 +204,7 @@ func TestBackendStates(t *testing.T) {
 		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
 	})
 	for _, st := range c.engine.Backends() {
-		if st.State != "up" || st.Replies != 0 {
+		if st.State != StateUp || st.Replies != 0 {
 			t.Fatalf("connected by New, before any request: %+v", st)
 		}
 	}
@@ -216,11 +216,11 @@ func TestBackendStates(t *testing.T) {
 	}
 	states := c.engine.Backends()
 	for i, st := range states[:2] {
-		if st.State != "up" || st.Replies != 5 || st.LastError != "" {
+		if st.State != StateUp || st.Replies != 5 || st.LastError != "" {
 			t.Errorf("backend %d: %+v; want up with 5 replies", i, st)
 		}
 	}
-	if st := states[2]; st.State != "down" || st.LastError != KindRefused || st.Failures[KindRefused] != 5 || st.Replies != 0 {
+	if st := states[2]; st.State != StateDown || st.LastError != KindRefused || st.Failures[KindRefused] != 5 || st.Replies != 0 {
 		t.Errorf("killed backend: %+v; want down with 5 refusals", st)
 	}
 	text := logged.String()
@@ -263,8 +263,8 @@ func TestCloseDoesNotWaitForDial(t *testing.T) {
 	}
 	r.silence()
 	redistest.Eventually(t, func() string {
-		if state, _ := e.nodes[0].pipe.state(); state != "down" {
-			return "still " + state
+		if state, _ := e.nodes[0].pipe.state(); state != StateDown {
+			return "still " + state.String()
 		}
 		return ""
 	})

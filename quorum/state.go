@@ -2,10 +2,36 @@ package quorum
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// State is what a backend is doing now, as Backends reports it.
+type State uint8
+
+// The states. Their order is the order in which INFO lists them.
+const (
+	StateUp          State  = iota // connected, and its replies count
+	StateQuarantined               // connected, but restarted less than max_ttl ago
+	StateDown                      // no connection: the last dial or connection failed
+	StateIdle                      // not dialled yet
+	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
+	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
+	NumStates        = iota        // how many States there are
+)
+
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"}
+
+// String is the state's name, e.g. "quarantined", as INFO and /readyz
+// show it.
+func (s State) String() string {
+	if s >= NumStates {
+		return fmt.Sprintf("state(%d)", uint8(s))
+	}
+	return stateNames[s]
+}
 
 // Failure kinds, as NodeError.Kind names them and metrics label them.
 const (
@@ -56,14 +82,9 @@ type Observer interface {
 // BackendState is what the engine knows of one backend now, without asking
 // it (Probe asks).
 type BackendState struct {
-	Addr string
-	// State is "up" (connected, its replies count), "quarantined"
-	// (connected, restarted less than max_ttl ago), "down" (no connection:
-	// the last dial or connection failed), "idle" (not dialled yet), or,
-	// for a server that answered but was refused and is sent nothing,
-	// "unsupported" (it lacks PEXPIRETIME: older than Redis 7.0) or
-	// "duplicate" (another backend reaches the same server).
-	State          string
+	Addr  string
+	State State
+	// QuarantineLeft is, for StateQuarantined, how long until it counts.
 	QuarantineLeft time.Duration
 	// LastLatency is the latency of its last vote; LastError the kind of
 	// its last failure and when it happened.
@@ -120,12 +141,18 @@ func (e *Engine) Backends() []BackendState {
 		n.stats.mu.Lock()
 		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
 		n.stats.mu.Unlock()
-		var q *QuarantineError
+		var (
+			q *QuarantineError
+			u *UnsupportedError
+			d *DuplicateError
+		)
 		switch {
-		case st.State == "up" && errors.As(n.quarantined(), &q):
-			st.State, st.QuarantineLeft = "quarantined", q.Left
-		case st.State == "down" && isRefusal(downErr):
-			st.State = failureKind(downErr)
+		case st.State == StateUp && errors.As(n.quarantined(), &q):
+			st.State, st.QuarantineLeft = StateQuarantined, q.Left
+		case st.State == StateDown && errors.As(downErr, &u):
+			st.State = StateUnsupported
+		case st.State == StateDown && errors.As(downErr, &d):
+			st.State = StateDuplicate
 		}
 		out[i] = st
 	}
