@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // acquire takes key for token on a quorum of backends with SET NX PX ttl.
@@ -23,9 +25,9 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
-		cmd:     scriptCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
-		decode: func(_ *node, r reply) (ack, error) {
-			stamp, err := r.integer()
+		cmd:     backend.ScriptCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
+		decode: func(_ *node, r backend.Reply) (ack, error) {
+			stamp, err := r.Integer()
 			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
 		},
 		undo: func(ctx context.Context, n *node, v ack) {
@@ -46,8 +48,8 @@ type lockOp struct {
 	// keys and token are what the operation takes or extends.
 	keys   []string
 	token  string
-	cmd    *command
-	decode func(n *node, r reply) (ack, error)
+	cmd    *backend.Command
+	decode func(n *node, r backend.Reply) (ack, error)
 	// undo rolls the operation back on one backend, given its answer (the
 	// zero ack when it gave none): compare-and-delete.
 	undo func(ctx context.Context, n *node, v ack)
@@ -111,7 +113,7 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
 	end := e.rollbacks.start(op.keys, op.token)
 	undo := func(v vote[ack]) {
-		if v.err == nil && !v.val.yes || wasNotSent(v.err) {
+		if v.err == nil && !v.val.yes || backend.WasNotSent(v.err) {
 			return // refused, or never sent: the token is not there
 		}
 		if onlyFresh && (v.err != nil || !v.val.fresh) {
@@ -159,7 +161,7 @@ func (n *node) release(ctx context.Context, key, token string) (ack, error) {
 
 // decodeRelease reads release.lua's answer: 1 deleted, 0 held by another
 // token, -1 absent.
-func decodeRelease(_ *node, r reply) (ack, error) {
-	deleted, err := r.integer()
+func decodeRelease(_ *node, r backend.Reply) (ack, error) {
+	deleted, err := r.Integer()
 	return ack{yes: deleted == 1, absent: deleted == -1}, err
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // Config configures an Engine. The zero value of every field but Backends
@@ -137,7 +139,7 @@ func (e *Engine) connectAll() error {
 			// connection that owes replies longer is cut.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*e.cfg.NodeTimeout)
 			defer cancel()
-			_, errs[i] = n.do(ctx, plainCommand("PING"))
+			_, errs[i] = n.pipe.Do(ctx, backend.NewCommand("PING"))
 		})
 	}
 	wg.Wait()
@@ -161,7 +163,7 @@ func (e *Engine) Close() error {
 	)
 	for _, n := range e.nodes {
 		wg.Go(func() {
-			if err := n.pipe.close(); err != nil {
+			if err := n.pipe.Close(); err != nil {
 				mu.Lock()
 				errs = multierror.Append(errs, fmt.Errorf("backend %s: %w", n.addr, err))
 				mu.Unlock()
@@ -211,8 +213,8 @@ type NodeStatus struct {
 func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 	type pong struct{ latency time.Duration }
 	start := time.Now()
-	f := fanout(e, plainCommand("PING"), func(_ *node, r reply) (pong, error) {
-		if _, err := r.status(); err != nil {
+	f := fanout(e, backend.NewCommand("PING"), func(_ *node, r backend.Reply) (pong, error) {
+		if _, err := r.Status(); err != nil {
 			return pong{}, err
 		}
 		return pong{time.Since(start)}, nil

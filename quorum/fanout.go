@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // vote is one backend's reply within a fan-out. err is a *NodeError when the
@@ -29,7 +31,7 @@ type vote[T any] struct {
 // caller either: the answer is often decided before the slowest backends
 // reply, and cutting their requests short would turn a clear yes or no into
 // "unknown", which then needs a rollback.
-func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, error)) *flight[T] {
+func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
 	f := &flight[T]{
 		e:      e,
 		start:  time.Now(),
@@ -42,16 +44,16 @@ func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, er
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
 	for i := range e.nodes {
-		f.slots[i].pending = pending{to: f, node: i, cmd: cmd}
+		f.slots[i].Request = backend.Request{To: f, ID: i, Cmd: cmd}
 	}
 	// Commands on one key are queued on every backend's pipe in the same
 	// order, so that each backend runs them in that order: two acquisitions
 	// through this engine can then never split the backends between them,
 	// which, with a backend down, would leave both undecided.
-	order := &e.order[cmd.key%uint32(len(e.order))]
+	order := &e.order[cmd.KeyHash()%uint32(len(e.order))]
 	order.Lock()
 	for i, n := range e.nodes {
-		n.pipe.send(&f.slots[i].pending)
+		n.pipe.Send(&f.slots[i].Request)
 	}
 	order.Unlock()
 	return f
@@ -61,7 +63,7 @@ func fanout[T any](e *Engine, cmd *command, decode func(n *node, r reply) (T, er
 type flight[T any] struct {
 	e      *Engine
 	start  time.Time
-	decode func(n *node, r reply) (T, error)
+	decode func(n *node, r backend.Reply) (T, error)
 	votes  chan vote[T]
 	slots  []slot
 	timer  *time.Timer
@@ -76,14 +78,16 @@ type flight[T any] struct {
 
 // slot is one backend's part of a flight.
 type slot struct {
-	pending
+	backend.Request
 	settled atomic.Bool // its vote is cast
 }
 
 // errNoReply is the vote of a backend that did not answer in time.
 var errNoReply = fmt.Errorf("no reply within the backend timeout: %w", context.DeadlineExceeded)
 
-func (f *flight[T]) complete(i int, r reply, err error) {
+// Complete casts backend i's vote: decode's reading of its reply r, or
+// its failure err.
+func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	if !f.slots[i].settled.CompareAndSwap(false, true) {
 		return // too late: the timeout has spoken for this backend
 	}
@@ -122,7 +126,7 @@ func (f *flight[T]) complete(i int, r reply, err error) {
 
 func (f *flight[T]) expire() {
 	for i := range f.slots {
-		f.complete(i, reply{}, errNoReply)
+		f.Complete(i, backend.Reply{}, errNoReply)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // The operations in this file serve the lock scripts of client libraries:
@@ -25,7 +27,7 @@ func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, tt
 // deleted every one of them. Errors as Release (never ErrAbsent). keys is
 // never empty: Unlock refuses a request without keys.
 func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
-	return e.unlockOp(ctx, scriptCommand(releaseAllScript, keys, token), decodeReleaseAll(len(keys)))
+	return e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token), decodeReleaseAll(len(keys)))
 }
 
 func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
@@ -37,9 +39,9 @@ func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack
 }
 
 // decodeReleaseAll reads how many of the keys a script changed: yes when all.
-func decodeReleaseAll(keys int) func(*node, reply) (ack, error) {
-	return func(_ *node, r reply) (ack, error) {
-		done, err := r.integer()
+func decodeReleaseAll(keys int) func(*node, backend.Reply) (ack, error) {
+	return func(_ *node, r backend.Reply) (ack, error) {
+		done, err := r.Integer()
 		return ack{yes: done == int64(keys)}, err
 	}
 }
@@ -57,11 +59,11 @@ func (e *Engine) extendAll(ctx context.Context, keys []string, token string, ttl
 // them; a failure is rolled back by compare-and-delete. op.keys is never
 // empty: Lock refuses a request without keys, which every script would
 // grant.
-func (e *Engine) scriptOp(ctx context.Context, s *script, op lockOp, args ...any) (Result, error) {
+func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, args ...any) (Result, error) {
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
 	}
-	op.cmd = scriptCommand(s, op.keys, args...)
+	op.cmd = backend.ScriptCommand(s, op.keys, args...)
 	if op.decode == nil {
 		op.decode = decodeReleaseAll(len(op.keys))
 	}
@@ -71,8 +73,8 @@ func (e *Engine) scriptOp(ctx context.Context, s *script, op lockOp, args ...any
 
 // decodeTakeOrRenew reads the answer of a script that takes a free key (2)
 // or renews the token's own (1), or does neither (0).
-func decodeTakeOrRenew(_ *node, r reply) (ack, error) {
-	n, err := r.integer()
+func decodeTakeOrRenew(_ *node, r backend.Reply) (ack, error) {
+	n, err := r.Integer()
 	return ack{yes: n > 0, fresh: n == 2}, err
 }
 
@@ -92,9 +94,9 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 		token:   token,
 		refused: ErrNotHeld,
 		renews:  true,
-		cmd:     scriptCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
-		decode: func(_ *node, r reply) (ack, error) {
-			ms, err := r.integer()
+		cmd:     backend.ScriptCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		decode: func(_ *node, r backend.Reply) (ack, error) {
+			ms, err := r.Integer()
 			if ms < 0 {
 				tooLong <- time.Duration(-ms) * time.Millisecond
 			}

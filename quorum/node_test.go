@@ -10,20 +10,8 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
-
-func TestParseServerInfo(t *testing.T) {
-	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n"
-	si, err := parseServerInfo(info)
-	if err != nil || si.runID != "abc123" || si.uptime != 42*time.Second || si.version != "7.0.15" {
-		t.Fatalf("got %+v, %v", si, err)
-	}
-	for _, bad := range []string{"", "run_id:x\r\n", "uptime_in_seconds:1\r\n", "run_id:x\r\nuptime_in_seconds:soon\r\n"} {
-		if _, err := parseServerInfo(bad); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-}
 
 const shortMaxTTL = 3 * time.Second
 
@@ -199,12 +187,14 @@ func TestUnsupportedBackend(t *testing.T) {
 }
 
 func TestCheckCommands(t *testing.T) {
-	known := reply{kind: '*', array: []reply{{kind: '*', array: []reply{{kind: '$', str: "pexpiretime"}, {kind: ':', int: 2}}}}}
-	unknown := reply{kind: '*', array: []reply{{}}}
-	denied := reply{kind: '-', str: "NOPERM this user has no permissions to run the 'command' command"}
+	// What COMMAND INFO PEXPIRETIME told (backend's TestCommandsKnown
+	// reads these from the replies): nothing when COMMAND is denied.
+	known := map[string]bool{"PEXPIRETIME": true}
+	unknown := map[string]bool{"PEXPIRETIME": false}
+	var denied map[string]bool
 	for _, tc := range []struct {
 		name    string
-		r       reply
+		r       map[string]bool
 		version string
 		ok      bool
 	}{
@@ -216,7 +206,7 @@ func TestCheckCommands(t *testing.T) {
 		{"COMMAND denied, KeyDB", denied, "6.3.4", false},
 		{"nothing to go by", denied, "", true},
 	} {
-		if err := checkCommands(tc.r, tc.version); (err == nil) != tc.ok {
+		if err := checkCommands(backend.Greeting{Known: tc.r, Version: tc.version}); (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
 		}
 	}

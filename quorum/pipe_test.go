@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // TestPipeManyInFlight: concurrent operations share each backend's
@@ -169,13 +170,13 @@ func TestPipeDeadBackendFailsFast(t *testing.T) {
 		}
 	}
 	var got []error
-	f := fanout(c.engine, plainCommand("PING"), func(*node, reply) (struct{}, error) { return struct{}{}, nil })
+	f := fanout(c.engine, backend.NewCommand("PING"), func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
 	for _, v := range collectAll(t.Context(), f, 3) {
 		if v.err != nil {
 			got = append(got, v.err)
 		}
 	}
-	if len(got) != 1 || !wasNotSent(got[0]) || !isRefused(got[0]) {
+	if len(got) != 1 || !backend.WasNotSent(got[0]) || !backend.IsRefused(got[0]) {
 		t.Fatalf("votes of a dead backend: %v; want one refused and never sent", got)
 	}
 }
@@ -263,7 +264,7 @@ func TestCloseDoesNotWaitForDial(t *testing.T) {
 	}
 	r.silence()
 	redistest.Eventually(t, func() string {
-		if state, _ := e.nodes[0].pipe.state(); state != StateDown {
+		if state := e.Backends()[0].State; state != StateDown {
 			return "still " + state.String()
 		}
 		return ""
@@ -274,7 +275,7 @@ func TestCloseDoesNotWaitForDial(t *testing.T) {
 		answered <- err
 	}()
 	redistest.Eventually(t, func() string {
-		if !dialing(e.nodes[0].pipe) {
+		if r.held() == 0 {
 			return "not dialling yet"
 		}
 		return ""
@@ -287,10 +288,4 @@ func TestCloseDoesNotWaitForDial(t *testing.T) {
 	if err := <-answered; !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("the acquisition in flight: %v, want no quorum", err)
 	}
-}
-
-func dialing(pp *pipe) bool {
-	pp.mu.Lock()
-	defer pp.mu.Unlock()
-	return pp.dialing
 }

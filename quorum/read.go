@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // keyState is one backend's view of a key.
@@ -27,7 +29,7 @@ type views struct {
 // read looks at key on every backend, hearing from each (or its timeout),
 // or from those that answered before ctx ended.
 func (e *Engine) read(ctx context.Context, key string) views {
-	f := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
+	f := fanout(e, backend.ScriptCommand(readScript, []string{key}), parseKeyState)
 	v := views{ctx: ctx}
 	votes := collectAll(ctx, f, len(e.nodes))
 	v.unheard = len(e.nodes) - len(votes)
@@ -54,15 +56,15 @@ func (e *Engine) undecided(v views, agreed int) error {
 	return cut(v.ctx, &NoQuorumError{Counted: len(v.states), Agreed: agreed, Needed: e.quorum, Total: len(e.nodes), Nodes: v.failures})
 }
 
-func parseKeyState(_ *node, r reply) (keyState, error) {
-	if r.isNil() {
+func parseKeyState(_ *node, r backend.Reply) (keyState, error) {
+	if r.IsNil() {
 		return keyState{}, nil // absent
 	}
-	pair, err := r.elems()
+	pair, err := r.Array()
 	if err != nil || len(pair) != 2 {
 		return keyState{}, errors.New("quorum: unexpected read reply")
 	}
-	ms, err := pair[1].integer()
+	ms, err := pair[1].Integer()
 	if err != nil {
 		return keyState{}, errors.New("quorum: unexpected pttl reply")
 	}
@@ -70,7 +72,7 @@ func parseKeyState(_ *node, r reply) (keyState, error) {
 	if ms < 0 { // -1: no expiry (-2 cannot happen: the script saw the key)
 		s.pttl = math.MaxInt64
 	}
-	if value, err := pair[0].bulk(); err == nil {
+	if value, err := pair[0].Bulk(); err == nil {
 		s.hasValue, s.value = true, value
 	}
 	return s, nil
@@ -173,7 +175,7 @@ func (e *Engine) exists(ctx context.Context, key string) (bool, error) {
 // *NoQuorumError when the backends that did not answer could have made
 // that a quorum.
 func (e *Engine) del(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(ctx, plainCommand("DEL", key))
+	return e.writeAll(ctx, backend.NewCommand("DEL", key))
 }
 
 // expire sets key's TTL on every backend, whoever holds it. It reports
@@ -184,14 +186,14 @@ func (e *Engine) expire(ctx context.Context, key string, ttl time.Duration) (boo
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err
 	}
-	return e.writeAll(ctx, plainCommand("PEXPIRE", key, ttl.Milliseconds()))
+	return e.writeAll(ctx, backend.NewCommand("PEXPIRE", key, ttl.Milliseconds()))
 }
 
 // writeAll runs an unconditional write on every backend, which answers 1
 // where it took effect.
-func (e *Engine) writeAll(ctx context.Context, cmd *command) (bool, error) {
-	f := fanout(e, cmd, func(_ *node, r reply) (ack, error) {
-		n, err := r.integer()
+func (e *Engine) writeAll(ctx context.Context, cmd *backend.Command) (bool, error) {
+	f := fanout(e, cmd, func(_ *node, r backend.Reply) (ack, error) {
+		n, err := r.Integer()
 		return ack{yes: n == 1}, err
 	})
 	t, _ := collect(ctx, f, len(e.nodes), e.quorum)

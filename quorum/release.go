@@ -3,6 +3,8 @@ package quorum
 import (
 	"context"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // release deletes key on every backend where token holds it. It succeeds
@@ -13,7 +15,7 @@ import (
 // ErrNotHeld, when a quorum found no key at all — and a *NoQuorumError when
 // they could.
 func (e *Engine) release(ctx context.Context, key, token string) (Result, error) {
-	return e.unlockOp(ctx, scriptCommand(releaseScript, []string{key}, token), decodeRelease)
+	return e.unlockOp(ctx, backend.ScriptCommand(releaseScript, []string{key}, token), decodeRelease)
 }
 
 // unlockOp decides a release: done where a quorum did it. "Not held" is a
@@ -21,7 +23,7 @@ func (e *Engine) release(ctx context.Context, key, token string) (Result, error)
 // backends that failed to answer could not have made a quorum of yes:
 // otherwise the answer is that nothing could be decided. It hears from
 // every backend, so that a quorum of "absent" is told apart.
-func (e *Engine) unlockOp(ctx context.Context, cmd *command, decode func(*node, reply) (ack, error)) (Result, error) {
+func (e *Engine) unlockOp(ctx context.Context, cmd *backend.Command, decode func(*node, backend.Reply) (ack, error)) (Result, error) {
 	f := fanout(e, cmd, decode)
 	t := &tally{total: len(e.nodes), quorum: e.quorum}
 	// Nothing is decided before a quorum has voted.

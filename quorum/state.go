@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // State is what a backend is doing now, as Backends reports it.
@@ -23,6 +25,17 @@ const (
 )
 
 var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"}
+
+// stateOf is a backend's state as far as its connection tells.
+func stateOf(s backend.Status) State {
+	switch s {
+	case backend.StatusUp:
+		return StateUp
+	case backend.StatusDown:
+		return StateDown
+	}
+	return StateIdle
+}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -61,11 +74,11 @@ func failureKind(err error) string {
 		return KindUnsupported
 	case errors.As(err, &d):
 		return KindDuplicate
-	case isTimeout(err):
+	case backend.IsTimeout(err):
 		return KindTimeout
-	case isRefused(err):
+	case backend.IsRefused(err):
 		return KindRefused
-	case isClosed(err):
+	case backend.IsClosed(err):
 		return KindClosed
 	}
 	return KindError
@@ -127,10 +140,10 @@ func (s *nodeStats) record(latency time.Duration, kind string) {
 func (e *Engine) Backends() []BackendState {
 	out := make([]BackendState, len(e.nodes))
 	for i, n := range e.nodes {
-		state, downErr := n.pipe.state()
+		status, downErr := n.pipe.Status()
 		st := BackendState{
 			Addr:        n.addr,
-			State:       state,
+			State:       stateOf(status),
 			LastLatency: time.Duration(n.stats.lastLatency.Load()),
 			Replies:     n.stats.replies.Load(),
 			Failures:    make(map[string]uint64, len(failureKinds)),
