@@ -48,8 +48,6 @@ const (
 	defaultNodeTimeout = 50 * time.Millisecond
 	defaultDriftFactor = 0.01
 	defaultMaxTTL      = 60 * time.Second
-	// driftFloor covers the clocks' granularity, as in the Redlock paper.
-	driftFloor = 2 * time.Millisecond
 )
 
 func (c Config) withDefaults() Config {
@@ -185,17 +183,6 @@ func (e *Engine) checkTTL(ttl time.Duration) error {
 		return &TTLError{TTL: ttl, Max: e.cfg.MaxTTL}
 	}
 	return nil
-}
-
-// drift is the clock-drift allowance for a TTL.
-func (e *Engine) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*e.cfg.DriftFactor) + driftFloor
-}
-
-// validity is how long a lock taken with ttl is known held, given the time
-// from before the first request to the quorum-th reply.
-func (e *Engine) validity(ttl, elapsed time.Duration) time.Duration {
-	return ttl - elapsed - e.drift(ttl)
 }
 
 // NodeStatus is one backend as seen by Probe.

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -167,90 +166,6 @@ func (f *flight[T]) next(ctx context.Context) (vote[T], bool) {
 	}
 }
 
-// decisive is the fewest votes that can decide a quorum operation: a
-// quorum of yes, or so many others that a quorum of yes is out of reach.
-func decisive(total, quorum int) int { return min(quorum, total-quorum+1) }
-
-// ack is one backend's answer to a lock operation.
-type ack struct {
-	yes    bool          // it did what was asked
-	fresh  bool          // yes, by taking a key that was free (not renewing one)
-	absent bool          // it refused because the key does not exist
-	ttl    time.Duration // the TTL it set, where that varies by backend
-	stamp  int64         // the expiry it gave the key (ms), where known
-}
-
-// tally counts the votes of a lock operation, where each backend that
-// answers either did what was asked (yes) or refused (no), and the others
-// (failures, and those still pending) are silent.
-type tally struct {
-	total, quorum int
-	yes, no       int
-	absent        int // refusals because the key was absent
-	failures      []*NodeError
-	// quorumAt is when the quorum-th yes arrived; minTTL the shortest TTL
-	// the yes voters set, where the operation reports them.
-	quorumAt time.Time
-	minTTL   time.Duration
-}
-
-func (t *tally) add(v vote[ack]) {
-	switch {
-	case v.err != nil:
-		t.failures = append(t.failures, v.err.(*NodeError))
-	case v.val.yes:
-		t.yes++
-		if t.minTTL == 0 || v.val.ttl < t.minTTL {
-			t.minTTL = v.val.ttl
-		}
-		if t.yes == t.quorum {
-			t.quorumAt = time.Now()
-		}
-	default:
-		t.no++
-		if v.val.absent {
-			t.absent++
-		}
-	}
-}
-
-func (t *tally) pending() int { return t.total - t.yes - t.no - len(t.failures) }
-
-// silent is how many backends gave no answer that counts, or none yet.
-func (t *tally) silent() int { return t.total - t.yes - t.no }
-
-func (t *tally) succeeded() bool { return t.yes >= t.quorum }
-
-// refused reports whether the operation failed whatever the silent
-// backends did or would have done: even all of them saying yes would not
-// make a quorum. Only then may the answer be "no" (held elsewhere, not
-// held); otherwise a stall would read as contention, or as a lost lock.
-func (t *tally) refused() bool { return t.yes+t.silent() < t.quorum }
-
-// decided reports whether reading more votes is pointless: a quorum of
-// yes, a certain refusal, or nobody left to hear from. An undecidable
-// outcome waits for every backend (each within its timeout) so that the
-// error names them all and the rollback knows every answer.
-func (t *tally) decided() bool { return t.succeeded() || t.refused() || t.pending() == 0 }
-
-// err is the outcome of a decided tally that did not succeed: refused
-// (ErrAbsent when a quorum found no key and refused is ErrNotHeld) when
-// the silent backends could not have changed it, a *NoQuorumError when
-// they could.
-func (t *tally) err(refused error) error {
-	if !t.refused() {
-		return t.noQuorum()
-	}
-	if t.absent >= t.quorum && errors.Is(refused, ErrNotHeld) {
-		return ErrAbsent
-	}
-	return refused
-}
-
-func (t *tally) noQuorum() *NoQuorumError {
-	return &NoQuorumError{Counted: t.yes + t.no, Agreed: t.yes, Needed: t.quorum, Total: t.total, Nodes: t.failures}
-}
-
 // collect reads votes until the outcome is decided, or ctx ends, and
 // returns the tally and the votes read so far; the rest (t.pending()) are
 // still on their way, and count as silent.
@@ -281,13 +196,4 @@ func collectAll[T any](ctx context.Context, f *flight[T], total int) []vote[T] {
 		all = append(all, <-f.votes)
 	}
 	return all
-}
-
-// cut is err, joined with ctx's error when ctx ended: an outcome left
-// undecided because the caller stopped waiting says so.
-func cut(ctx context.Context, err error) error {
-	if ctx.Err() == nil || !errors.Is(err, ErrNoQuorum) {
-		return err
-	}
-	return errors.Join(err, ctx.Err())
 }

@@ -3,8 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"math"
-	"slices"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
@@ -153,30 +151,4 @@ func (e *Engine) ownerPTTL(ctx context.Context, key, token string) (time.Duratio
 		return 0, ErrNotHeld
 	}
 	return left, err
-}
-
-// quorumTTL is how long a quorum of holders (at least a quorum of them
-// answered) keeps the value: the quorum-th longest remaining TTL, less
-// drift. The backends that did not answer can only hold it longer, so a
-// time left is a safe answer; "no time left" is one only when they could
-// not make a quorum that still holds it.
-func (e *Engine) quorumTTL(v views, holders []keyState) (time.Duration, error) {
-	slices.SortFunc(holders, func(a, b keyState) int { return -cmpDuration(a.pttl, b.pttl) })
-	left := holders[e.quorum-1].pttl
-	if left == math.MaxInt64 {
-		return 0, ErrNoExpiry
-	}
-	if left -= e.drift(left); left > 0 {
-		return left, nil
-	}
-	lasting := 0
-	for _, h := range holders {
-		if h.pttl == math.MaxInt64 || h.pttl-e.drift(h.pttl) > 0 {
-			lasting++
-		}
-	}
-	if err := e.undecided(v, lasting); err != nil {
-		return 0, err
-	}
-	return 0, ErrNotFound
 }

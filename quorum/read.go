@@ -43,19 +43,6 @@ func (e *Engine) read(ctx context.Context, key string) views {
 	return v
 }
 
-// undecided is the answer to a read when agreed of the views that count
-// support "yes" (hold the value, the key exists) and fewer than a quorum
-// do: a *NoQuorumError when the backends that did not answer could make
-// them a quorum, and nil when "no" is certain. Backends that did not answer
-// may hold a value nobody else does, so with a quorum of them silent, even
-// agreed == 0 is undecided.
-func (e *Engine) undecided(v views, agreed int) error {
-	if agreed+len(v.failures)+v.unheard < e.quorum {
-		return nil
-	}
-	return cut(v.ctx, &NoQuorumError{Counted: len(v.states), Agreed: agreed, Needed: e.quorum, Total: len(e.nodes), Nodes: v.failures})
-}
-
 func parseKeyState(_ *node, r backend.Reply) (keyState, error) {
 	if r.IsNil() {
 		return keyState{}, nil // absent
@@ -141,16 +128,6 @@ func (e *Engine) pttl(ctx context.Context, key string) (time.Duration, error) {
 		return 0, ErrNotFound
 	}
 	return e.quorumTTL(v, holders)
-}
-
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // exists reports whether key exists on a quorum of backends, whatever its
