@@ -143,3 +143,55 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// outcome names what an operation returned, so that tables can say it.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotAcquired), errors.Is(err, ErrNotHeld):
+		return "refused"
+	case errors.Is(err, ErrNoQuorum):
+		return "noquorum"
+	}
+	return "error: " + err.Error()
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// holdsOnQuorum says what is wrong unless a quorum of backends holds value
+// for key: a minority may lag or miss a write and still be correct.
+func (c *cluster) holdsOnQuorum(t *testing.T, key, value string) string {
+	held := 0
+	for _, v := range c.values(t, key) {
+		if v == value {
+			held++
+		}
+	}
+	if held < c.engine.Quorum() {
+		return fmt.Sprintf("%d backends hold %q for %s, fewer than a quorum (%q)", held, value, key, c.values(t, key))
+	}
+	return ""
+}
+
+// ttlOnQuorum says what is wrong unless a quorum of backends gives key a
+// TTL above min.
+func (c *cluster) ttlOnQuorum(t *testing.T, key string, min time.Duration) string {
+	n := 0
+	for _, d := range c.direct {
+		if d.PTTL(t.Context(), key).Val() > min {
+			n++
+		}
+	}
+	if n < c.engine.Quorum() {
+		return fmt.Sprintf("%d backends give %s a TTL above %s, fewer than a quorum", n, key, min)
+	}
+	return ""
+}
+
+func expectValues(got []string, exp ...string) string {
+	if fmt.Sprint(got) != fmt.Sprint(exp) {
+		return fmt.Sprintf("backends hold %q, expected %q", got, exp)
+	}
+	return ""
+}

@@ -147,38 +147,24 @@ func (e *Engine) exists(ctx context.Context, key string) (bool, error) {
 	return false, e.undecided(v, n)
 }
 
-// del deletes key on every backend, whoever holds it: an administrative
-// unlock. It reports whether a quorum deleted it, and returns a
-// *NoQuorumError when the backends that did not answer could have made
-// that a quorum.
-func (e *Engine) del(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(ctx, backend.NewCommand("DEL", key))
-}
-
-// expire sets key's TTL on every backend, whoever holds it. It reports
-// whether a quorum set it, and returns a *NoQuorumError when the backends
-// that did not answer could have made that a quorum, and a *TTLError for a
-// TTL outside (0, MaxTTL].
-func (e *Engine) expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	if err := e.checkTTL(ttl); err != nil {
-		return false, err
+// ownerPTTL returns how long token still holds key on a quorum, less the
+// drift allowance, as PTTL does for the value held. It returns ErrNotHeld
+// when token does not hold key on a quorum, even counting the backends that
+// did not answer as holders, ErrNoExpiry when it holds it without expiry,
+// and a *NoQuorumError when the backends that did not answer could change
+// the answer.
+func (e *Engine) ownerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
+	v := e.read(ctx, key)
+	holders := holdersOf(v.states, token)
+	if len(holders) < e.quorum {
+		if err := e.undecided(v, len(holders)); err != nil {
+			return 0, err
+		}
+		return 0, ErrNotHeld
 	}
-	return e.writeAll(ctx, backend.NewCommand("PEXPIRE", key, ttl.Milliseconds()))
-}
-
-// writeAll runs an unconditional write on every backend, which answers 1
-// where it took effect.
-func (e *Engine) writeAll(ctx context.Context, cmd *backend.Command) (bool, error) {
-	f := fanout(e, cmd, func(_ *node, r backend.Reply) (ack, error) {
-		n, err := r.Integer()
-		return ack{yes: n == 1}, err
-	})
-	t, _ := collect(ctx, f, len(e.nodes), e.quorum)
-	if t.succeeded() {
-		return true, nil
+	left, err := e.quorumTTL(v, holders)
+	if errors.Is(err, ErrNotFound) {
+		return 0, ErrNotHeld
 	}
-	if err := t.err(nil); err != nil {
-		return false, cut(ctx, err)
-	}
-	return false, nil
+	return left, err
 }

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"context"
-	"time"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
@@ -42,15 +41,33 @@ func (e *Engine) unlockOp(ctx context.Context, cmd *backend.Command, decode func
 	return Result{}, cut(ctx, t.err(ErrNotHeld))
 }
 
-// extend sets key's TTL to ttl on every backend where token holds it, and
-// returns the new validity. It returns ErrNotHeld when the token holds the
-// key on fewer than a quorum, even counting the backends that did not
-// answer, or no validity was left; a *NoQuorumError when those backends
-// could have made a quorum; and a *TTLError for a TTL outside (0, MaxTTL]. A refused extension is rolled back like a failed
-// acquisition: a lock its holder can no longer rely on is released for
-// others at once. An undecided one (*NoQuorumError) is not: the lock may
-// still be held on a quorum, the silent backends included.
-func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
-		token, ttl.Milliseconds())
+// releaseAll deletes the keys token holds; it succeeds when a quorum
+// deleted every one of them. Errors as Release (never ErrAbsent). keys is
+// never empty: Unlock refuses a request without keys.
+func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
+	return e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token), decodeAllKeys(len(keys)))
+}
+
+// release runs compare-and-delete on one backend.
+func (n *node) release(ctx context.Context, key, token string) (ack, error) {
+	r, err := n.run(ctx, releaseScript, []string{key}, token)
+	if err != nil {
+		return ack{}, err
+	}
+	return decodeRelease(n, r)
+}
+
+// decodeRelease reads release.lua's answer: 1 deleted, 0 held by another
+// token, -1 absent.
+func decodeRelease(_ *node, r backend.Reply) (ack, error) {
+	deleted, err := r.Integer()
+	return ack{yes: deleted == 1, absent: deleted == -1}, err
+}
+
+func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
+	r, err := n.run(ctx, releaseAllScript, keys, token)
+	if err != nil {
+		return ack{}, err
+	}
+	return decodeAllKeys(len(keys))(n, r)
 }
