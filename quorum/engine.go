@@ -184,39 +184,3 @@ func (e *Engine) checkTTL(ttl time.Duration) error {
 	}
 	return nil
 }
-
-// NodeStatus is one backend as seen by Probe.
-type NodeStatus struct {
-	Addr    string
-	Latency time.Duration
-	// Err is nil when the backend answered PING and counts toward quorum;
-	// a *QuarantineError when it answered but does not count yet.
-	Err error
-}
-
-// Probe pings every backend once, which also reads the uptime of each new
-// connection, and reports each one's state. A backend that has not
-// answered when ctx ends has ctx's error.
-func (e *Engine) Probe(ctx context.Context) []NodeStatus {
-	type pong struct{ latency time.Duration }
-	start := time.Now()
-	f := fanout(e, backend.NewCommand("PING"), func(_ *node, r backend.Reply) (pong, error) {
-		if _, err := r.Status(); err != nil {
-			return pong{}, err
-		}
-		return pong{time.Since(start)}, nil
-	})
-	votes := collectAll(ctx, f, len(e.nodes))
-	statuses := make([]NodeStatus, len(e.nodes))
-	for i, n := range e.nodes {
-		statuses[i] = NodeStatus{Addr: n.addr, Err: ctx.Err()} // until it is heard from
-	}
-	for _, v := range votes {
-		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
-		if v.err != nil {
-			s.Err = v.err.(*NodeError).Err
-		}
-		statuses[v.node] = s
-	}
-	return statuses
-}

@@ -39,7 +39,7 @@ func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backe
 		wake:   make(chan struct{}, 1),
 		slots:  make([]slot, len(e.nodes)),
 	}
-	// Armed only once f.timer is set, which complete reads.
+	// Armed only once f.timer is set, which Complete reads.
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
 	for i := range e.nodes {

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +27,15 @@ const (
 
 var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"}
 
+// String is the state's name, e.g. "quarantined", as INFO and /readyz
+// show it.
+func (s State) String() string {
+	if s >= NumStates {
+		return fmt.Sprintf("state(%d)", uint8(s))
+	}
+	return stateNames[s]
+}
+
 // stateOf is a backend's state as far as its connection tells.
 func stateOf(s backend.Status) State {
 	switch s {
@@ -35,15 +45,6 @@ func stateOf(s backend.Status) State {
 		return StateDown
 	}
 	return StateIdle
-}
-
-// String is the state's name, e.g. "quarantined", as INFO and /readyz
-// show it.
-func (s State) String() string {
-	if s >= NumStates {
-		return fmt.Sprintf("state(%d)", uint8(s))
-	}
-	return stateNames[s]
 }
 
 // Failure kinds, as NodeError.Kind names them and metrics label them.
@@ -170,4 +171,40 @@ func (e *Engine) Backends() []BackendState {
 		out[i] = st
 	}
 	return out
+}
+
+// NodeStatus is one backend as seen by Probe.
+type NodeStatus struct {
+	Addr    string
+	Latency time.Duration
+	// Err is nil when the backend answered PING and counts toward quorum;
+	// a *QuarantineError when it answered but does not count yet.
+	Err error
+}
+
+// Probe pings every backend once, which also reads the uptime of each new
+// connection, and reports each one's state. A backend that has not
+// answered when ctx ends has ctx's error.
+func (e *Engine) Probe(ctx context.Context) []NodeStatus {
+	type pong struct{ latency time.Duration }
+	start := time.Now()
+	f := fanout(e, backend.NewCommand("PING"), func(_ *node, r backend.Reply) (pong, error) {
+		if _, err := r.Status(); err != nil {
+			return pong{}, err
+		}
+		return pong{time.Since(start)}, nil
+	})
+	votes := collectAll(ctx, f, len(e.nodes))
+	statuses := make([]NodeStatus, len(e.nodes))
+	for i, n := range e.nodes {
+		statuses[i] = NodeStatus{Addr: n.addr, Err: ctx.Err()} // until it is heard from
+	}
+	for _, v := range votes {
+		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
+		if v.err != nil {
+			s.Err = v.err.(*NodeError).Err
+		}
+		statuses[v.node] = s
+	}
+	return statuses
 }
