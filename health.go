@@ -32,21 +32,21 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	probed := e.Probe(ctx)
 	known := e.Backends() // after the probe, whose failures it recorded
 	for i, s := range probed {
-		st := backendState{Addr: s.Addr, State: "up", LatencyMS: float64(s.Latency.Microseconds()) / 1000}
+		st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), LatencyMS: float64(s.Latency.Microseconds()) / 1000}
 		var q *quorum.QuarantineError
 		switch {
 		case s.Err == nil:
 			counting++
 		case errors.As(s.Err, &q):
-			st.State, st.Error, st.QuarantineLeftS = "quarantined", quorum.KindQuarantined, math.Ceil(q.Left.Seconds())
+			st.State, st.Error, st.QuarantineLeftS = quorum.StateQuarantined.String(), quorum.KindQuarantined, math.Ceil(q.Left.Seconds())
 		default:
-			st.State, st.Error = "down", kindLabel(known[i].LastError)
+			st.State, st.Error = quorum.StateDown.String(), kindLabel(known[i].LastError)
 			if st.Error == "" {
 				st.Error = quorum.KindError
 			}
 			// Refused when connected: it answers, but must not count.
-			if k := known[i].State; k == quorum.KindUnsupported || k == quorum.KindDuplicate {
-				st.State = k
+			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate {
+				st.State = k.String()
 			}
 		}
 		states = append(states, st)
@@ -96,7 +96,7 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 func probe(ctx context.Context, e *quorum.Engine, log *slog.Logger) {
 	states, counting := backendStates(ctx, e)
 	for _, s := range states {
-		if s.State == "down" {
+		if s.State == quorum.StateDown.String() {
 			log.Warn("backend does not answer", "backend", s.Addr, "error", s.Error)
 		}
 	}

@@ -139,8 +139,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.engine.Quorum()))
 	for _, b := range m.engine.Backends() {
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == "up"), b.Addr)
-		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == "quarantined"), b.Addr)
+		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
+		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
 		for kind, n := range b.Failures {
 			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
@@ -173,7 +173,7 @@ func (e reportingEngine) BackendInfo() []proxy.BackendInfo {
 			failures += n
 		}
 		out[i] = proxy.BackendInfo{
-			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft,
+			Addr: b.Addr, State: b.State.String(), QuarantineLeft: b.QuarantineLeft,
 			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
 			Replies: b.Replies, Failures: failures,
 		}

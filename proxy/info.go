@@ -137,8 +137,8 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		count[be.State]++
 	}
 	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
-	for _, state := range []string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"} {
-		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
+	for state := range quorum.State(quorum.NumStates) {
+		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state.String()])
 	}
 	now := time.Now()
 	for i, be := range backends {

@@ -2,8 +2,34 @@
 // masters: a lock is held when a majority (N/2+1) of the masters that count
 // accepted it and the time spent acquiring it left positive validity.
 //
-// It knows nothing about RESP or the proxy. Callers pass keys, tokens and
-// TTLs and get a Result or one of the sentinel errors in errors.go.
+// Callers make four kinds of request (Lock, Unlock, Read, Write), each
+// naming an Op, and get a Result or a Reading, or one of the sentinel
+// errors and error types of errors.go. Backends and Probe report on the
+// masters, and an Observer hears of every vote as it is cast.
+//
+// It knows nothing of the proxy, RESP serving, metrics or configuration
+// files, nor of RESP itself: talking to a Redis server (the pipelined
+// connection, dialling, the greeting, the wire format, what the network
+// says of a failure) is package internal/backend's, which in turn knows
+// nothing of locks. From a backend quorum takes facts (a reply, a failure,
+// run_id, uptime, the commands it knows); what they count for is decided
+// here.
+//
+// Where things are:
+//   - The Redlock rule is in rule.go (the tally of votes: decided, refused
+//     or no quorum; validity and drift; the same rule for reads) and
+//     admit.go (whose votes count: quarantine after a restart, one vote per
+//     redis-server, no vote for a server too old for the scripts).
+//   - The operations: lock.go (acquisitions and extensions, and the
+//     rollback of a failed one), rollbacks.go (a retry waits for the
+//     rollbacks of its token), unlock.go, read.go, and write.go (Delete and
+//     Expire). The Lua they run is in lua/, embedded by scripts.go.
+//   - fanout.go sends one command to every backend and collects the votes;
+//     node.go is one backend, its connection an internal/backend.Pipe.
+//   - The seam: ops.go (Op, the requests, Engine.Lock, Unlock, Read and
+//     Write), engine.go (Config, New, Close), errors.go, and backends.go
+//     (State, failure kinds, Backends, Probe).
+//
 // An Engine keeps no lock state (any number of engines may share the same
 // backends); it only remembers which rollbacks it is still running, so that
 // a retry with the same token waits for them. It is safe for concurrent use.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // Config configures an Engine. The zero value of every field but Backends
@@ -46,8 +48,6 @@ const (
 	defaultNodeTimeout = 50 * time.Millisecond
 	defaultDriftFactor = 0.01
 	defaultMaxTTL      = 60 * time.Second
-	// driftFloor covers the clocks' granularity, as in the Redlock paper.
-	driftFloor = 2 * time.Millisecond
 )
 
 func (c Config) withDefaults() Config {
@@ -141,7 +141,7 @@ func (e *Engine) connectAll() error {
 			// connection that owes replies longer is cut.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*e.cfg.NodeTimeout)
 			defer cancel()
-			_, errs[i] = n.do(ctx, plainCommand("PING"))
+			_, errs[i] = n.pipe.Do(ctx, backend.NewCommand("PING"))
 		})
 	}
 	wg.Wait()
@@ -165,7 +165,7 @@ func (e *Engine) Close() error {
 	)
 	for _, n := range e.nodes {
 		wg.Go(func() {
-			if err := n.pipe.close(); err != nil {
+			if err := n.pipe.Close(); err != nil {
 				mu.Lock()
 				errs = multierror.Append(errs, fmt.Errorf("backend %s: %w", n.addr, err))
 				mu.Unlock()
@@ -187,51 +187,4 @@ func (e *Engine) checkTTL(ttl time.Duration) error {
 		return &TTLError{TTL: ttl, Max: e.cfg.MaxTTL}
 	}
 	return nil
-}
-
-// drift is the clock-drift allowance for a TTL.
-func (e *Engine) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*e.cfg.DriftFactor) + driftFloor
-}
-
-// validity is how long a lock taken with ttl is known held, given the time
-// from before the first request to the quorum-th reply.
-func (e *Engine) validity(ttl, elapsed time.Duration) time.Duration {
-	return ttl - elapsed - e.drift(ttl)
-}
-
-// NodeStatus is one backend as seen by Probe.
-type NodeStatus struct {
-	Addr    string
-	Latency time.Duration
-	// Err is nil when the backend answered PING and counts toward quorum;
-	// a *QuarantineError when it answered but does not count yet.
-	Err error
-}
-
-// Probe pings every backend once, which also reads the uptime of each new
-// connection, and reports each one's state. A backend that has not
-// answered when ctx ends has ctx's error.
-func (e *Engine) Probe(ctx context.Context) []NodeStatus {
-	type pong struct{ latency time.Duration }
-	start := time.Now()
-	f := fanout(e, plainCommand("PING"), func(_ *node, r reply) (pong, error) {
-		if r.kind != '+' {
-			return pong{}, errUnexpectedReply
-		}
-		return pong{time.Since(start)}, nil
-	})
-	votes := collectAll(ctx, f, len(e.nodes))
-	statuses := make([]NodeStatus, len(e.nodes))
-	for i, n := range e.nodes {
-		statuses[i] = NodeStatus{Addr: n.addr, Err: ctx.Err()} // until it is heard from
-	}
-	for _, v := range votes {
-		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
-		if v.err != nil {
-			s.Err = v.err.(*NodeError).Err
-		}
-		statuses[v.node] = s
-	}
-	return statuses
 }

@@ -1,306 +1,235 @@
 package quorum
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
-func TestParseServerInfo(t *testing.T) {
-	info := "# Server\r\nredis_version:7.0.15\r\nrun_id:abc123\r\nuptime_in_seconds:42\r\n"
-	si, err := parseServerInfo(info)
-	if err != nil || si.runID != "abc123" || si.uptime != 42*time.Second || si.version != "7.0.15" {
-		t.Fatalf("got %+v, %v", si, err)
-	}
-	for _, bad := range []string{"", "run_id:x\r\n", "uptime_in_seconds:1\r\n", "run_id:x\r\nuptime_in_seconds:soon\r\n"} {
-		if _, err := parseServerInfo(bad); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-}
-
-const shortMaxTTL = 3 * time.Second
-
-// waitAllCount waits until every backend counts toward quorum.
-func waitAllCount(t *testing.T, e *Engine) {
-	t.Helper()
-	redistest.Eventually(t, func() string {
-		for _, s := range e.Probe(t.Context()) {
-			if s.Err != nil {
-				return s.Addr + ": " + s.Err.Error()
-			}
-		}
-		return ""
-	})
-}
-
-// TestQuarantineColdStart: backends that have just started may have
-// forgotten locks, so they count only once up for max_ttl.
-func TestQuarantineColdStart(t *testing.T) {
-	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
-	_, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second)
-	var nq *NoQuorumError
-	if !errors.As(err, &nq) {
-		t.Fatalf("expected *NoQuorumError while every backend is quarantined, got %v", err)
-	}
-	if !strings.Contains(nq.Error(), "quarantined") {
-		t.Errorf("error does not say why: %v", nq)
-	}
-	start := time.Now()
-	waitAllCount(t, c.engine)
-	if waited := time.Since(start); waited > shortMaxTTL+time.Second {
-		t.Errorf("backends counted only after %s; max_ttl is %s", waited, shortMaxTTL)
-	}
-	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second); err != nil {
-		t.Fatalf("Acquire after quarantine: %v", err)
-	}
-}
-
-// TestQuarantineRestartHazard reproduces the Redlock restart hazard: a lock
-// held on backends 0 and 1 of 3; backend 1 restarts empty. Without
-// quarantine a second token takes the lock on 1 and 2 while the first still
-// holds it. With quarantine it must not, even for an engine (a proxy) started
-// after the restart, until backend 1 has been up for max_ttl.
-func TestQuarantineRestartHazard(t *testing.T) {
-	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
-	waitAllCount(t, c.engine)
-	key := uniqueKey(t)
-	for _, i := range []int{0, 1} {
-		c.direct[i].Set(t.Context(), key, "first", time.Minute)
-	}
-	c.servers[1].Restart()
-
-	cfg := c.cfg
-	cfg.Backends = append([]string(nil), cfg.Backends...)
-	for name, e := range map[string]*Engine{
-		"engine running across the restart": c.engine,
-		"engine started after the restart":  newEngine(t, cfg),
-	} {
-		// Not refused either: backend 1 would grant it, were it counted.
-		if exp, got := "noquorum", outcome(second(e.acquire(t.Context(), key, "second", time.Second))); exp != got {
-			t.Fatalf("%s: expected %s, got %s", name, exp, got)
-		}
-	}
-
-	unsafe := cfg
-	unsafe.DisableRestartQuarantine = true
-	if exp, got := "ok", outcome(second(newEngine(t, unsafe).acquire(t.Context(), key, "second", time.Second))); exp != got {
-		t.Fatalf("without quarantine: expected the hazard (%s), got %s", exp, got)
-	}
-}
-
-// TestQuarantineEnds: a restarted backend counts again after max_ttl.
-func TestQuarantineEnds(t *testing.T) {
-	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
-	waitAllCount(t, c.engine)
-	c.servers[0].Kill()
-	c.servers[1].Restart()
-	if exp, got := "noquorum", outcome(second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second))); exp != got {
-		t.Fatalf("right after the restart: expected %s, got %s", exp, got)
-	}
-	redistest.Eventually(t, func() string {
-		if got := outcome(second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second))); got != "ok" {
-			return "still " + got + " after the quarantine should have ended"
-		}
-		return ""
-	})
-}
-
-// commandCalls returns how many times srv has run each command since it
-// started, from INFO commandstats.
-func commandCalls(t *testing.T, srv *redistest.Server) map[string]int {
-	t.Helper()
-	c := srv.Client(t)
-	defer c.Close()
-	info, err := c.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	calls := map[string]int{}
-	for line := range strings.SplitSeq(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if name, found := strings.CutPrefix(name, "cmdstat_"); ok && found {
-			var n int
-			fmt.Sscanf(rest, "%d", &n)
-			calls[name] = n
-		}
-	}
-	return calls
-}
-
-// TestUnsupportedBackend: a server without PEXPIRETIME (Redis before 7.0,
-// KeyDB, or the command renamed away) would fail every acquisition after
-// its SET landed. It is refused when connected: it never counts, is sent no
-// lock command, and is logged once, however often it is redialled.
-func TestUnsupportedBackend(t *testing.T) {
-	old := redistest.Start(t, "--rename-command", "PEXPIRETIME", "")
-	good := redistest.StartN(t, 2)
-	var logged syncBuffer
-	e := newEngine(t, Config{
-		Backends:                 []string{old.URL(), good[0].URL(), good[1].URL()},
-		DisableRestartQuarantine: true,
-		NodeTimeout:              200 * time.Millisecond,
-		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
-	})
-	// Two supported backends of three still take and release locks.
-	for range 3 {
-		key := uniqueKey(t)
-		if _, err := e.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
-			t.Fatalf("acquire with one unsupported backend of three: %v", err)
-		}
-		if _, err := e.release(t.Context(), key, "tok"); err != nil {
-			t.Fatalf("release: %v", err)
-		}
-	}
-	calls := commandCalls(t, old)
-	for _, cmd := range []string{"evalsha", "eval", "set", "del", "pexpire"} {
-		if calls[cmd] != 0 {
-			t.Errorf("the unsupported backend ran %s %d times; want never (all: %v)", cmd, calls[cmd], calls)
-		}
-	}
-	st := e.Backends()[0]
-	if st.State != "unsupported" || st.LastError != KindUnsupported || st.Replies != 0 {
-		t.Errorf("unsupported backend: %+v", st)
-	}
-
-	// Alone, it answers but cannot decide anything, and the error says why.
-	alone := newEngine(t, Config{Backends: []string{old.URL()}, DisableRestartQuarantine: true, NodeTimeout: 200 * time.Millisecond})
-	_, err := alone.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
-	var nq *NoQuorumError
-	if !errors.As(err, &nq) || len(nq.Nodes) != 1 || nq.Nodes[0].Kind() != KindUnsupported {
-		t.Errorf("acquire on an unsupported backend alone: %v; want no quorum naming it unsupported", err)
-	}
-	if calls := commandCalls(t, old); calls["evalsha"]+calls["eval"]+calls["set"] != 0 {
-		t.Errorf("the unsupported backend ran lock commands: %v", calls)
-	}
-
-	// Redialled (once a second) while requests come, and refused each
-	// time, but logged once: each greeting asks COMMAND INFO, which nothing
-	// else here does.
-	redistest.Eventually(t, func() string {
-		e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
-		if n := commandCalls(t, old)["command|info"]; n < 4 { // alone's, and e's three
-			return fmt.Sprintf("greeted %d times so far", n)
-		}
-		return ""
-	})
-	if n := strings.Count(logged.String(), "lockproxy needs Redis 7.0 or later"); n != 1 {
-		t.Errorf("%d lines say the backend is unsupported, want 1:\n%s", n, logged.String())
-	}
-	if strings.Contains(logged.String(), "backend unreachable") {
-		t.Errorf("the unsupported backend is logged as unreachable:\n%s", logged.String())
-	}
-}
-
-func TestCheckCommands(t *testing.T) {
-	known := reply{kind: '*', array: []reply{{kind: '*', array: []reply{{kind: '$', str: "pexpiretime"}, {kind: ':', int: 2}}}}}
-	unknown := reply{kind: '*', array: []reply{{}}}
-	denied := reply{kind: '-', str: "NOPERM this user has no permissions to run the 'command' command"}
-	for _, tc := range []struct {
-		name    string
-		r       reply
-		version string
-		ok      bool
-	}{
-		{"known", known, "7.0.15", true},
-		{"renamed away", unknown, "7.0.15", false},
-		{"too old", unknown, "6.2.14", false},
-		{"COMMAND denied, recent", denied, "7.2.4", true},
-		{"COMMAND denied, old", denied, "6.2.14", false},
-		{"COMMAND denied, KeyDB", denied, "6.3.4", false},
-		{"nothing to go by", denied, "", true},
-	} {
-		if err := checkCommands(tc.r, tc.version); (err == nil) != tc.ok {
-			t.Errorf("%s: %v", tc.name, err)
-		}
-	}
-}
-
-// TestNewRefusesDuplicateBackends: one server listed twice, or under two
-// names, would have two votes; New fails and names both.
-func TestNewRefusesDuplicateBackends(t *testing.T) {
-	srvs := redistest.StartN(t, 2)
-	_, port, _ := strings.Cut(srvs[0].Addr(), ":")
-	for name, backends := range map[string][]string{
-		"listed twice":    {srvs[0].URL(), srvs[1].URL(), srvs[0].URL()},
-		"under two names": {"redis://localhost:" + port, srvs[1].URL(), srvs[0].URL()},
-	} {
-		t.Run(name, func(t *testing.T) {
-			e, err := New(Config{Backends: backends, DisableRestartQuarantine: true, NodeTimeout: time.Second,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err == nil {
-				e.Close()
-				t.Fatal("New accepted one server as two backends")
-			}
-			first, third := strings.TrimPrefix(backends[0], "redis://"), strings.TrimPrefix(backends[2], "redis://")
-			if !strings.Contains(err.Error(), first) || !strings.Contains(err.Error(), third) {
-				t.Fatalf("the error does not name both backends (%s, %s): %v", first, third, err)
+// TestPipeManyInFlight: concurrent operations share each backend's
+// connection, and every one gets its own reply.
+func TestPipeManyInFlight(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	const workers, rounds = 32, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			key, token := uniqueKey(t), fmt.Sprintf("token-%d", w)
+			for range rounds {
+				if _, err := c.engine.acquire(t.Context(), key, token, 10*time.Second); err != nil {
+					errs <- fmt.Errorf("acquire: %w", err)
+					return
+				}
+				if got, err := c.engine.get(t.Context(), key); err != nil || got != token {
+					errs <- fmt.Errorf("GET %s: %q, %v; want %q", key, got, err, token)
+					return
+				}
+				if _, err := c.engine.release(t.Context(), key, token); err != nil {
+					errs <- fmt.Errorf("release: %w", err)
+					return
+				}
 			}
 		})
 	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
 
-// TestDuplicateBackendLater: a backend that cannot be reached when the
-// engine starts is checked when it connects; while it reaches the server
-// another backend counts already, its votes do not count, and once it
-// reaches a server of its own again, they do.
-func TestDuplicateBackendLater(t *testing.T) {
-	srvs := redistest.StartN(t, 4) // a, its own server, c, and one to move to
-	r := newRelay(t, srvs[1].Addr())
-	r.down()
-	var logged syncBuffer
-	e := newEngine(t, Config{
-		Backends:                 []string{srvs[0].URL(), r.URL(), srvs[2].URL()},
-		DisableRestartQuarantine: true,
-		NodeTimeout:              200 * time.Millisecond,
-		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
-	})
-	key := uniqueKey(t)
-	a := srvs[0].Client(t)
-	if err := a.Set(t.Context(), key, "v", time.Minute).Err(); err != nil {
+// TestPipeNoScript: a backend whose script cache was flushed answers
+// NOSCRIPT, and the engine sends the script's source instead.
+func TestPipeNoScript(t *testing.T) {
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if err := c.direct[0].ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	key := uniqueKey(t)
+	if _, err := c.engine.acquire(t.Context(), key, "tok", time.Second); err != nil {
+		t.Fatalf("acquire after SCRIPT FLUSH: %v", err)
+	}
+	if got := c.values(t, key)[0]; got != "tok" {
+		t.Fatalf("backend holds %q, want tok", got)
+	}
+}
 
-	// Backend 1 now reaches a's server: a's holding must count once.
-	r.to(srvs[0].Addr())
+// TestPipeRedialsAfterRestart: a backend that restarted closed our
+// connection; the next request dials a new one.
+func TestPipeRedialsAfterRestart(t *testing.T) {
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	c.servers[0].Restart()
 	redistest.Eventually(t, func() string {
-		e.Probe(t.Context()) // dials, and returns once the greeting is done
-		if r.forwarded(srvs[0].Addr()) == 0 {
-			return "backend 1 has not reached a's server yet"
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+			return err.Error()
 		}
 		return ""
 	})
-	if got, err := e.get(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
-		t.Errorf("Get of a key one server holds, reached twice: %q, %v; want no quorum", got, err)
-	}
-	if ok, err := e.exists(t.Context(), key); !errors.Is(err, ErrNoQuorum) {
-		t.Errorf("Exists: %v, %v; want no quorum", ok, err)
-	}
-	if st := e.Backends()[1]; st.State != "duplicate" {
-		t.Errorf("backend 1: %+v; want duplicate", st)
-	}
-	_, err := e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second)
-	var nq *NoQuorumError
-	if err != nil && !errors.As(err, &nq) {
+}
+
+// TestPipeCutsStalledConnection: a backend that stops answering holds up
+// nothing for longer than its timeout, and once it answers again, the
+// engine is back without a restart.
+func TestPipeCutsStalledConnection(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true, NodeTimeout: timeout})
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
-	if st := e.Backends()[1]; st.Failures[KindDuplicate] == 0 || !strings.Contains(logged.String(), "same redis-server as another backend") {
-		t.Errorf("the duplicate is not reported: %+v\n%s", st, logged.String())
+	c.servers[0].Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			c.servers[0].Resume()
+		}
+	}()
+	for range 3 {
+		start := time.Now()
+		_, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second)
+		if !errors.Is(err, ErrNoQuorum) {
+			t.Fatalf("acquire on a paused backend: %v", err)
+		}
+		// Upper bound only, and generous: the answer comes at the timeout,
+		// not whenever the backend resumes.
+		if elapsed := time.Since(start); elapsed > 20*timeout {
+			t.Fatalf("acquire on a paused backend took %s", elapsed)
+		}
 	}
-	if n := strings.Count(logged.String(), "same redis-server as another backend"); n != 1 {
-		t.Errorf("%d lines report the duplicate, want 1:\n%s", n, logged.String())
+	c.servers[0].Resume()
+	resumed = true
+	redistest.Eventually(t, func() string {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", time.Second); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+}
+
+// TestPipeAuthAndDatabase: the backend URL's user, password and database
+// are used on every connection, and a refused AUTH is reported.
+func TestPipeAuthAndDatabase(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	if err := admin.Do(t.Context(), "ACL", "SETUSER", "locker", "on", ">s3cret", "~*", "&*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(t, Config{
+		Backends:                 []string{"redis://locker:s3cret@" + srv.Addr() + "/3"},
+		DisableRestartQuarantine: true,
+		NodeTimeout:              time.Second,
+	})
+	key := uniqueKey(t)
+	if _, err := e.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+		t.Fatalf("acquire as locker on db 3: %v", err)
+	}
+	db3 := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 3, Protocol: 2, DisableIdentity: true})
+	defer db3.Close()
+	if got, err := db3.Get(t.Context(), key).Result(); err != nil || got != "tok" {
+		t.Fatalf("db 3 holds %q, %v; want tok", got, err)
 	}
 
-	// A server of its own again: it counts.
-	r.to(srvs[3].Addr())
-	waitAllCount(t, e)
-	if got, err := e.get(t.Context(), key); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Get of a key one server of three holds: %q, %v; want not found", got, err)
+	bad := newEngine(t, Config{
+		Backends:                 []string{"redis://locker:wrong@" + srv.Addr()},
+		DisableRestartQuarantine: true,
+		NodeTimeout:              time.Second,
+	})
+	_, err := bad.acquire(t.Context(), uniqueKey(t), "tok", time.Second)
+	var nq *NoQuorumError
+	if !errors.As(err, &nq) || len(nq.Nodes) != 1 || !strings.Contains(nq.Nodes[0].Err.Error(), "AUTH") {
+		t.Fatalf("acquire with a wrong password: %v", err)
+	}
+}
+
+// TestPipeDeadBackendFailsFast: after a refused dial, requests to that
+// backend fail at once instead of each dialling again, and they never
+// reached it, so nothing there is rolled back.
+func TestPipeDeadBackendFailsFast(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	c.servers[2].Kill()
+	for range 5 {
+		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
+			t.Fatalf("acquire with one backend of three dead: %v", err)
+		}
+	}
+	var got []error
+	f := fanout(c.engine, backend.NewCommand("PING"), func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
+	for _, v := range collectAll(t.Context(), f, 3) {
+		if v.err != nil {
+			got = append(got, v.err)
+		}
+	}
+	if len(got) != 1 || !backend.WasNotSent(got[0]) || !backend.IsRefused(got[0]) {
+		t.Fatalf("votes of a dead backend: %v; want one refused and never sent", got)
+	}
+}
+
+// TestPipeUnixSocket: a backend named by a unix:// URL is reached over its
+// socket.
+func TestPipeUnixSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "redis.sock")
+	srv := redistest.Start(t, "--unixsocket", sock)
+	e := newEngine(t, Config{Backends: []string{"unix://" + sock}, DisableRestartQuarantine: true, NodeTimeout: time.Second})
+	key := uniqueKey(t)
+	if _, err := e.acquire(t.Context(), key, "tok", 10*time.Second); err != nil {
+		t.Fatalf("acquire over a unix socket: %v", err)
+	}
+	if got, err := srv.Client(t).Get(t.Context(), key).Result(); err != nil || got != "tok" {
+		t.Fatalf("backend holds %q, %v; want tok", got, err)
+	}
+}
+
+// TestCloseDoesNotWaitForDial: closing the engine ends a dial in progress
+// at once instead of waiting out the backend timeout.
+func TestCloseDoesNotWaitForDial(t *testing.T) {
+	srv := redistest.Start(t)
+	// The backend answers while New connects, then hangs: the next dial's
+	// greeting waits for a reply that never comes.
+	r := newRelay(t, srv.Addr())
+	e, err := New(Config{Backends: []string{r.URL()}, NodeTimeout: time.Minute, DisableRestartQuarantine: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.silence()
+	redistest.Eventually(t, func() string {
+		if state := e.Backends()[0].State; state != StateDown {
+			return "still " + state.String()
+		}
+		return ""
+	})
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.acquire(context.Background(), uniqueKey(t), "tok", time.Second)
+		answered <- err
+	}()
+	redistest.Eventually(t, func() string {
+		if r.held() == 0 {
+			return "not dialling yet"
+		}
+		return ""
+	})
+	start := time.Now()
+	e.Close()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("Close took %s with a dial in progress; the backend timeout is a minute", took)
+	}
+	if err := <-answered; !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("the acquisition in flight: %v, want no quorum", err)
 	}
 }

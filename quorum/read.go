@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // keyState is one backend's view of a key.
@@ -27,7 +29,7 @@ type views struct {
 // read looks at key on every backend, hearing from each (or its timeout),
 // or from those that answered before ctx ended.
 func (e *Engine) read(ctx context.Context, key string) views {
-	f := fanout(e, scriptCommand(readScript, []string{key}), parseKeyState)
+	f := fanout(e, backend.ScriptCommand(readScript, []string{key}), parseKeyState)
 	v := views{ctx: ctx}
 	votes := collectAll(ctx, f, len(e.nodes))
 	v.unheard = len(e.nodes) - len(votes)
@@ -41,27 +43,15 @@ func (e *Engine) read(ctx context.Context, key string) views {
 	return v
 }
 
-// undecided is the answer to a read when agreed of the views that count
-// support "yes" (hold the value, the key exists) and fewer than a quorum
-// do: a *NoQuorumError when the backends that did not answer could make
-// them a quorum, and nil when "no" is certain. Backends that did not answer
-// may hold a value nobody else does, so with a quorum of them silent, even
-// agreed == 0 is undecided.
-func (e *Engine) undecided(v views, agreed int) error {
-	if agreed+len(v.failures)+v.unheard < e.quorum {
-		return nil
-	}
-	return cut(v.ctx, &NoQuorumError{Counted: len(v.states), Agreed: agreed, Needed: e.quorum, Total: len(e.nodes), Nodes: v.failures})
-}
-
-func parseKeyState(_ *node, r reply) (keyState, error) {
-	if r.kind == 0 {
+func parseKeyState(_ *node, r backend.Reply) (keyState, error) {
+	if r.IsNil() {
 		return keyState{}, nil // absent
 	}
-	if r.kind != '*' || len(r.array) != 2 {
+	pair, err := r.Array()
+	if err != nil || len(pair) != 2 {
 		return keyState{}, errors.New("quorum: unexpected read reply")
 	}
-	ms, err := r.array[1].integer()
+	ms, err := pair[1].Integer()
 	if err != nil {
 		return keyState{}, errors.New("quorum: unexpected pttl reply")
 	}
@@ -69,8 +59,8 @@ func parseKeyState(_ *node, r reply) (keyState, error) {
 	if ms < 0 { // -1: no expiry (-2 cannot happen: the script saw the key)
 		s.pttl = math.MaxInt64
 	}
-	if v := r.array[0]; v.kind == '$' {
-		s.hasValue, s.value = true, v.str
+	if value, err := pair[0].Bulk(); err == nil {
+		s.hasValue, s.value = true, value
 	}
 	return s, nil
 }
@@ -140,16 +130,6 @@ func (e *Engine) pttl(ctx context.Context, key string) (time.Duration, error) {
 	return e.quorumTTL(v, holders)
 }
 
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // exists reports whether key exists on a quorum of backends, whatever its
 // values there. It returns a *NoQuorumError when it exists on fewer and the
 // backends that did not answer could make them a quorum.
@@ -167,38 +147,24 @@ func (e *Engine) exists(ctx context.Context, key string) (bool, error) {
 	return false, e.undecided(v, n)
 }
 
-// del deletes key on every backend, whoever holds it: an administrative
-// unlock. It reports whether a quorum deleted it, and returns a
-// *NoQuorumError when the backends that did not answer could have made
-// that a quorum.
-func (e *Engine) del(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(ctx, plainCommand("DEL", key))
-}
-
-// expire sets key's TTL on every backend, whoever holds it. It reports
-// whether a quorum set it, and returns a *NoQuorumError when the backends
-// that did not answer could have made that a quorum, and a *TTLError for a
-// TTL outside (0, MaxTTL].
-func (e *Engine) expire(ctx context.Context, key string, ttl time.Duration) (bool, error) {
-	if err := e.checkTTL(ttl); err != nil {
-		return false, err
+// ownerPTTL returns how long token still holds key on a quorum, less the
+// drift allowance, as PTTL does for the value held. It returns ErrNotHeld
+// when token does not hold key on a quorum, even counting the backends that
+// did not answer as holders, ErrNoExpiry when it holds it without expiry,
+// and a *NoQuorumError when the backends that did not answer could change
+// the answer.
+func (e *Engine) ownerPTTL(ctx context.Context, key, token string) (time.Duration, error) {
+	v := e.read(ctx, key)
+	holders := holdersOf(v.states, token)
+	if len(holders) < e.quorum {
+		if err := e.undecided(v, len(holders)); err != nil {
+			return 0, err
+		}
+		return 0, ErrNotHeld
 	}
-	return e.writeAll(ctx, plainCommand("PEXPIRE", key, ttl.Milliseconds()))
-}
-
-// writeAll runs an unconditional write on every backend, which answers 1
-// where it took effect.
-func (e *Engine) writeAll(ctx context.Context, cmd *command) (bool, error) {
-	f := fanout(e, cmd, func(_ *node, r reply) (ack, error) {
-		n, err := r.integer()
-		return ack{yes: n == 1}, err
-	})
-	t, _ := collect(ctx, f, len(e.nodes), e.quorum)
-	if t.succeeded() {
-		return true, nil
+	left, err := e.quorumTTL(v, holders)
+	if errors.Is(err, ErrNotFound) {
+		return 0, ErrNotHeld
 	}
-	if err := t.err(nil); err != nil {
-		return false, cut(ctx, err)
-	}
-	return false, nil
+	return left, err
 }

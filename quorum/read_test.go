@@ -5,8 +5,6 @@ import (
 	"math"
 	"testing"
 	"time"
-
-	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 func TestReads(t *testing.T) {
@@ -84,31 +82,6 @@ func TestReadsMajorityDown(t *testing.T) {
 	}
 }
 
-func TestDeleteAndExpire(t *testing.T) {
-	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
-	key := uniqueKey(t)
-	if deleted, err := c.engine.del(t.Context(), key); err != nil || deleted {
-		t.Fatalf("Delete of an absent key: %v, %v", deleted, err)
-	}
-	if _, err := c.engine.acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	if ok, err := c.engine.expire(t.Context(), key, 40*time.Second); err != nil || !ok {
-		t.Fatalf("Expire: %v, %v", ok, err)
-	}
-	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, key, 30*time.Second) })
-	if _, err := c.engine.expire(t.Context(), key, 2*time.Minute); err == nil {
-		t.Fatal("Expire accepted a TTL above max_ttl")
-	}
-	if deleted, err := c.engine.del(t.Context(), key); err != nil || !deleted {
-		t.Fatalf("Delete: %v, %v", deleted, err)
-	}
-	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "") })
-	if ok, err := c.engine.expire(t.Context(), key, 10*time.Second); err != nil || ok {
-		t.Fatalf("Expire of an absent key: %v, %v", ok, err)
-	}
-}
-
 // TestQuorumTTLDecidable: the quorum-th longest TTL among the holders that
 // answered is a floor (the silent ones can only hold the value longer), so
 // it is the answer while time is left; "expired" only when the silent
@@ -157,5 +130,23 @@ func TestQuorumTTLDecidable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestOwnerPTTL(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	if _, err := c.engine.ownerPTTL(t.Context(), key, "owner"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("absent key: expected ErrNotHeld, got %v", err)
+	}
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	left, err := c.engine.ownerPTTL(t.Context(), key, "owner")
+	if err != nil || left > 10*time.Second-c.engine.drift(10*time.Second) || left < 8*time.Second {
+		t.Fatalf("owner: expected a little under 10s, got %s, %v", left, err)
+	}
+	if _, err := c.engine.ownerPTTL(t.Context(), key, "intruder"); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("another token: expected ErrNotHeld, got %v", err)
 	}
 }

@@ -21,6 +21,7 @@ type relay struct {
 	gen    int // counts changes of target: older connections are cut
 	conns  map[net.Conn]struct{}
 	dials  map[string]int // connections forwarded, by target
+	silent int            // connections held open without a word
 }
 
 func newRelay(t *testing.T, target string) *relay {
@@ -46,6 +47,14 @@ func (r *relay) forwarded(target string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dials[target]
+}
+
+// held returns how many connections the relay has held open without
+// answering: dials whose greeting waits.
+func (r *relay) held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.silent
 }
 
 // to forwards new connections to target and cuts the current ones, so that
@@ -106,7 +115,11 @@ func (r *relay) accept() {
 		case drop:
 			c.Close()
 		case target == "":
-			r.track(c, gen) // held until cut
+			if r.track(c, gen) { // held until cut
+				r.mu.Lock()
+				r.silent++
+				r.mu.Unlock()
+			}
 		default:
 			r.wg.Go(func() { r.forward(c, target, gen) })
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 func TestRollbacksWait(t *testing.T) {
@@ -82,12 +84,12 @@ func TestRetryWaitsForRollback(t *testing.T) {
 func TestStampedRollbackSparesRetry(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
 	n, key := c.engine.nodes[0], uniqueKey(t)
-	run := func(s *script, args ...any) (int64, error) {
+	run := func(s *backend.Script, args ...any) (int64, error) {
 		r, err := n.run(t.Context(), s, []string{key}, args...)
 		if err != nil {
 			return 0, err
 		}
-		return r.integer()
+		return r.Integer()
 	}
 	first, err := run(acquireScript, "tok", 10000)
 	if err != nil || first <= 0 {

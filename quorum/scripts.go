@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"embed"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 // The scripts run on each backend. Keeping them in .lua files lets them be
@@ -20,7 +22,7 @@ var (
 	extendOrAcquireScript = luaScript("extend_or_acquire")
 	acquireOrRenewScript  = luaScript("acquire_or_renew")
 
-	allScripts = []*script{
+	allScripts = []*backend.Script{
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript,
@@ -32,10 +34,10 @@ var luaFiles embed.FS
 
 // luaScript loads lua/name.lua; a missing file is a build mistake, caught
 // when the package loads.
-func luaScript(name string) *script {
+func luaScript(name string) *backend.Script {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	return newScript(name, string(src))
+	return backend.NewScript(string(src))
 }

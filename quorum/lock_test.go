@@ -13,19 +13,6 @@ import (
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
-// outcome names what an operation returned, so that tables can say it.
-func outcome(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, ErrNotAcquired), errors.Is(err, ErrNotHeld):
-		return "refused"
-	case errors.Is(err, ErrNoQuorum):
-		return "noquorum"
-	}
-	return "error: " + err.Error()
-}
-
 // TestAcquireEverySubset checks, for every subset of backends that is
 // killed, paused or already locked by someone else, the exact outcome of an
 // acquisition, and what each backend holds afterwards.
@@ -320,4 +307,161 @@ func TestContentionDoesNotSplit(t *testing.T) {
 		t.Fatalf("outcomes of %d contending acquisitions with one backend of five down: %v; want no NOQUORUM", workers*rounds, outcomes)
 	}
 	t.Logf("outcomes: %v", outcomes)
+}
+
+func TestExtend(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 2*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	res, err := c.engine.extend(t.Context(), key, "owner", 30*time.Second)
+	if err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if res.Validity <= 20*time.Second || res.Validity > 30*time.Second {
+		t.Errorf("validity after extend: %s, expected a little under 30s", res.Validity)
+	}
+	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, key, 20*time.Second) })
+
+	if exp, got := "refused", outcome(second(c.engine.extend(t.Context(), key, "intruder", 30*time.Second))); exp != got {
+		t.Fatalf("extend by a non-owner: expected %s, got %s", exp, got)
+	}
+	// The owner's lock is untouched by a refused stranger.
+	redistest.Eventually(t, func() string { return c.holdsOnQuorum(t, key, "owner") })
+}
+
+// TestExtendBelowQuorumRollsBack: an extension that fails leaves nothing
+// held, since its holder can no longer rely on the lock.
+func TestExtendBelowQuorumRollsBack(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	for _, i := range []int{0, 1} {
+		c.direct[i].Set(t.Context(), key, "owner", time.Minute)
+	}
+	if exp, got := "refused", outcome(second(c.engine.extend(t.Context(), key, "owner", 30*time.Second))); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), "", "", "", "", "") })
+}
+
+func TestAcquireAll(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	a, b := uniqueKey(t), uniqueKey(t)
+	if _, err := c.engine.acquireAll(t.Context(), []string{a, b}, "owner", 10*time.Second); err != nil {
+		t.Fatalf("AcquireAll: %v", err)
+	}
+	redistest.Eventually(t, func() string { return c.holdsOnQuorum(t, a, "owner") + c.holdsOnQuorum(t, b, "owner") })
+
+	// One of the keys held elsewhere on a majority: nothing is taken.
+	d, held := uniqueKey(t), uniqueKey(t)
+	for _, i := range []int{0, 1, 2} {
+		c.direct[i].Set(t.Context(), held, "other", time.Minute)
+	}
+	if exp, got := "refused", outcome(second(c.engine.acquireAll(t.Context(), []string{d, held}, "me", 10*time.Second))); exp != got {
+		t.Fatalf("with one key held elsewhere: expected %s, got %s", exp, got)
+	}
+	redistest.Eventually(t, func() string {
+		return expectValues(c.values(t, d), "", "", "", "", "") + expectValues(c.values(t, held), "other", "other", "other", "", "")
+	})
+
+	if exp, got := "refused", outcome(second(c.engine.extendAll(t.Context(), []string{a, b}, "intruder", 20*time.Second))); exp != got {
+		t.Fatalf("ExtendAll by a non-owner: expected %s, got %s", exp, got)
+	}
+	if _, err := c.engine.extendAll(t.Context(), []string{a, b}, "owner", 40*time.Second); err != nil {
+		t.Fatalf("ExtendAll: %v", err)
+	}
+	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, a, 30*time.Second) + c.ttlOnQuorum(t, b, 30*time.Second) })
+	if exp, got := "refused", outcome(second(c.engine.releaseAll(t.Context(), []string{a, b}, "intruder"))); exp != got {
+		t.Fatalf("ReleaseAll by a non-owner: expected %s, got %s", exp, got)
+	}
+	if _, err := c.engine.releaseAll(t.Context(), []string{a, b}, "owner"); err != nil {
+		t.Fatalf("ReleaseAll: %v", err)
+	}
+	redistest.Eventually(t, func() string {
+		return expectValues(c.values(t, a), "", "", "", "", "") + expectValues(c.values(t, b), "", "", "", "", "")
+	})
+}
+
+func TestExtendBy(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, MaxTTL: 30 * time.Second})
+	key := uniqueKey(t)
+	if _, err := c.engine.acquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	res, err := c.engine.extendBy(t.Context(), key, "owner", 5*time.Second)
+	if err != nil {
+		t.Fatalf("ExtendBy: %v", err)
+	}
+	if res.Validity < 14*time.Second || res.Validity > 15*time.Second {
+		t.Errorf("validity after adding 5s to 10s: %s", res.Validity)
+	}
+	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, key, 14*time.Second) })
+	if exp, got := "refused", outcome(second(c.engine.extendBy(t.Context(), key, "intruder", time.Second))); exp != got {
+		t.Fatalf("ExtendBy by a non-owner: expected %s, got %s", exp, got)
+	}
+	var te *TTLError
+	if _, err := c.engine.extendBy(t.Context(), key, "owner", 20*time.Second); !errors.As(err, &te) || te.TTL <= 30*time.Second {
+		t.Fatalf("ExtendBy past max_ttl: expected a *TTLError over 30s, got %v", err)
+	}
+}
+
+func TestExtendOrAcquire(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	// Free: taken.
+	if _, err := c.engine.extendOrAcquire(t.Context(), key, "owner", 10*time.Second); err != nil {
+		t.Fatalf("on a free key: %v", err)
+	}
+	// Held by the token: extended.
+	if _, err := c.engine.extendOrAcquire(t.Context(), key, "owner", 40*time.Second); err != nil {
+		t.Fatalf("by the holder: %v", err)
+	}
+	redistest.Eventually(t, func() string { return c.ttlOnQuorum(t, key, 30*time.Second) })
+	// Held by another: refused, and the holder keeps it.
+	if exp, got := "refused", outcome(second(c.engine.extendOrAcquire(t.Context(), key, "intruder", 10*time.Second))); exp != got {
+		t.Fatalf("by another token: expected %s, got %s", exp, got)
+	}
+	redistest.Eventually(t, func() string { return c.holdsOnQuorum(t, key, "owner") })
+}
+
+func TestAcquireOrRenew(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	const token = "tok123"
+	if _, err := c.engine.acquireOrRenew(t.Context(), key, token+"meta1", len(token), 10*time.Second); err != nil {
+		t.Fatalf("first obtain: %v", err)
+	}
+	// Same token, new metadata: renewed, with the new value.
+	if _, err := c.engine.acquireOrRenew(t.Context(), key, token+"meta2", len(token), 20*time.Second); err != nil {
+		t.Fatalf("re-obtain with the same token: %v", err)
+	}
+	redistest.Eventually(t, func() string { return c.holdsOnQuorum(t, key, token+"meta2") })
+	if exp, got := "refused", outcome(second(c.engine.acquireOrRenew(t.Context(), key, "other1meta", len(token), 10*time.Second))); exp != got {
+		t.Fatalf("another token: expected %s, got %s", exp, got)
+	}
+}
+
+// TestLibraryOpsRollBack: a failed multi-key or reacquiring operation
+// leaves nothing of its token behind.
+func TestLibraryOpsRollBack(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	a, b := uniqueKey(t), uniqueKey(t)
+	// b is held elsewhere on 3 backends, so AcquireAll gets only 2 votes.
+	for _, i := range []int{2, 3, 4} {
+		c.direct[i].Set(t.Context(), b, "other", time.Minute)
+	}
+	if exp, got := "refused", outcome(second(c.engine.acquireAll(t.Context(), []string{a, b}, "me", 10*time.Second))); exp != got {
+		t.Fatalf("expected %s, got %s", exp, got)
+	}
+	redistest.Eventually(t, func() string {
+		for _, key := range []string{a, b} {
+			for i, v := range c.values(t, key) {
+				if v == "me" {
+					return fmt.Sprintf("backend %d still holds %s for the failed acquisition", i, key)
+				}
+			}
+		}
+		return ""
+	})
 }

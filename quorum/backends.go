@@ -1,11 +1,51 @@
 package quorum
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
+
+// State is what a backend is doing now, as Backends reports it.
+type State uint8
+
+// The states. Their order is the order in which INFO lists them.
+const (
+	StateUp          State  = iota // connected, and its replies count
+	StateQuarantined               // connected, but restarted less than max_ttl ago
+	StateDown                      // no connection: the last dial or connection failed
+	StateIdle                      // not dialled yet
+	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
+	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
+	NumStates        = iota        // how many States there are
+)
+
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"}
+
+// String is the state's name, e.g. "quarantined", as INFO and /readyz
+// show it.
+func (s State) String() string {
+	if s >= NumStates {
+		return fmt.Sprintf("state(%d)", uint8(s))
+	}
+	return stateNames[s]
+}
+
+// stateOf is a backend's state as far as its connection tells.
+func stateOf(s backend.Status) State {
+	switch s {
+	case backend.StatusUp:
+		return StateUp
+	case backend.StatusDown:
+		return StateDown
+	}
+	return StateIdle
+}
 
 // Failure kinds, as NodeError.Kind names them and metrics label them.
 const (
@@ -35,11 +75,11 @@ func failureKind(err error) string {
 		return KindUnsupported
 	case errors.As(err, &d):
 		return KindDuplicate
-	case isTimeout(err):
+	case backend.IsTimeout(err):
 		return KindTimeout
-	case isRefused(err):
+	case backend.IsRefused(err):
 		return KindRefused
-	case isClosed(err):
+	case backend.IsClosed(err):
 		return KindClosed
 	}
 	return KindError
@@ -56,14 +96,9 @@ type Observer interface {
 // BackendState is what the engine knows of one backend now, without asking
 // it (Probe asks).
 type BackendState struct {
-	Addr string
-	// State is "up" (connected, its replies count), "quarantined"
-	// (connected, restarted less than max_ttl ago), "down" (no connection:
-	// the last dial or connection failed), "idle" (not dialled yet), or,
-	// for a server that answered but was refused and is sent nothing,
-	// "unsupported" (it lacks PEXPIRETIME: older than Redis 7.0) or
-	// "duplicate" (another backend reaches the same server).
-	State          string
+	Addr  string
+	State State
+	// QuarantineLeft is, for StateQuarantined, how long until it counts.
 	QuarantineLeft time.Duration
 	// LastLatency is the latency of its last vote; LastError the kind of
 	// its last failure and when it happened.
@@ -106,10 +141,10 @@ func (s *nodeStats) record(latency time.Duration, kind string) {
 func (e *Engine) Backends() []BackendState {
 	out := make([]BackendState, len(e.nodes))
 	for i, n := range e.nodes {
-		state, downErr := n.pipe.state()
+		status, downErr := n.pipe.Status()
 		st := BackendState{
 			Addr:        n.addr,
-			State:       state,
+			State:       stateOf(status),
 			LastLatency: time.Duration(n.stats.lastLatency.Load()),
 			Replies:     n.stats.replies.Load(),
 			Failures:    make(map[string]uint64, len(failureKinds)),
@@ -120,14 +155,56 @@ func (e *Engine) Backends() []BackendState {
 		n.stats.mu.Lock()
 		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
 		n.stats.mu.Unlock()
-		var q *QuarantineError
+		var (
+			q *QuarantineError
+			u *UnsupportedError
+			d *DuplicateError
+		)
 		switch {
-		case st.State == "up" && errors.As(n.quarantined(), &q):
-			st.State, st.QuarantineLeft = "quarantined", q.Left
-		case st.State == "down" && isRefusal(downErr):
-			st.State = failureKind(downErr)
+		case st.State == StateUp && errors.As(n.quarantined(), &q):
+			st.State, st.QuarantineLeft = StateQuarantined, q.Left
+		case st.State == StateDown && errors.As(downErr, &u):
+			st.State = StateUnsupported
+		case st.State == StateDown && errors.As(downErr, &d):
+			st.State = StateDuplicate
 		}
 		out[i] = st
 	}
 	return out
+}
+
+// NodeStatus is one backend as seen by Probe.
+type NodeStatus struct {
+	Addr    string
+	Latency time.Duration
+	// Err is nil when the backend answered PING and counts toward quorum;
+	// a *QuarantineError when it answered but does not count yet.
+	Err error
+}
+
+// Probe pings every backend once, which also reads the uptime of each new
+// connection, and reports each one's state. A backend that has not
+// answered when ctx ends has ctx's error.
+func (e *Engine) Probe(ctx context.Context) []NodeStatus {
+	type pong struct{ latency time.Duration }
+	start := time.Now()
+	f := fanout(e, backend.NewCommand("PING"), func(_ *node, r backend.Reply) (pong, error) {
+		if _, err := r.Status(); err != nil {
+			return pong{}, err
+		}
+		return pong{time.Since(start)}, nil
+	})
+	votes := collectAll(ctx, f, len(e.nodes))
+	statuses := make([]NodeStatus, len(e.nodes))
+	for i, n := range e.nodes {
+		statuses[i] = NodeStatus{Addr: n.addr, Err: ctx.Err()} // until it is heard from
+	}
+	for _, v := range votes {
+		s := NodeStatus{Addr: e.nodes[v.node].addr, Latency: v.val.latency}
+		if v.err != nil {
+			s.Err = v.err.(*NodeError).Err
+		}
+		statuses[v.node] = s
+	}
+	return statuses
 }

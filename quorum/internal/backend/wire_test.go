@@ -1,4 +1,4 @@
-package quorum
+package backend
 
 import (
 	"bufio"
@@ -7,8 +7,8 @@ import (
 )
 
 func TestScriptCommandWire(t *testing.T) {
-	s := newScript("t", "return 1")
-	cmd := scriptCommand(s, []string{"k"}, "tok", int64(1500), 7)
+	s := NewScript("return 1")
+	cmd := ScriptCommand(s, []string{"k"}, "tok", int64(1500), 7)
 	want := "*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.sha + "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$4\r\n1500\r\n$1\r\n7\r\n"
 	if got := string(cmd.wire); got != want {
 		t.Fatalf("EVALSHA form:\n got %q\nwant %q", got, want)
@@ -17,7 +17,7 @@ func TestScriptCommandWire(t *testing.T) {
 	if got := string(cmd.eval()); got != wantEval {
 		t.Fatalf("EVAL form:\n got %q\nwant %q", got, wantEval)
 	}
-	if got, want := string(plainCommand("DEL", "k").wire), "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"; got != want {
+	if got, want := string(NewCommand("DEL", "k").wire), "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"; got != want {
 		t.Fatalf("plain: got %q, want %q", got, want)
 	}
 }
@@ -25,12 +25,12 @@ func TestScriptCommandWire(t *testing.T) {
 func TestReadReply(t *testing.T) {
 	in := "+OK\r\n:-12\r\n$3\r\nabc\r\n$-1\r\n*2\r\n$-1\r\n:5\r\n*-1\r\n-NOSCRIPT No matching script\r\n$0\r\n\r\n"
 	br := bufio.NewReader(strings.NewReader(in))
-	want := []reply{
+	want := []Reply{
 		{kind: '+', str: "OK"},
 		{kind: ':', int: -12},
 		{kind: '$', str: "abc"},
 		{},
-		{kind: '*', array: []reply{{}, {kind: ':', int: 5}}},
+		{kind: '*', array: []Reply{{}, {kind: ':', int: 5}}},
 		{},
 		{kind: '-', str: "NOSCRIPT No matching script"},
 		{kind: '$', str: ""},
@@ -65,7 +65,7 @@ func TestReadReplyRejectsGarbage(t *testing.T) {
 	}
 }
 
-func equalReply(a, b reply) bool {
+func equalReply(a, b Reply) bool {
 	if a.kind != b.kind || a.int != b.int || a.str != b.str || len(a.array) != len(b.array) {
 		return false
 	}
@@ -75,4 +75,28 @@ func equalReply(a, b reply) bool {
 		}
 	}
 	return true
+}
+
+// TestReplyAccessors: each accessor answers for its own kind of reply
+// only, so that a decoder never mistakes one kind for another.
+func TestReplyAccessors(t *testing.T) {
+	status, integer, bulk := Reply{kind: '+', str: "PONG"}, Reply{kind: ':', int: 7}, Reply{kind: '$', str: "v"}
+	array, null := Reply{kind: '*', array: []Reply{integer}}, Reply{}
+	for name, r := range map[string]Reply{"status": status, "integer": integer, "bulk": bulk, "array": array, "nil": null} {
+		if s, err := r.Status(); (err == nil) != (name == "status") || err == nil && s != "PONG" {
+			t.Errorf("%s: Status() = %q, %v", name, s, err)
+		}
+		if n, err := r.Integer(); (err == nil) != (name == "integer") || err == nil && n != 7 {
+			t.Errorf("%s: Integer() = %d, %v", name, n, err)
+		}
+		if s, err := r.Bulk(); (err == nil) != (name == "bulk") || err == nil && s != "v" {
+			t.Errorf("%s: Bulk() = %q, %v", name, s, err)
+		}
+		if a, err := r.Array(); (err == nil) != (name == "array") || err == nil && len(a) != 1 {
+			t.Errorf("%s: Array() = %v, %v", name, a, err)
+		}
+		if exp, got := name == "nil", r.IsNil(); exp != got {
+			t.Errorf("%s: IsNil() = %v", name, got)
+		}
+	}
 }

@@ -1,18 +1,17 @@
-package quorum
+package backend
 
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"log/slog"
 	"testing"
 )
 
-// TestNewNodeTLS: the configured TLS settings apply to rediss:// backends
-// only, each keeping its own host as the server name unless one is set,
-// and a URL's skip_verify still applies.
-func TestNewNodeTLS(t *testing.T) {
+// TestNewTLS: the configured TLS settings apply to rediss:// servers only,
+// each keeping its own host as the server name unless one is set, and a
+// URL's skip_verify still applies.
+func TestNewTLS(t *testing.T) {
 	roots := x509.NewCertPool()
-	cfg := Config{TLSConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}, Logger: slog.New(slog.DiscardHandler)}
+	shared := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}
 	for _, tc := range []struct {
 		url, serverName string // serverName "" expects no TLS
 		override        string
@@ -23,17 +22,16 @@ func TestNewNodeTLS(t *testing.T) {
 		{url: "rediss://user:pw@db2:6380?skip_verify=true", serverName: "db2", skipVerify: true},
 		{url: "rediss://10.0.0.3:6380", override: "redis.internal", serverName: "redis.internal"},
 	} {
-		c := cfg
-		c.TLSConfig = cfg.TLSConfig.Clone()
-		c.TLSConfig.ServerName = tc.override
-		n, err := newNode(0, tc.url, c, &servers{})
+		c := shared.Clone()
+		c.ServerName = tc.override
+		p, err := New(Config{URL: tc.url, TLS: c})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := n.pipe.opt.TLSConfig
+		got := p.opt.TLSConfig
 		switch {
 		case tc.serverName == "" && got != nil:
-			t.Errorf("%s: TLS on a redis:// backend", tc.url)
+			t.Errorf("%s: TLS on a redis:// server", tc.url)
 		case tc.serverName == "":
 		case got == nil:
 			t.Errorf("%s: no TLS", tc.url)
@@ -41,7 +39,7 @@ func TestNewNodeTLS(t *testing.T) {
 			t.Errorf("%s: server name %q, own roots %v, min version %x, skip verify %v", tc.url, got.ServerName, got.RootCAs == roots, got.MinVersion, got.InsecureSkipVerify)
 		}
 	}
-	if cfg.TLSConfig.ServerName != "" {
-		t.Error("newNode changed the shared TLS config")
+	if shared.ServerName != "" {
+		t.Error("New changed the shared TLS config")
 	}
 }

@@ -1,0 +1,261 @@
+package backend
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"strconv"
+)
+
+// Script is a Lua script run by its SHA1, with its source at hand for a
+// server that answers NOSCRIPT. What it does is the caller's business.
+type Script struct {
+	src, sha string
+}
+
+// NewScript returns the script whose source is src.
+func NewScript(src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// Command is one request, encoded once and sent unchanged to any number
+// of servers. It is never changed once built, so it is safe for
+// concurrent use.
+type Command struct {
+	wire   []byte
+	script *Script // set for EVALSHA: NOSCRIPT falls back to EVAL
+	argc   int     // for the EVAL form: the array length
+	tail   int     // for the EVAL form: where numkeys starts in wire
+	key    uint32  // a hash of the first key
+}
+
+// NewCommand encodes a command of strings and integers (int, int64); any
+// other type is a programming mistake, and panics.
+func NewCommand(args ...any) *Command {
+	b := appendArrayHeader(nil, len(args))
+	for _, a := range args {
+		b = appendArg(b, a)
+	}
+	return &Command{wire: b}
+}
+
+// ScriptCommand encodes EVALSHA sha numkeys keys... args...; args are
+// strings and integers, as for NewCommand. A server that answers NOSCRIPT
+// is sent the same command once more as EVAL, with the script's source.
+func ScriptCommand(s *Script, keys []string, args ...any) *Command {
+	argc := 3 + len(keys) + len(args)
+	b := appendArrayHeader(make([]byte, 0, wireSize(s.sha, keys, args)), argc)
+	b = appendArg(b, "EVALSHA")
+	b = appendArg(b, s.sha)
+	tail := len(b)
+	b = appendArg(b, len(keys))
+	for _, k := range keys {
+		b = appendArg(b, k)
+	}
+	for _, a := range args {
+		b = appendArg(b, a)
+	}
+	c := &Command{wire: b, script: s, argc: argc, tail: tail}
+	if len(keys) > 0 {
+		h := fnv.New32a()
+		h.Write([]byte(keys[0]))
+		c.key = h.Sum32()
+	}
+	return c
+}
+
+// KeyHash is a hash of a script command's first key, for a caller that
+// keeps the commands on one key in order; it is 0 for a command of no keys
+// and for one built by NewCommand, which does not tell keys from other
+// arguments.
+func (c *Command) KeyHash() uint32 { return c.key }
+
+// eval is the command as EVAL with the script's source, for a server that
+// does not have the script cached.
+func (c *Command) eval() []byte {
+	b := appendArrayHeader(nil, c.argc)
+	b = appendArg(b, "EVAL")
+	b = appendArg(b, c.script.src)
+	return append(b, c.wire[c.tail:]...)
+}
+
+// wireSize is enough room for a script command, so that encoding it takes
+// one allocation: each argument costs its length and at most 16 bytes of
+// framing ("$" length CRLF ... CRLF); an integer at most 20 digits.
+func wireSize(sha string, keys []string, args []any) int {
+	size := 16 + 16 + len("EVALSHA") + 16 + len(sha) + 16 + 20
+	for _, k := range keys {
+		size += 16 + len(k)
+	}
+	for _, a := range args {
+		size += 16 + 20
+		if s, ok := a.(string); ok {
+			size += len(s)
+		}
+	}
+	return size
+}
+
+func appendArrayHeader(b []byte, n int) []byte {
+	b = append(b, '*')
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '\r', '\n')
+}
+
+func appendArg(b []byte, a any) []byte {
+	var s string
+	switch v := a.(type) {
+	case string:
+		s = v
+	case int:
+		s = strconv.Itoa(v)
+	case int64:
+		s = strconv.FormatInt(v, 10)
+	default:
+		// Every caller is lockproxy's own code; anything else is a
+		// programming mistake that no server should see.
+		panic(fmt.Sprintf("backend: cannot encode %T", a))
+	}
+	b = append(b, '$')
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, '\r', '\n')
+	b = append(b, s...)
+	return append(b, '\r', '\n')
+}
+
+// Reply is one RESP2 reply from a server: a status, an integer, a bulk
+// string, an array of replies, or nil. Its accessors say which. Error
+// replies never reach a caller as replies: they come back as errors.
+type Reply struct {
+	kind  byte // '+' status, ':' integer, '$' bulk string, '*' array, 0 nil; '-' error, within this package
+	int   int64
+	str   string
+	array []Reply
+}
+
+// serverError is a server's error reply.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+
+var errUnexpectedReply = errors.New("backend: unexpected reply")
+
+// Integer is an integer reply's value; any other reply is an error.
+func (r Reply) Integer() (int64, error) {
+	if r.kind != ':' {
+		return 0, errUnexpectedReply
+	}
+	return r.int, nil
+}
+
+// Bulk is a bulk string reply's value; any other reply is an error.
+func (r Reply) Bulk() (string, error) {
+	if r.kind != '$' {
+		return "", errUnexpectedReply
+	}
+	return r.str, nil
+}
+
+// Status is a status reply's text, such as PONG; any other reply is an
+// error.
+func (r Reply) Status() (string, error) {
+	if r.kind != '+' {
+		return "", errUnexpectedReply
+	}
+	return r.str, nil
+}
+
+// Array is an array reply's elements; any other reply is an error.
+func (r Reply) Array() ([]Reply, error) {
+	if r.kind != '*' {
+		return nil, errUnexpectedReply
+	}
+	return r.array, nil
+}
+
+// IsNil reports whether r is a nil bulk string or nil array.
+func (r Reply) IsNil() bool { return r.kind == 0 }
+
+// maxReplyDepth and maxBulk bound what a misbehaving server can make the
+// reader allocate; lockproxy's scripts answer at most a two-element array,
+// and the deepest reply read is COMMAND INFO's, whose key specs nest six
+// deep.
+const (
+	maxReplyDepth = 8
+	maxBulk       = 512 << 20
+	maxArray      = 1 << 20
+)
+
+// readReply reads one reply. An error reply comes back as kind '-' with
+// its text in str; err is set only when the stream itself is broken.
+func readReply(br *bufio.Reader) (Reply, error) { return readReplyDepth(br, 0) }
+
+func readReplyDepth(br *bufio.Reader, depth int) (Reply, error) {
+	line, err := readLine(br)
+	if err != nil {
+		return Reply{}, err
+	}
+	kind, rest := line[0], line[1:]
+	switch kind {
+	case '+', '-':
+		return Reply{kind: kind, str: string(rest)}, nil
+	case ':':
+		n, err := strconv.ParseInt(string(rest), 10, 64)
+		if err != nil {
+			return Reply{}, fmt.Errorf("backend: bad integer reply %q", line)
+		}
+		return Reply{kind: ':', int: n}, nil
+	case '$':
+		n, err := strconv.Atoi(string(rest))
+		switch {
+		case err != nil || n < -1 || n > maxBulk:
+			return Reply{}, fmt.Errorf("backend: bad bulk length %q", line)
+		case n == -1:
+			return Reply{}, nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return Reply{}, err
+		}
+		if buf[n] != '\r' || buf[n+1] != '\n' {
+			return Reply{}, errors.New("backend: bulk reply without CRLF")
+		}
+		return Reply{kind: '$', str: string(buf[:n])}, nil
+	case '*':
+		n, err := strconv.Atoi(string(rest))
+		switch {
+		case err != nil || n < -1 || n > maxArray || depth >= maxReplyDepth:
+			return Reply{}, fmt.Errorf("backend: bad array reply %q", line)
+		case n == -1:
+			return Reply{}, nil
+		}
+		arr := make([]Reply, n)
+		for i := range arr {
+			if arr[i], err = readReplyDepth(br, depth+1); err != nil {
+				return Reply{}, err
+			}
+		}
+		return Reply{kind: '*', array: arr}, nil
+	}
+	return Reply{}, fmt.Errorf("backend: bad reply type %q", kind)
+}
+
+// readLine returns one CRLF-terminated line without its CRLF.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if err != nil {
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil, errors.New("backend: reply line too long")
+		}
+		return nil, err
+	}
+	if len(line) < 3 || line[len(line)-2] != '\r' {
+		return nil, fmt.Errorf("backend: bad reply line %q", line)
+	}
+	return line[:len(line)-2], nil
+}

@@ -1,0 +1,274 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
+)
+
+// acquire takes key for token on a quorum of backends with SET NX PX ttl.
+// It returns the lock's validity in Result. It returns ErrNotAcquired when
+// another token holds the key where the backends that answered are too many
+// for the others to make a quorum, or no validity was left; a
+// *NoQuorumError when the backends that did not answer could have decided
+// it; and a *TTLError for a TTL outside (0, MaxTTL]. On any failure the key
+// is rolled back everywhere the token may have been set.
+func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+	if err := e.checkTTL(ttl); err != nil {
+		return Result{}, err
+	}
+	return e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   token,
+		ttl:     ttl,
+		refused: ErrNotAcquired,
+		cmd:     backend.ScriptCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
+		decode: func(_ *node, r backend.Reply) (ack, error) {
+			stamp, err := r.Integer()
+			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
+		},
+		undo: func(ctx context.Context, n *node, v ack) {
+			if v.yes {
+				// Exactly this acquisition: a retry with the same token,
+				// through this proxy or another, keeps its holding.
+				n.run(ctx, releaseStampedScript, []string{key}, token, v.stamp)
+				return
+			}
+			n.release(ctx, key, token)
+		},
+	})
+}
+
+// lockOp is an acquisition or extension: it holds with a quorum of yes
+// votes and positive validity, and is rolled back otherwise.
+type lockOp struct {
+	// keys and token are what the operation takes or extends.
+	keys   []string
+	token  string
+	cmd    *backend.Command
+	decode func(n *node, r backend.Reply) (ack, error)
+	// undo rolls the operation back on one backend, given its answer (the
+	// zero ack when it gave none): compare-and-delete.
+	undo func(ctx context.Context, n *node, v ack)
+	// ttl is the lock's TTL; zero when each yes voter reports its own.
+	ttl     time.Duration
+	refused error
+	// renews is set when the token may already hold the keys (an
+	// extension): an undecided outcome then undoes only what the operation
+	// newly took (ack.fresh), since the holder's lock may still be valid on
+	// a quorum that counts the backends that did not answer.
+	renews bool
+}
+
+func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
+	if err := e.rollbacks.wait(ctx, op.keys, op.token); err != nil {
+		return Result{}, errors.Join(ErrNoQuorum, err)
+	}
+	start := time.Now()
+	f := fanout(e, op.cmd, op.decode)
+	t, seen := collect(ctx, f, len(e.nodes), e.quorum)
+	var res Result
+	if t.succeeded() {
+		ttl := op.ttl
+		if ttl == 0 {
+			ttl = t.minTTL
+		}
+		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
+		if res.Validity > 0 {
+			return res, nil
+		}
+	}
+	err := op.refused // too slow: the lock may already be expiring
+	if !t.succeeded() {
+		err = t.err(op.refused)
+	}
+	onlyFresh := op.renews && errors.Is(err, ErrNoQuorum)
+	e.rollback(ctx, op, seen, f.votes, t.pending(), onlyFresh)
+	return res, cut(ctx, err)
+}
+
+// scriptOp takes or extends op.keys for op.token with a script run with
+// args. Unless op says otherwise, the script replies on each backend how
+// many keys it did that for, and a backend agrees when it did it for all of
+// them; a failure is rolled back by compare-and-delete. op.keys is never
+// empty: Lock refuses a request without keys, which every script would
+// grant.
+func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, args ...any) (Result, error) {
+	if err := e.checkTTL(op.ttl); err != nil {
+		return Result{}, err
+	}
+	op.cmd = backend.ScriptCommand(s, op.keys, args...)
+	if op.decode == nil {
+		op.decode = decodeAllKeys(len(op.keys))
+	}
+	op.undo = func(ctx context.Context, n *node, _ ack) { n.releaseAll(ctx, op.keys, op.token) }
+	return e.lockOp(ctx, op)
+}
+
+// decodeAllKeys reads how many of the keys a script changed: yes when all.
+func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
+	return func(_ *node, r backend.Reply) (ack, error) {
+		done, err := r.Integer()
+		return ack{yes: done == int64(keys)}, err
+	}
+}
+
+// Every acquisition and extension is a lockOp: one script run on every
+// backend, one quorum decision by the rule in rule.go, validity counted
+// from the quorum-th yes, and a rollback of whatever a failure may have
+// left. They differ only in the script and how its answer reads.
+
+// extend sets key's TTL to ttl on every backend where token holds it, and
+// returns the new validity. It returns ErrNotHeld when the token holds the
+// key on fewer than a quorum, even counting the backends that did not
+// answer, or no validity was left; a *NoQuorumError when those backends
+// could have made a quorum; and a *TTLError for a TTL outside (0,
+// MaxTTL]. A refused extension is rolled back like a failed acquisition: a
+// lock its holder can no longer rely on is released for others at once.
+// An undecided one (*NoQuorumError) is not: the lock may still be held on
+// a quorum, the silent backends included.
+func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
+		token, ttl.Milliseconds())
+}
+
+// acquireAll takes every key for token on a quorum of backends; a backend
+// agrees only when it set all of them, none existing before (node-redlock,
+// @sesamecare-oss/redlock). Errors as Acquire; a failure is rolled back key
+// by key.
+func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
+	return e.scriptOp(ctx, acquireAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotAcquired},
+		token, ttl.Milliseconds())
+}
+
+// extendAll sets the TTL of every key on the backends where token holds all
+// of them. Errors as Extend; a refusal is rolled back key by key.
+func (e *Engine) extendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
+	return e.scriptOp(ctx, extendAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
+		token, ttl.Milliseconds())
+}
+
+// extendBy adds add to key's remaining TTL where token holds it and the key
+// has a TTL (redis-py's extend). The new TTL differs from backend to
+// backend; validity counts from the shortest among the quorum. Errors as
+// Extend; a *TTLError when the new TTL would exceed MaxTTL on a backend
+// (nothing is extended there, and the failure is rolled back as any other).
+func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Duration) (Result, error) {
+	if err := e.checkTTL(add); err != nil {
+		return Result{}, err
+	}
+	// Backends that refused because the sum would exceed MaxTTL say so here.
+	tooLong := make(chan time.Duration, len(e.nodes))
+	res, err := e.lockOp(ctx, lockOp{
+		keys:    []string{key},
+		token:   token,
+		refused: ErrNotHeld,
+		renews:  true,
+		cmd:     backend.ScriptCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		decode: func(_ *node, r backend.Reply) (ack, error) {
+			ms, err := r.Integer()
+			if ms < 0 {
+				tooLong <- time.Duration(-ms) * time.Millisecond
+			}
+			return ack{yes: ms > 0, ttl: time.Duration(ms) * time.Millisecond}, err
+		},
+		undo: func(ctx context.Context, n *node, _ ack) { n.release(ctx, key, token) },
+	})
+	if errors.Is(err, ErrNotHeld) {
+		select {
+		case ttl := <-tooLong:
+			return res, &TTLError{TTL: ttl, Max: e.cfg.MaxTTL}
+		default:
+		}
+	}
+	return res, err
+}
+
+// extendOrAcquire sets key's TTL where token holds it and takes it where it
+// is free (redsync WithSetNXOnExtend, RedLock.net, Spring's obtain). Errors
+// as Extend: undecided, it undoes only where it took the key.
+func (e *Engine) extendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
+	return e.scriptOp(ctx, extendOrAcquireScript,
+		lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew},
+		token, ttl.Milliseconds())
+}
+
+// acquireOrRenew takes key for value, or renews it with value where the
+// value held starts with the same first tokenLen bytes (bsm/redislock's
+// obtain with a caller-chosen token). Errors as Acquire; undecided, it
+// undoes only where it took the key, as a renewal may be of a valid lock.
+func (e *Engine) acquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
+	return e.scriptOp(ctx, acquireOrRenewScript,
+		lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew},
+		value, tokenLen, ttl.Milliseconds())
+}
+
+// decodeTakeOrRenew reads the answer of a script that takes a free key (2)
+// or renews the token's own (1), or does neither (0).
+func decodeTakeOrRenew(_ *node, r backend.Reply) (ack, error) {
+	n, err := r.Integer()
+	return ack{yes: n > 0, fresh: n == 2}, err
+}
+
+// rollbackTimeouts is how many node timeouts a rollback may take: longer than
+// a request, so that a backend that was merely slow is still cleaned up.
+const rollbackTimeouts = 10
+
+// rollback undoes op where the token may hold the keys: on every backend
+// that said yes or gave no clear answer (its write may still have landed).
+// The yes voters are rolled back before rollback returns, within one node
+// timeout, so the caller's answer never races its own leftovers; backends
+// still pending are rolled back as soon as they reply, so a late OK cannot
+// leave the key held on a minority; failed ones are retried in the
+// background without holding up the answer. With onlyFresh, only the keys
+// the operation took where they were free are undone.
+func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest <-chan vote[ack], pending int, onlyFresh bool) {
+	// The caller may be gone; the rollback must still happen, but never
+	// outlive the lock it undoes, nor pile up on a hung backend: what it
+	// misses expires with the TTL.
+	limit := rollbackTimeouts * e.cfg.NodeTimeout
+	if op.ttl > 0 {
+		limit = min(limit, op.ttl)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	end := e.rollbacks.start(op.keys, op.token)
+	undo := func(v vote[ack]) {
+		if v.err == nil && !v.val.yes || backend.WasNotSent(v.err) {
+			return // refused, or never sent: the token is not there
+		}
+		if onlyFresh && (v.err != nil || !v.val.fresh) {
+			return // renewed, or unknown: perhaps the holder's valid lock
+		}
+		op.undo(ctx, e.nodes[v.node], v.val)
+	}
+
+	var yes, background sync.WaitGroup
+	for _, v := range seen {
+		if v.err == nil {
+			yes.Go(func() { undo(v) })
+		} else {
+			background.Go(func() { undo(v) })
+		}
+	}
+	for range pending {
+		background.Go(func() { undo(<-rest) })
+	}
+	done := make(chan struct{})
+	go func() {
+		yes.Wait()
+		close(done)
+		background.Wait()
+		cancel()
+		end()
+	}()
+
+	timer := time.NewTimer(e.cfg.NodeTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+}
