@@ -21,6 +21,12 @@ func TestBackendStates(t *testing.T) {
 		}
 	}
 	c.servers[2].Kill()
+	// Until the engine has seen the connection close, a request may still
+	// be written on it and fail as "closed": wait for that, so that each of
+	// the five meets a refused dial.
+	waitFor(t, func() bool {
+		return c.engine.Backends()[2].State == StateDown && strings.Contains(logged.String(), "backend unreachable")
+	})
 	for range 5 {
 		if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
 			t.Fatalf("acquire: %v", err)
