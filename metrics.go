@@ -173,7 +173,7 @@ func (e reportingEngine) BackendInfo() []proxy.BackendInfo {
 			failures += n
 		}
 		out[i] = proxy.BackendInfo{
-			Addr: b.Addr, State: b.State.String(), QuarantineLeft: b.QuarantineLeft,
+			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft,
 			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
 			Replies: b.Replies, Failures: failures,
 		}

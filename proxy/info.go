@@ -14,11 +14,7 @@ import (
 // BackendInfo is one backend as the INFO backends section shows it.
 type BackendInfo struct {
 	Addr string // host:port, never a password
-	// State is "up" (its replies count), "quarantined" (answers, but
-	// restarted less than max_ttl ago), "down", "idle" (not dialled yet),
-	// "unsupported" (too old a server) or "duplicate" (the same server as
-	// another backend).
-	State          string
+	State          quorum.State
 	QuarantineLeft time.Duration
 	Latency        time.Duration // of its last answer or failure
 	LastError      string        // the kind of its last failure; "" when none
@@ -132,13 +128,13 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		return
 	}
 	backends := r.BackendInfo()
-	count := map[string]int{}
+	var count [quorum.NumStates]int
 	for _, be := range backends {
 		count[be.State]++
 	}
 	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
 	for state := range quorum.State(quorum.NumStates) {
-		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state.String()])
+		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
 	}
 	now := time.Now()
 	for i, be := range backends {

@@ -95,10 +95,10 @@ func (r *reportingLocker) Quorum() int                { return len(r.backends)/2
 
 func TestInfoBackends(t *testing.T) {
 	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{
-		{Addr: "10.0.0.1:6379", State: "up", Latency: 210 * time.Microsecond, Replies: 7},
-		{Addr: "10.0.0.2:6379", State: "quarantined", QuarantineLeft: 41200 * time.Millisecond,
+		{Addr: "10.0.0.1:6379", State: quorum.StateUp, Latency: 210 * time.Microsecond, Replies: 7},
+		{Addr: "10.0.0.2:6379", State: quorum.StateQuarantined, QuarantineLeft: 41200 * time.Millisecond,
 			Latency: time.Millisecond, LastError: "quarantined", LastErrorAt: time.Now().Add(-3 * time.Second), Replies: 2, Failures: 5},
-		{Addr: "10.0.0.3:6379", State: "down", Latency: 500 * time.Millisecond, LastError: "connection_refused",
+		{Addr: "10.0.0.3:6379", State: quorum.StateDown, Latency: 500 * time.Millisecond, LastError: "connection_refused",
 			LastErrorAt: time.Now(), Failures: 9},
 	}}
 	s, err := New(locks, Config{Logger: slog.New(slog.DiscardHandler)})

@@ -133,7 +133,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		return nil, errors.New("proxy: nil Locker")
 	}
 	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > MaxRequestBytesLimit {
-		return nil, fmt.Errorf("proxy: max request bytes %d out of range [1, %d]", cfg.MaxRequestBytes, MaxRequestBytesLimit)
+		return nil, fmt.Errorf("proxy: max request bytes %d out of range [0 (the default), %d]", cfg.MaxRequestBytes, MaxRequestBytesLimit)
 	}
 	for _, v := range []struct {
 		name string

@@ -23,7 +23,9 @@ type Config struct {
 	// NodeTimeout bounds each request to one backend. Default: 50ms.
 	NodeTimeout time.Duration
 	// DriftFactor is the share of the TTL allowed for clock drift between
-	// backends; drift = TTL × DriftFactor + 2ms. Default: 0.01.
+	// backends; drift = TTL × DriftFactor + 2ms. It must be in (0, 0.5): at
+	// half the TTL or more the allowance is a misconfiguration, not drift.
+	// Default: 0.01.
 	DriftFactor float64
 	// MaxTTL is the longest lock TTL accepted, and how long a restarted
 	// backend stays in quarantine. Default: 60s.
