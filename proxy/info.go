@@ -13,7 +13,7 @@ import (
 
 // BackendInfo is one backend as the INFO backends section shows it.
 type BackendInfo struct {
-	Addr string // host:port, never a password
+	Addr           string // host:port, never a password
 	State          quorum.State
 	QuarantineLeft time.Duration
 	Latency        time.Duration // of its last answer or failure
