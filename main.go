@@ -1,6 +1,3 @@
-// Command lockproxy is a Redis-protocol server that turns single-node lock
-// commands (SET NX PX, compare-and-delete scripts) into Redlock quorum
-// operations across N independent Redis masters.
 package main
 
 import (

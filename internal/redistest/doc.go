@@ -1,0 +1,17 @@
+// Package redistest starts real redis-server processes for tests, the way
+// net/http/httptest starts HTTP servers: each Server listens on its own free
+// 127.0.0.1 port, keeps no data on disk, and is killed when the test ends.
+//
+// Beyond starting servers it injects the faults a Redlock deployment must
+// survive: Kill (a lost node), Pause and Resume (a hung node, SIGSTOP and
+// SIGCONT) and Restart (a node that comes back empty, having forgotten every
+// lock it held).
+//
+// It knows nothing about locks, quorums or the proxy. It needs the
+// redis-server binary in PATH and fails the test when it is missing rather
+// than skipping it: a skipped safety test is a hidden failure.
+//
+// All methods of a Server are safe for concurrent use, so a nemesis goroutine
+// may Kill, Pause, Resume and Restart while the test goroutine runs clients.
+// Start and StartN call t.Fatalf and must run on the test goroutine.
+package redistest

@@ -1,0 +1,46 @@
+// Command bench measures lockproxy side by side with what a user would run
+// instead, in one run on the same backends:
+//
+//   - direct:  one Redis (backend 0) with the single-node recipe, go-redis v9
+//     SET key token NX PX ttl, then a compare-and-delete script (EVALSHA);
+//   - redsync: client-side Redlock with go-redsync/redsync v4 over all backends;
+//   - proxy:   the single-node recipe of direct, sent to lockproxy, which runs
+//     Redlock over the same backends.
+//
+// The systems run in turns (direct, redsync, proxy, direct, …) for every
+// concurrency, uncontended (each worker on its own key) and contended (all
+// workers on 8 keys), so machine drift hits all three alike. It then opens
+// 10,000 idle connections to the proxy and reports the RSS they cost.
+//
+// Everything shares the machine's cores, so it also reports where their
+// CPU went per lock cycle: the bench's own (the clients), the proxy's and
+// the redis-servers', read around every round from getrusage and
+// /proc/PID/stat; the parts the bench did not start show as "?".
+//
+// Usage:
+//
+//	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
+//		[-profile DIR] [-soak 10m] [-soak-workers 32]
+//
+// By default it starts 5 redis-servers and builds and starts lockproxy
+// itself, and kills them on exit (Ctrl-C too). It needs redis-server in PATH
+// unless -backends is given.
+//
+// -profile DIR takes a CPU profile of the proxy during the first measured
+// round of the proxy in every setting and writes it to
+// DIR/proxy-<uncontended|contended>-<workers>.pprof, for go tool pprof. The
+// profile covers the round's whole seconds (at least one; a shorter round
+// waits for it), and the proxy pays for it while it runs, so that round's
+// figures are a little lower. The started proxy gets -metrics on a free port
+// and -pprof for it; an external one (-proxy) needs -pprof-addr HOST:PORT,
+// its -metrics address, started with -pprof.
+//
+// -soak DURATION (for the acceptance "no memory growth over a 10-minute run":
+// -soak 10m -concurrency 32) then runs the proxy alone, uncontended, with
+// -soak-workers workers for that long, before the idle-connection figure. It
+// samples every twentieth of the run, at least a second apart: the proxy's
+// RSS (when the bench started it), its goroutines and heap in use after a
+// GC the sample forces (when its pprof address is known; the started proxy
+// always serves it with -soak), and each interval's cycles/s. A verdict line compares the first sample
+// after the first 10% (warm-up) with the last; -json has it all under "soak".
+package main
