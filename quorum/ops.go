@@ -145,23 +145,28 @@ func (e *OpError) Error() string {
 // holder can no longer rely on is released for others at once), an
 // undecided one is not (it may still be held).
 func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
-	single := len(req.Keys) == 1
-	switch {
-	case req.Op == OpAcquireAll && len(req.Keys) > 0:
-		return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
-	case req.Op == OpExtendAll && len(req.Keys) > 0:
-		return e.extendAll(ctx, req.Keys, req.Token, req.TTL)
-	case !single:
-	case req.Op == OpAcquire:
-		return e.acquire(ctx, req.Keys[0], req.Token, req.TTL)
-	case req.Op == OpExtend:
-		return e.extend(ctx, req.Keys[0], req.Token, req.TTL)
-	case req.Op == OpExtendBy:
-		return e.extendBy(ctx, req.Keys[0], req.Token, req.TTL)
-	case req.Op == OpExtendOrAcquire:
-		return e.extendOrAcquire(ctx, req.Keys[0], req.Token, req.TTL)
-	case req.Op == OpAcquireOrRenew:
-		return e.acquireOrRenew(ctx, req.Keys[0], req.Token, req.TokenLen, req.TTL)
+	if len(req.Keys) > 0 {
+		switch req.Op {
+		case OpAcquireAll:
+			return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
+		case OpExtendAll:
+			return e.extendAll(ctx, req.Keys, req.Token, req.TTL)
+		}
+	}
+	if len(req.Keys) == 1 {
+		key := req.Keys[0]
+		switch req.Op {
+		case OpAcquire:
+			return e.acquire(ctx, key, req.Token, req.TTL)
+		case OpExtend:
+			return e.extend(ctx, key, req.Token, req.TTL)
+		case OpExtendBy:
+			return e.extendBy(ctx, key, req.Token, req.TTL)
+		case OpExtendOrAcquire:
+			return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
+		case OpAcquireOrRenew:
+			return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
+		}
 	}
 	return Result{}, &OpError{Op: req.Op, Request: "lock", Keys: len(req.Keys)}
 }
