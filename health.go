@@ -45,7 +45,7 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 				st.Error = quorum.KindError
 			}
 			// Refused when connected: it answers, but must not count.
-			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate {
+			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica {
 				st.State = k.String()
 			}
 		}

@@ -22,10 +22,11 @@ const (
 	StateIdle                      // not dialled yet
 	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
 	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
+	StateReplica                   // answered, but is a replica: sent nothing
 	NumStates        = iota        // how many States there are
 )
 
-var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"}
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica"}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -55,11 +56,12 @@ const (
 	KindQuarantined = "quarantined"
 	KindUnsupported = "unsupported" // lacks a command the scripts need
 	KindDuplicate   = "duplicate"   // the same server as another backend
+	KindReplica     = "replica"     // a replica, not a master
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
@@ -67,6 +69,7 @@ func failureKind(err error) string {
 		q *QuarantineError
 		u *UnsupportedError
 		d *DuplicateError
+		r *ReplicaError
 	)
 	switch {
 	case errors.As(err, &q):
@@ -75,6 +78,8 @@ func failureKind(err error) string {
 		return KindUnsupported
 	case errors.As(err, &d):
 		return KindDuplicate
+	case errors.As(err, &r):
+		return KindReplica
 	case backend.IsTimeout(err):
 		return KindTimeout
 	case backend.IsRefused(err):
@@ -159,6 +164,7 @@ func (e *Engine) Backends() []BackendState {
 			q *QuarantineError
 			u *UnsupportedError
 			d *DuplicateError
+			r *ReplicaError
 		)
 		switch {
 		case st.State == StateUp && errors.As(n.quarantined(), &q):
@@ -167,6 +173,8 @@ func (e *Engine) Backends() []BackendState {
 			st.State = StateUnsupported
 		case st.State == StateDown && errors.As(downErr, &d):
 			st.State = StateDuplicate
+		case st.State == StateDown && errors.As(downErr, &r):
+			st.State = StateReplica
 		}
 		out[i] = st
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -103,6 +104,12 @@ type Engine struct {
 	rollbacks rollbacks
 	servers   servers
 	order     [64]sync.Mutex // fanout's send order, striped by key
+
+	// Whether a quorum of backends counts, as last logged (quorum.go).
+	built      atomic.Bool // New has returned: the nodes are all there
+	countingMu sync.Mutex
+	hasQuorum  atomic.Bool
+	noted      bool
 }
 
 // New validates cfg, connects to every backend at once and returns an
@@ -118,7 +125,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1}
 	for i, u := range cfg.Backends {
-		n, err := newNode(i, u, cfg, &e.servers)
+		n, err := newNode(i, u, cfg, &e.servers, e.noteCounting)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -129,6 +136,8 @@ func New(cfg Config) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.built.Store(true)
+	e.noteCounting()
 	return e, nil
 }
 

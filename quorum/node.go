@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
@@ -19,27 +20,36 @@ type node struct {
 	stats   nodeStats
 	servers *servers // the engine's: which backend counts which server
 
-	// quarantine is off when the backends persist every write.
+	// quarantine is off when the backends persist every write. A failover
+	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV).
 	quarantine time.Duration
+	// changes counts the server changes seen, by changeReasons.
+	changes [len(changeReasons)]atomic.Uint64
+	// changed tells the engine that what counts may have changed.
+	changed func()
 
 	mu         sync.Mutex
-	runID      string    // the backend process last seen
-	eligibleAt time.Time // its replies count from then on (monotonic clock)
-	refusal    string    // why the last greeting refused the backend, as logged
-	serverID   string    // the run_id of the server connected to; "" if it gave none
+	runID      string      // the backend process last seen
+	eligibleAt time.Time   // its replies count from then on (monotonic clock)
+	countTimer *time.Timer // logs when it counts again, after a quarantine
+	refusal    string      // why the last greeting refused the backend, as logged
+	serverID   string      // the run_id of the server connected to; "" if it gave none
 }
 
-func newNode(index int, rawURL string, cfg Config, srv *servers) (*node, error) {
-	n := &node{index: index, servers: srv}
+func newNode(index int, rawURL string, cfg Config, srv *servers, changed func()) (*node, error) {
+	n := &node{index: index, servers: srv, changed: changed}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}
+	identify := backend.ScriptCommand(identityScript, []string{markerKey}, n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds())
 	p, err := backend.New(backend.Config{
 		URL:      rawURL,
 		TLS:      cfg.TLSConfig,
 		Timeout:  cfg.NodeTimeout,
 		Scripts:  allScripts,
 		Commands: []string{"PEXPIRETIME"},
+		Check:    n.check,
+		Hello:    []*backend.Command{identify},
 		Admit:    n.admit,
 		Refused:  isRefusal,
 		OnState:  n.logState,
@@ -56,6 +66,7 @@ func newNode(index int, rawURL string, cfg Config, srv *servers) (*node, error) 
 // backend is redialled every timeout, and only the first failure is news.
 // admit has logged its refusals already.
 func (n *node) logState(up bool, err error) {
+	defer n.changed()
 	if up {
 		n.mu.Lock()
 		id := n.serverID

@@ -21,11 +21,12 @@ var (
 	extendByScript        = luaScript("extend_by")
 	extendOrAcquireScript = luaScript("extend_or_acquire")
 	acquireOrRenewScript  = luaScript("acquire_or_renew")
+	identityScript        = luaScript("identity")
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
-		extendOrAcquireScript, acquireOrRenewScript,
+		extendOrAcquireScript, acquireOrRenewScript, identityScript,
 	}
 )
 

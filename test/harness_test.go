@@ -253,3 +253,18 @@ func waitClients(t *testing.T, addr string, n int) {
 		return ""
 	})
 }
+
+// commandCalls is how many times the backend ran the command name (lower
+// case), from INFO commandstats: 0 when never. lockproxy's greeting runs a
+// few (its identity script writes a marker with SET), so tests compare
+// counts before and after, not with zero.
+func commandCalls(t *testing.T, s *redistest.Server, name string) int64 {
+	t.Helper()
+	stats := s.Client(t).Info(t.Context(), "commandstats").Val()
+	_, rest, found := strings.Cut(stats, "cmdstat_"+name+":calls=")
+	if !found {
+		return 0
+	}
+	n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+	return n
+}
