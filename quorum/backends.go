@@ -113,6 +113,9 @@ type BackendState struct {
 	// Replies counts the votes that counted; Failures the others, by kind.
 	Replies  uint64
 	Failures map[string]uint64
+	// Changes counts the changes of the server behind the backend, by
+	// reason: ChangeRestart, ChangeFailover, ChangeUnmarked, ChangeReplica.
+	Changes map[string]uint64
 }
 
 // nodeStats are one backend's counters, updated from the I/O goroutines.
@@ -156,6 +159,10 @@ func (e *Engine) Backends() []BackendState {
 		}
 		for j, k := range failureKinds {
 			st.Failures[k] = n.stats.failures[j].Load()
+		}
+		st.Changes = make(map[string]uint64, len(changeReasons))
+		for j, r := range changeReasons {
+			st.Changes[r] = n.changes[j].Load()
 		}
 		n.stats.mu.Lock()
 		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
