@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -38,6 +39,8 @@ const markerKey = ReservedPrefix + "server"
 func (n *node) admit(g backend.Greeting) error {
 	id, idErr := parseIdentity(g.Hello)
 	switch {
+	case n.skipIdentity:
+		id, idErr = identity{}, nil
 	case idErr != nil && g.InfoErr == nil:
 		// A Redis whose user may not run INFO or TIME in a script, or
 		// write the marker: without it a failover goes unseen.
@@ -91,7 +94,7 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 	}
 	a, err := replies[0].Array()
 	if err != nil || len(a) != 6 {
-		return identity{}, fmt.Errorf("identity script: %v", cmpOr(err, errors.New("unexpected reply")))
+		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
 	var id identity
 	var until, now, promoted int64
@@ -112,15 +115,6 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 	id.left = time.Duration(until-now) * time.Millisecond
 	id.promoted = promoted == 1
 	return id, nil
-}
-
-func cmpOr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // minVersion is the first Redis with PEXPIRETIME, which the acquire and
@@ -261,10 +255,11 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	var reason, why string
 	switch {
 	case id.runID == "":
+	case id.promoted && (id.previous != id.runID || id.left > 0):
+		// A proxy that saw the failover first has marked it already.
+		reason, why = ChangeFailover, "it was a replica and has been promoted: it may lack the last lock writes of the master whose data set it carries (run_id "+cmp.Or(id.previous, "unknown: unmarked")+")"
 	case id.previous == "":
 		reason, why = ChangeUnmarked, "its data set carries no lockproxy marker (a new, emptied or swapped server, or the first start of this lockproxy version): it may lack locks granted before"
-	case id.previous != id.runID && id.promoted:
-		reason, why = ChangeFailover, "it was a replica and has been promoted: it may lack the last lock writes of the master whose data set it carries (run_id "+id.previous+")"
 	case id.previous != id.runID:
 		reason, why = ChangeRestart, "its data set was last written by another process (run_id "+id.previous+"): it restarted"
 	}
@@ -323,9 +318,6 @@ func (n *node) scheduleCount(eligibleAt time.Time) {
 // quarantined returns a *QuarantineError while the backend's replies must
 // not count toward any quorum, and nil otherwise.
 func (n *node) quarantined() error {
-	if n.quarantine == 0 {
-		return nil
-	}
 	n.mu.Lock()
 	left := time.Until(n.eligibleAt)
 	n.mu.Unlock()

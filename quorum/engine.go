@@ -45,6 +45,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, if set, hears of every backend vote (metrics).
 	Observer Observer
+
+	// skipIdentity turns the identity checks of admit.go off: the tests'
+	// control run, which shows what they prevent.
+	skipIdentity bool
 }
 
 const (

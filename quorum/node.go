@@ -27,6 +27,8 @@ type node struct {
 	changes [len(changeReasons)]atomic.Uint64
 	// changed tells the engine that what counts may have changed.
 	changed func()
+	// skipIdentity is Config.skipIdentity.
+	skipIdentity bool
 
 	mu         sync.Mutex
 	runID      string      // the backend process last seen
@@ -41,7 +43,11 @@ func newNode(index int, rawURL string, cfg Config, srv *servers, changed func())
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}
-	identify := backend.ScriptCommand(identityScript, []string{markerKey}, n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds())
+	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey}, n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds())}
+	if cfg.skipIdentity {
+		hello = nil
+	}
+	n.skipIdentity = cfg.skipIdentity
 	p, err := backend.New(backend.Config{
 		URL:      rawURL,
 		TLS:      cfg.TLSConfig,
@@ -49,7 +55,7 @@ func newNode(index int, rawURL string, cfg Config, srv *servers, changed func())
 		Scripts:  allScripts,
 		Commands: []string{"PEXPIRETIME"},
 		Check:    n.check,
-		Hello:    []*backend.Command{identify},
+		Hello:    hello,
 		Admit:    n.admit,
 		Refused:  isRefusal,
 		OnState:  n.logState,
