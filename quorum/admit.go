@@ -53,8 +53,13 @@ func (n *node) admit(g backend.Greeting) error {
 			return n.refuse(&DuplicateError{Addr: other.addr, RunID: g.RunID})
 		}
 	}
+	if id.record.raw != "" {
+		if err := n.members.admit(n, id.record); err != nil {
+			return n.refuse(err)
+		}
+	}
 	n.mu.Lock()
-	n.refusal, n.serverID = "", g.RunID
+	n.refusal, n.serverID, n.setRefused = "", g.RunID, nil
 	n.mu.Unlock()
 	if idErr == nil || n.quarantine > 0 {
 		n.observe(g, id)
@@ -86,6 +91,7 @@ type identity struct {
 	previous string        // the process the marker named; "" when unmarked
 	left     time.Duration // until the marker's quarantine is over, by the server's clock
 	promoted bool          // a replica promoted since it started
+	record   record        // the backend set record, as it is now; none on a replica
 }
 
 func parseIdentity(replies []backend.Reply) (identity, error) {
@@ -93,17 +99,20 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, errors.New("no identity reply")
 	}
 	a, err := replies[0].Array()
-	if err != nil || len(a) != 6 {
+	if err != nil || len(a) != 7 {
 		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
 	var id identity
 	var until, now, promoted int64
+	var rec string
 	if id.role, err = a[0].Bulk(); err == nil {
 		if id.runID, err = a[1].Bulk(); err == nil {
 			if id.previous, err = a[2].Bulk(); err == nil {
 				if until, err = a[3].Integer(); err == nil {
 					if now, err = a[4].Integer(); err == nil {
-						promoted, err = a[5].Integer()
+						if promoted, err = a[5].Integer(); err == nil {
+							rec, err = a[6].Bulk()
+						}
 					}
 				}
 			}
@@ -114,6 +123,11 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 	}
 	id.left = time.Duration(until-now) * time.Millisecond
 	id.promoted = promoted == 1
+	if rec != "" {
+		if id.record, err = parseRecord(rec, time.Now(), now); err != nil {
+			return identity{}, err
+		}
+	}
 	return id, nil
 }
 
@@ -172,6 +186,7 @@ func (n *node) refuse(err error) error {
 		dup     *DuplicateError
 		old     *UnsupportedError
 		replica *ReplicaError
+		set     *SetError
 	)
 	switch {
 	case errors.As(err, &dup):
@@ -180,6 +195,9 @@ func (n *node) refuse(err error) error {
 	case errors.As(err, &old):
 		n.log.Error("backend does not count toward quorum and is sent no lock commands: lockproxy needs Redis "+minVersion+" or later, or Valkey 7.2 or later (PEXPIRETIME)",
 			"reason", old.Reason)
+	case errors.As(err, &set):
+		n.log.Error("backend does not count toward quorum: its set record names another backend set than this proxy's; every proxy must run the same backends, and a change of them raises backend_set_epoch",
+			"recorded", set.Recorded, "ours", set.Ours)
 	case errors.As(err, &replica):
 		n.changes[reasonIndex(ChangeReplica)].Add(1)
 		n.log.Error("backend does not count toward quorum and is sent no lock commands: it is a replica, and lockproxy counts only masters; checked again on every reconnection (once promoted it counts after its quarantine)",
@@ -320,9 +338,34 @@ func (n *node) scheduleCount(eligibleAt time.Time) {
 func (n *node) quarantined() error {
 	n.mu.Lock()
 	left := time.Until(n.eligibleAt)
+	refused := n.setRefused
 	n.mu.Unlock()
+	if refused != nil {
+		return refused
+	}
+	switch at, known := n.members.eligibleAt(n); {
+	case !known:
+		left = max(left, n.members.maxTTL) // at least: the old set's end is not in sight
+	case time.Until(at) > left:
+		left = time.Until(at)
+	}
 	if left > 0 {
 		return &QuarantineError{Left: left}
 	}
 	return nil
+}
+
+// noteSetRefusal records that a script's set check refused the engine's
+// set: the backend does not count until its next greeting admits it. It is
+// logged once until then.
+func (n *node) noteSetRefusal(err *SetError) {
+	n.mu.Lock()
+	news := n.setRefused == nil
+	n.setRefused = err
+	n.mu.Unlock()
+	if news {
+		n.log.Error("backend does not count toward quorum: its set record names another backend set than this proxy's, so its lock scripts refuse this proxy; reload it with the backends and backend_set_epoch of the other proxies",
+			"recorded", err.Recorded, "ours", err.Ours)
+		n.changed()
+	}
 }

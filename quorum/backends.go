@@ -23,10 +23,11 @@ const (
 	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
 	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
 	StateReplica                   // answered, but is a replica: sent nothing
+	StateOtherSet                  // answered, but records another backend set (members.go)
 	NumStates        = iota        // how many States there are
 )
 
-var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica"}
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica", "other_set"}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -57,11 +58,12 @@ const (
 	KindUnsupported = "unsupported" // lacks a command the scripts need
 	KindDuplicate   = "duplicate"   // the same server as another backend
 	KindReplica     = "replica"     // a replica, not a master
+	KindOtherSet    = "other set"   // it records another backend set
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindOtherSet, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
@@ -70,8 +72,11 @@ func failureKind(err error) string {
 		u *UnsupportedError
 		d *DuplicateError
 		r *ReplicaError
+		s *SetError
 	)
 	switch {
+	case errors.As(err, &s):
+		return KindOtherSet
 	case errors.As(err, &q):
 		return KindQuarantined
 	case errors.As(err, &u):
@@ -172,10 +177,15 @@ func (e *Engine) Backends() []BackendState {
 			u *UnsupportedError
 			d *DuplicateError
 			r *ReplicaError
+			o *SetError
 		)
-		switch {
-		case st.State == StateUp && errors.As(n.quarantined(), &q):
+		switch qe := n.quarantined(); {
+		case st.State == StateUp && errors.As(qe, &o):
+			st.State = StateOtherSet
+		case st.State == StateUp && errors.As(qe, &q):
 			st.State, st.QuarantineLeft = StateQuarantined, q.Left
+		case st.State == StateDown && errors.As(downErr, &o):
+			st.State = StateOtherSet
 		case st.State == StateDown && errors.As(downErr, &u):
 			st.State = StateUnsupported
 		case st.State == StateDown && errors.As(downErr, &d):

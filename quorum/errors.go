@@ -172,6 +172,7 @@ func isRefusal(err error) bool {
 		u *UnsupportedError
 		d *DuplicateError
 		r *ReplicaError
+		s *SetError
 	)
-	return errors.As(err, &u) || errors.As(err, &d) || errors.As(err, &r)
+	return errors.As(err, &u) || errors.As(err, &d) || errors.As(err, &r) || errors.As(err, &s)
 }

@@ -18,7 +18,8 @@ type node struct {
 	pipe    *backend.Pipe
 	log     *slog.Logger
 	stats   nodeStats
-	servers *servers // the engine's: which backend counts which server
+	servers *servers    // the engine's: which backend counts which server
+	members *membership // the engine's: the backend set, and its changes
 
 	// quarantine is off when the backends persist every write. A failover
 	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV).
@@ -36,14 +37,19 @@ type node struct {
 	countTimer *time.Timer // logs when it counts again, after a quarantine
 	refusal    string      // why the last greeting refused the backend, as logged
 	serverID   string      // the run_id of the server connected to; "" if it gave none
+	// setRefused is set when the set check of a script refused the
+	// engine's set since the last greeting: another epoch took the backend.
+	setRefused *SetError
 }
 
-func newNode(index int, rawURL string, cfg Config, srv *servers, changed func()) (*node, error) {
-	n := &node{index: index, servers: srv, changed: changed}
+func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func()) (*node, error) {
+	n := &node{index: index, servers: srv, members: members, changed: changed}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}
-	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey}, n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds())}
+	set := members.set
+	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey, setKey},
+		n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds(), set.epoch, set.n, set.fingerprint)}
 	if cfg.skipIdentity {
 		hello = nil
 	}
