@@ -40,11 +40,7 @@ var keys = []key{
 	{"tls_min_version", "oldest TLS version accepted",
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
 	{"backends", "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
-		list(func(s *settings, v []string) {
-			if len(v) > 0 { // else embedded, and quorum.Backends is set by run
-				s.quorum.Backends = v
-			}
-		})},
+		list(func(s *settings, v []string) { s.quorum.Backends = v })},
 	{"backend_tls_ca_cert_file", "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
 		text("", func(s *settings, v string) { s.backendCACertFile = v })},
 	{"backend_tls_cert_file", "PEM client certificate for the rediss:// backends (mutual TLS)",
@@ -111,7 +107,7 @@ type config struct {
 	tls             *tls.Config // of the TLS listener, when tlsListen is set
 	metrics         string
 	pprof           bool // serve /debug/pprof/ next to /metrics
-	embedded        bool // no backends configured: run on in-memory ones
+	embedded        bool // neither a file nor backends given: run on in-memory ones
 	shutdownTimeout time.Duration
 	logger          *slog.Logger
 	quorum          quorum.Config
@@ -127,6 +123,9 @@ type settings struct {
 	backendCACertFile, backendCertFile, backendKeyFile, backendServerName string
 	logFormat                                                             string
 	logLevel                                                              slog.Level
+	// configured is whether a configuration file was read or the backends
+	// were given: the embedded backends are then never a fallback.
+	configured bool
 }
 
 // loadConfig reads the TOML file named by -config, if any, then lets every
@@ -147,14 +146,14 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	flagged := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
 	if *path != "" {
-		flagged := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
 		if err := readFile(*path, values, flagged); err != nil {
 			return nil, fmt.Errorf("%s: %w", *path, err)
 		}
 	}
-	s := &settings{}
+	s := &settings{configured: *path != "" || flagged["backends"]}
 	for i, k := range keys {
 		if err := values[i].apply(s); err != nil {
 			return nil, fmt.Errorf("%s: %w", k.name, err)
@@ -510,6 +509,13 @@ func orList(values []string) string {
 	return strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
 }
 
+// errNoBackends refuses an empty backend list that was given: a file or
+// flag meant for real backends that names none is a mistake (a copied
+// config.example.toml, -backends "$UNSET"), and falling back to in-memory
+// backends would serve locks that no other proxy shares and that die with
+// this process.
+var errNoBackends = errors.New("backends: empty: list the Redis masters (redis://host:port,...); run lockproxy with no configuration at all to try it on embedded in-memory backends")
+
 // resolve checks what takes several keys, and builds what several keys make.
 func (s *settings) resolve(stderr io.Writer) (*config, error) {
 	switch {
@@ -528,9 +534,15 @@ func (s *settings) resolve(stderr io.Writer) (*config, error) {
 	if s.quorum.TLSConfig, err = s.backendTLS(); err != nil {
 		return nil, err
 	}
+	switch {
+	case len(s.quorum.Backends) > 0:
+	case s.configured:
+		return nil, errNoBackends
+	default:
+		s.embedded = true
+	}
 	s.logger = newLogger(stderr, s.logFormat, s.logLevel)
 	s.quorum.Logger, s.proxy.Logger = s.logger, s.logger
-	s.embedded = len(s.quorum.Backends) == 0
 	if n := len(s.quorum.Backends); n > 0 && n%2 == 0 {
 		s.logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
 			"backends", n, "quorum", n/2+1)

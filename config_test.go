@@ -29,11 +29,16 @@ import (
 // TestConfigExample keeps config.example.toml true: it parses, and every
 // value it shows is the default.
 func TestConfigExample(t *testing.T) {
-	fromFile, err := loadConfig([]string{"-config", "config.example.toml"}, io.Discard)
+	// Left unedited, it lists no backends, which a file must.
+	if _, err := loadConfig([]string{"-config", "config.example.toml"}, io.Discard); err != errNoBackends {
+		t.Fatalf("config.example.toml unedited: want %q, got %v", errNoBackends, err)
+	}
+	backends := []string{"-backends", "redis://a:1,redis://b:2,redis://c:3"}
+	fromFile, err := loadConfig(append([]string{"-config", "config.example.toml"}, backends...), io.Discard)
 	if err != nil {
 		t.Fatalf("config.example.toml: %v", err)
 	}
-	defaults, err := loadConfig(nil, io.Discard)
+	defaults, err := loadConfig(backends, io.Discard)
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
@@ -108,6 +113,45 @@ restart_quarantine = true
 	}
 }
 
+// TestConfigEmbedded: the embedded backends are for lockproxy run with
+// neither a configuration file nor backends; a file or a -backends flag
+// that lists none is refused, whatever else is set.
+func TestConfigEmbedded(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		file     string // "": no -config
+		args     []string
+		embedded bool // else errNoBackends
+	}{
+		{"nothing", "", nil, true},
+		{"other flags only", "", []string{"-listen", "127.0.0.1:0", "-max-ttl", "10s"}, true},
+		{"empty -backends", "", []string{"-backends", ""}, false},
+		{"blank -backends", "", []string{"-backends", " , "}, false},
+		{"file without backends", `max_ttl = "10s"`, nil, false},
+		{"empty file", " ", nil, false},
+		{"file with an empty list", `backends = []`, nil, false},
+		{"file's list emptied by the flag", `backends = ["redis://a:1"]`, []string{"-backends", ""}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"-config", writeConfig(t, tc.file)}, args...)
+			}
+			c, err := loadConfig(args, io.Discard)
+			switch {
+			case tc.embedded && (err != nil || !c.embedded):
+				t.Fatalf("want embedded backends, got %v", err)
+			case !tc.embedded && err != errNoBackends:
+				t.Fatalf("want %q, got %v", errNoBackends, err)
+			}
+		})
+	}
+	c, err := loadConfig([]string{"-config", writeConfig(t, `backends = ["redis://a:1"]`)}, io.Discard)
+	if err != nil || c.embedded || len(c.quorum.Backends) != 1 {
+		t.Fatalf("a file with a backend: %v", err)
+	}
+}
+
 func TestConfigRejects(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -155,6 +199,8 @@ func TestConfigRejects(t *testing.T) {
 func TestConfigUsers(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
 	path := writeConfig(t, `
+backends = ["redis://a:1"]
+
 [[users]]
 name = "app1"
 password_sha256 = "`+hash+`"

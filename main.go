@@ -53,6 +53,7 @@ func run(args []string, stderr io.Writer) error {
 		cfg.quorum.Backends = urls
 		// They start with the proxy, so quarantine would only delay a first try.
 		cfg.quorum.DisableRestartQuarantine = true
+		cfg.proxy.Embedded = true
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file")
 	}
 
@@ -92,7 +93,7 @@ func run(args []string, stderr io.Writer) error {
 			closeAll(lns)
 			return fmt.Errorf("metrics: %w", err)
 		}
-		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof), ReadHeaderTimeout: 5 * time.Second}
+		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {

@@ -59,6 +59,10 @@ type Config struct {
 	// Observer, when set, hears of every lock operation's outcome and
 	// duration (observe.go). Default: none.
 	Observer Observer
+	// Embedded says the Locker's backends live inside this process (the
+	// in-memory ones of lockproxy run with no configuration), which INFO
+	// tells as backends_embedded:1. Default: false.
+	Embedded bool
 }
 
 // MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
@@ -91,14 +95,15 @@ func (c Config) withDefaults() Config {
 // safe for concurrent use; Serve may be called once per listener (a plain
 // one and a TLS one, say), concurrently.
 type Server struct {
-	cfg     Config
-	locks   Locker
-	log     *slog.Logger
-	cmds    map[string]*command
-	users   *users
-	refused *scriptCache // scripts not served, by SHA1 (scripts.go)
-	started time.Time
-	version string
+	cfg      Config
+	locks    Locker
+	log      *slog.Logger
+	cmds     map[string]*command
+	users    *users
+	refused  *scriptCache // scripts not served, by SHA1 (scripts.go)
+	started  time.Time
+	version  string
+	embedded bool // Config.Embedded
 
 	// ctx is the context of every Locker call: no deadline of its own, as
 	// the engine bounds each call by its backend timeout (and a timer per
@@ -148,14 +153,15 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg:     cfg,
-		locks:   locks,
-		log:     cfg.Logger,
-		refused: newScriptCache(scriptCacheSize),
-		started: time.Now(),
-		version: buildVersion(),
-		stopped: make(chan struct{}),
-		release: make(chan struct{}),
+		cfg:      cfg,
+		locks:    locks,
+		log:      cfg.Logger,
+		refused:  newScriptCache(scriptCacheSize),
+		started:  time.Now(),
+		version:  buildVersion(),
+		embedded: cfg.Embedded,
+		stopped:  make(chan struct{}),
+		release:  make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
