@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -23,80 +24,97 @@ import (
 
 // keys is every configuration key, in the order of config.example.toml and
 // of the README's table, which tests hold to it. A row is the key's name in
-// TOML (its flag is the same with dashes), its help, and its type with the
-// default, the bounds and where the value goes. Checks that need several
-// keys at once are in resolve.
+// TOML (its flag is the same with dashes), what a reload does with it, its
+// help, and its type with the default, the bounds and where the value goes.
+// Checks that need several keys at once are in resolve.
 var keys = []key{
-	{"listen", "address to serve RESP on",
+	{"listen", restart, "address to serve RESP on",
 		text("127.0.0.1:7379", func(s *settings, v string) { s.listen = v })},
-	{"tls_listen", "address to serve RESP over TLS on; empty: no TLS",
+	{"tls_listen", restart, "address to serve RESP over TLS on; empty: no TLS",
 		text("", func(s *settings, v string) { s.tlsListen = v })},
-	{"tls_cert_file", "PEM certificate (chain) of the TLS listener",
-		text("", func(s *settings, v string) { s.tlsCertFile = v })},
-	{"tls_key_file", "PEM private key of the TLS listener",
-		text("", func(s *settings, v string) { s.tlsKeyFile = v })},
-	{"tls_ca_cert_file", "PEM CAs that sign client certificates; set: clients must present one (mutual TLS)",
-		text("", func(s *settings, v string) { s.tlsCACertFile = v })},
-	{"tls_min_version", "oldest TLS version accepted",
+	{"tls_cert_file", live, "PEM certificate (chain) of the TLS listener",
+		path("", func(s *settings, v string) { s.tlsCertFile = v })},
+	{"tls_key_file", live, "PEM private key of the TLS listener",
+		path("", func(s *settings, v string) { s.tlsKeyFile = v })},
+	{"tls_ca_cert_file", live, "PEM CAs that sign client certificates; set: clients must present one (mutual TLS)",
+		path("", func(s *settings, v string) { s.tlsCACertFile = v })},
+	{"tls_min_version", live, "oldest TLS version accepted",
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
-	{"backends", "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
+	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
 		list(func(s *settings, v []string) { s.quorum.Backends = v })},
-	{"backend_tls_ca_cert_file", "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
-		text("", func(s *settings, v string) { s.backendCACertFile = v })},
-	{"backend_tls_cert_file", "PEM client certificate for the rediss:// backends (mutual TLS)",
-		text("", func(s *settings, v string) { s.backendCertFile = v })},
-	{"backend_tls_key_file", "PEM private key of backend-tls-cert-file",
-		text("", func(s *settings, v string) { s.backendKeyFile = v })},
-	{"backend_tls_server_name", "name the rediss:// backends' certificates must hold; empty: each one's host",
+	{"backend_tls_ca_cert_file", engine, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
+		path("", func(s *settings, v string) { s.backendCACertFile = v })},
+	{"backend_tls_cert_file", engine, "PEM client certificate for the rediss:// backends (mutual TLS)",
+		path("", func(s *settings, v string) { s.backendCertFile = v })},
+	{"backend_tls_key_file", engine, "PEM private key of backend-tls-cert-file",
+		path("", func(s *settings, v string) { s.backendKeyFile = v })},
+	{"backend_tls_server_name", engine, "name the rediss:// backends' certificates must hold; empty: each one's host",
 		text("", func(s *settings, v string) { s.backendServerName = v })},
-	{"metrics", "address for /metrics, /healthz and /readyz; empty disables",
+	{"metrics", restart, "address for /metrics, /healthz and /readyz; empty disables",
 		text("", func(s *settings, v string) { s.metrics = v })},
-	{"pprof", "also serve Go's /debug/pprof/ profiles on the metrics address",
+	{"pprof", restart, "also serve Go's /debug/pprof/ profiles on the metrics address",
 		boolean(false, func(s *settings, v bool) { s.pprof = v })},
-	{"backend_timeout", "timeout of each backend request",
+	{"backend_timeout", engine, "timeout of each backend request",
 		duration("50ms", func(s *settings, v time.Duration) { s.quorum.NodeTimeout = v })},
 	// The engine's bound, which quorum.New checks again: see its validate.
-	{"drift_factor", "clock drift allowance as a share of the TTL",
+	{"drift_factor", engine, "clock drift allowance as a share of the TTL",
 		ratio(0.01, 0, 0.5, func(s *settings, v float64) { s.quorum.DriftFactor = v })},
-	{"max_ttl", "longest lock TTL accepted; also the restart quarantine",
+	{"max_ttl", engine, "longest lock TTL accepted; also the restart quarantine",
 		duration("60s", func(s *settings, v time.Duration) { s.quorum.MaxTTL = v })},
-	{"restart_quarantine", "ignore a restarted backend for max-ttl (turn off only with appendfsync always)",
+	{"restart_quarantine", engine, "ignore a restarted backend for max-ttl (turn off only with appendfsync always)",
 		boolean(true, func(s *settings, v bool) { s.quorum.DisableRestartQuarantine = !v })},
-	{"max_request_bytes", "largest request accepted",
+	{"max_request_bytes", live, "largest request accepted",
 		integer(1<<20, 1024, proxy.MaxRequestBytesLimit, func(s *settings, v int) { s.proxy.MaxRequestBytes = v })},
-	{"password", "password clients must AUTH with; empty: none",
+	{"password", live, "password clients must AUTH with; empty: none",
 		text("", func(s *settings, v string) { s.proxy.Password = v })},
-	{"users", "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more",
+	{"users", live, "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more",
 		users(func(s *settings, v []user) {
 			s.proxy.Users = make([]proxy.User, len(v))
 			for i, u := range v {
 				s.proxy.Users[i] = proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
 			}
 		})},
-	{"max_clients", "most client connections open at once",
+	{"max_clients", live, "most client connections open at once",
 		integer(10000, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxClients = v })},
-	{"idle_timeout", "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",
+	{"idle_timeout", live, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",
 		durationOrNever("0s", func(s *settings, v time.Duration) { s.proxy.IdleTimeout = v })},
-	{"client_write_timeout", "close a client connection that has taken none of its replies for this long (it stopped reading); or idle-timeout, when shorter",
+	{"client_write_timeout", live, "close a client connection that has taken none of its replies for this long (it stopped reading); or idle-timeout, when shorter",
 		duration("10s", func(s *settings, v time.Duration) { s.proxy.WriteTimeout = v })},
-	{"max_key_bytes", "longest key accepted",
+	{"max_key_bytes", live, "longest key accepted",
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxKeyBytes = v })},
-	{"max_token_bytes", "longest lock token accepted",
+	{"max_token_bytes", live, "longest lock token accepted",
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxTokenBytes = v })},
-	{"shutdown_timeout", "how long commands in flight may finish on SIGTERM",
+	{"shutdown_timeout", live, "how long commands in flight may finish on SIGTERM",
 		duration("10s", func(s *settings, v time.Duration) { s.shutdownTimeout = v })},
-	{"log_format", "format of the logs on standard error",
+	{"log_format", restart, "format of the logs on standard error",
 		choice("text", []string{"text", "json"}, func(s *settings, v string) { s.logFormat = v })},
-	{"log_level", "least severe level logged",
+	{"log_level", live, "least severe level logged",
 		level("info", func(s *settings, v slog.Level) { s.logLevel = v })},
 }
 
 // key is a row of keys.
 type key struct {
-	name  string
-	help  string
-	value func() value // a new value holding the default
+	name   string
+	reload onReload // what SIGHUP does when its value changed
+	help   string
+	value  func() value // a new value holding the default
 }
+
+// onReload is what a reload (SIGHUP) does with a key whose value, or the
+// content of the file it names, changed.
+type onReload int
+
+const (
+	// live keys are applied: to the connections accepted from then on, and
+	// to every AUTH (users), without closing any connection.
+	live onReload = iota
+	// restart keys are refused, and their running values kept until a
+	// restart: lockproxy does not reopen listeners or its log handler.
+	restart
+	// engine keys are handed to changeEngine, which refuses them for now:
+	// the running engine and its backends are kept.
+	engine
+)
 
 func (k key) flag() string { return strings.ReplaceAll(k.name, "_", "-") }
 
@@ -109,27 +127,31 @@ type config struct {
 	pprof           bool // serve /debug/pprof/ next to /metrics
 	embedded        bool // neither a file nor backends given: run on in-memory ones
 	shutdownTimeout time.Duration
-	logger          *slog.Logger
+	logFormat       string
+	logLevel        slog.Level
 	quorum          quorum.Config
 	proxy           proxy.Config
+	// fingerprints are what a reload compares to tell which keys changed,
+	// by key: see fingerprints.
+	fingerprints map[string][sha256.Size]byte
 }
 
 // settings is what the keys write to: the config, and what only several
-// keys together make part of it (TLS, the logger).
+// keys together make part of it (TLS).
 type settings struct {
 	config
 	tlsCertFile, tlsKeyFile, tlsCACertFile                                string
 	tlsMinVersion                                                         uint16
 	backendCACertFile, backendCertFile, backendKeyFile, backendServerName string
-	logFormat                                                             string
-	logLevel                                                              slog.Level
 	// configured is whether a configuration file was read or the backends
 	// were given: the embedded backends are then never a fallback.
 	configured bool
 }
 
 // loadConfig reads the TOML file named by -config, if any, then lets every
-// flag that was set override its key. Every error names the key.
+// flag that was set override its key. Every error names the key. It only
+// reads: it logs nothing, and stderr hears only of the flags (-help, a
+// flag that does not parse), so that a reload may call it again.
 func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -159,7 +181,21 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("%s: %w", k.name, err)
 		}
 	}
-	return s.resolve(stderr)
+	// Before resolve reads the files: one that changes in between then
+	// counts as changed at the next reload, rather than never.
+	s.fingerprints = fingerprints(values)
+	return s.resolve()
+}
+
+// fingerprints hashes each key's value and the content of the file it
+// names, if any: a certificate rotated in place counts as changed, and no
+// secret is kept in clear beyond the configuration itself.
+func fingerprints(values []value) map[string][sha256.Size]byte {
+	fp := make(map[string][sha256.Size]byte, len(keys))
+	for i, k := range keys {
+		fp[k.name] = sha256.Sum256([]byte(values[i].fingerprint()))
+	}
+	return fp
 }
 
 // readFile decodes the TOML file at path into values, but for the keys whose
@@ -169,7 +205,7 @@ func readFile(path string, values []value, flagged map[string]bool) error {
 	var file map[string]toml.Primitive
 	md, err := toml.DecodeFile(path, &file)
 	if err != nil {
-		return err
+		return redactParseError(err)
 	}
 	for i, k := range keys {
 		p, ok := file[k.name]
@@ -196,6 +232,22 @@ func readFile(path string, values []value, flagged map[string]bool) error {
 		}
 	}
 	return nil
+}
+
+// redactParseError keeps a TOML syntax error's line and key but drops its
+// message when the key may hold a secret (a password, a hash, a backend
+// URL's credentials): the message quotes the text the parser stumbled on,
+// and the error is printed at start and logged on reload.
+func redactParseError(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch name, _, _ := strings.Cut(pe.LastKey, "."); name {
+	case "password", "users", "backends":
+		return fmt.Errorf("toml: line %d (last key %q): syntax error (not shown: the value may hold a secret)", pe.Position.Line, pe.LastKey)
+	}
+	return err
 }
 
 // usage is -help: every key with its type, bounds and default.
@@ -227,6 +279,9 @@ type value interface {
 	apply(s *settings) error
 	// kind is the value's type and bounds, for -help.
 	kind() string
+	// fingerprint is the whole value, and the content of the file it
+	// names, for telling whether a reload changed it.
+	fingerprint() string
 }
 
 // cell is a value of type T, which is the type of the TOML value.
@@ -265,6 +320,18 @@ func (c *cell[T]) apply(s *settings) error { return c.to(s, c.v) }
 
 func (c *cell[T]) kind() string { return c.typ }
 
+func (c *cell[T]) fingerprint() string {
+	v := c.String()
+	if c.typ == "path" && v != "" {
+		content, err := os.ReadFile(v)
+		if err != nil {
+			return v + "\x00" + err.Error()
+		}
+		return v + "\x00" + string(content)
+	}
+	return v
+}
+
 func parseText(s string) (string, error) { return s, nil }
 func showText(s string) string           { return s }
 
@@ -279,6 +346,15 @@ func numError(err error) error {
 		return errRange
 	}
 	return errParse
+}
+
+// path is a string key that names a file: a reload compares the file's
+// content as well as its name.
+func path(def string, set func(*settings, string)) func() value {
+	return newCell("path", def, parseText, showText, func(s *settings, v string) error {
+		set(s, v)
+		return nil
+	})
 }
 
 // text is a string key that takes any value.
@@ -478,6 +554,8 @@ func (u *usersValue) apply(s *settings) error {
 
 func (u *usersValue) kind() string { return "user (repeated)" }
 
+func (u *usersValue) fingerprint() string { return fmt.Sprintf("%q %q", u.file, u.flags) }
+
 // parseUser reads the flag form of a user: name:sha256:HEX[:prefix] or
 // name:bcrypt:HASH[:prefix]. The prefix is the rest, colons included.
 // Errors name no part of the hash.
@@ -517,7 +595,7 @@ func orList(values []string) string {
 var errNoBackends = errors.New("backends: empty: list the Redis masters (redis://host:port,...); run lockproxy with no configuration at all to try it on embedded in-memory backends")
 
 // resolve checks what takes several keys, and builds what several keys make.
-func (s *settings) resolve(stderr io.Writer) (*config, error) {
+func (s *settings) resolve() (*config, error) {
 	switch {
 	case s.listen == "" && s.tlsListen == "":
 		return nil, errors.New("listen: empty, and so is tls_listen: nothing to serve on")
@@ -540,12 +618,6 @@ func (s *settings) resolve(stderr io.Writer) (*config, error) {
 		return nil, errNoBackends
 	default:
 		s.embedded = true
-	}
-	s.logger = newLogger(stderr, s.logFormat, s.logLevel)
-	s.quorum.Logger, s.proxy.Logger = s.logger, s.logger
-	if n := len(s.quorum.Backends); n > 0 && n%2 == 0 {
-		s.logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
-			"backends", n, "quorum", n/2+1)
 	}
 	return &s.config, nil
 }
@@ -626,8 +698,9 @@ func loadCAs(key, path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// newLogger writes to w in format, "text" or "json", as log_format allows.
-func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+// newLogger writes to w in format, "text" or "json", as log_format allows,
+// at level, which a reload may change.
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -42,9 +42,6 @@ func TestConfigExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	fromFile.logger, defaults.logger = nil, nil
-	fromFile.quorum.Logger, defaults.quorum.Logger = nil, nil
-	fromFile.proxy.Logger, defaults.proxy.Logger = nil, nil
 	if !reflect.DeepEqual(fromFile, defaults) {
 		t.Fatalf("config.example.toml differs from the defaults:\nfile:     %+v\ndefaults: %+v", fromFile, defaults)
 	}
@@ -193,6 +190,25 @@ func TestConfigRejects(t *testing.T) {
 				t.Fatalf("error does not name %s: %v", tc.key, err)
 			}
 		})
+	}
+}
+
+// TestConfigSyntaxErrorHidesSecrets: a syntax error in the value of a key
+// that may hold a secret names the line and the key, never the text.
+func TestConfigSyntaxErrorHidesSecrets(t *testing.T) {
+	for _, tc := range []struct{ file, key string }{
+		{"password = hunter2\n", "password"},
+		{"backends = [\"redis://u:hunter2@a:1\" \"b\"]\n", "backends"},
+		{"[[users]]\nname = \"a\"\npassword_sha256 = hunter2\n", "users.password_sha256"},
+	} {
+		_, err := loadConfig([]string{"-config", writeConfig(t, tc.file)}, io.Discard)
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), fmt.Sprintf("(last key %q)", tc.key)) {
+			t.Errorf("%q: %v", tc.file, err)
+		}
+	}
+	// Other keys' errors keep the parser's words.
+	if _, err := loadConfig([]string{"-config", writeConfig(t, "max_ttl = forever\n")}, io.Discard); err == nil || !strings.Contains(err.Error(), "forever") {
+		t.Errorf("max_ttl = forever: %v", err)
 	}
 }
 
