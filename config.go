@@ -67,6 +67,8 @@ var keys = []key{
 		integer(1<<20, 1024, proxy.MaxRequestBytesLimit, func(s *settings, v int) { s.proxy.MaxRequestBytes = v })},
 	{"password", live, "password clients must AUTH with; empty: none",
 		text("", func(s *settings, v string) { s.proxy.Password = v })},
+	{"password_file", live, "file holding password (a final newline is dropped), read again on reload; set one of the two",
+		path("", func(s *settings, v string) { s.passwordFile = v })},
 	{"users", live, "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more",
 		users(func(s *settings, v []user) {
 			s.proxy.Users = make([]proxy.User, len(v))
@@ -74,6 +76,8 @@ var keys = []key{
 				s.proxy.Users[i] = proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
 			}
 		})},
+	{"users_file", live, "file of more users, one a line as -users takes them (# starts a comment), read again on reload",
+		path("", func(s *settings, v string) { s.usersFile = v })},
 	{"max_clients", live, "most client connections open at once",
 		integer(10000, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxClients = v })},
 	{"idle_timeout", live, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",
@@ -118,6 +122,9 @@ const (
 
 func (k key) flag() string { return strings.ReplaceAll(k.name, "_", "-") }
 
+// env is the key's environment variable: max_ttl is LOCKPROXY_MAX_TTL.
+func (k key) env() string { return "LOCKPROXY_" + strings.ToUpper(k.name) }
+
 // config is what main wires together.
 type config struct {
 	listen          string
@@ -143,16 +150,18 @@ type settings struct {
 	tlsCertFile, tlsKeyFile, tlsCACertFile                                string
 	tlsMinVersion                                                         uint16
 	backendCACertFile, backendCertFile, backendKeyFile, backendServerName string
+	passwordFile, usersFile                                               string
 	// configured is whether a configuration file was read or the backends
 	// were given: the embedded backends are then never a fallback.
 	configured bool
 }
 
-// loadConfig reads the TOML file named by -config, if any, then lets every
-// flag that was set override its key. Every error names the key. It only
-// reads: it logs nothing, and stderr hears only of the flags (-help, a
-// flag that does not parse), so that a reload may call it again.
-func loadConfig(args []string, stderr io.Writer) (*config, error) {
+// loadConfig reads the TOML file named by -config, if any, lets every
+// environment variable that env finds (LOCKPROXY_MAX_TTL) override its key,
+// and every flag that was set override both. Every error names the key. It
+// only reads: it logs nothing, and stderr hears only of the flags (-help,
+// a flag that does not parse), so that a reload may call it again.
+func loadConfig(args []string, env func(string) (string, bool), stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "TOML configuration file (see config.example.toml)")
@@ -170,14 +179,33 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	flagged := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
+	// given names where each key's value comes from when not the file:
+	// the file's value of such a key is only checked.
+	given := map[string]string{}
+	for i, k := range keys {
+		if flagged[k.flag()] {
+			given[k.name] = "-" + k.flag()
+			continue
+		}
+		if v, ok := env(k.env()); ok {
+			given[k.name] = k.env()
+			if err := setFromEnv(values[i], v); err != nil {
+				return nil, fmt.Errorf("%s (%s): %w", k.name, k.env(), err)
+			}
+		}
+	}
 	if *path != "" {
-		if err := readFile(*path, values, flagged); err != nil {
+		if err := readFile(*path, values, given); err != nil {
 			return nil, fmt.Errorf("%s: %w", *path, err)
 		}
 	}
-	s := &settings{configured: *path != "" || flagged["backends"]}
+	_, backends := given["backends"]
+	s := &settings{configured: *path != "" || backends}
 	for i, k := range keys {
 		if err := values[i].apply(s); err != nil {
+			if src := given[k.name]; strings.HasPrefix(src, "LOCKPROXY_") {
+				return nil, fmt.Errorf("%s (%s): %w", k.name, src, err)
+			}
 			return nil, fmt.Errorf("%s: %w", k.name, err)
 		}
 	}
@@ -198,10 +226,28 @@ func fingerprints(values []value) map[string][sha256.Size]byte {
 	return fp
 }
 
-// readFile decodes the TOML file at path into values, but for the keys whose
-// flag was given: those go to a value that is dropped, so that the file is
-// held to the keys' types even where a flag overrides it.
-func readFile(path string, values []value, flagged map[string]bool) error {
+// setFromEnv sets v from an environment variable, which holds what the
+// flag takes; for users, one user a line, as the flag takes one at a time.
+func setFromEnv(v value, text string) error {
+	u, ok := v.(*usersValue)
+	if !ok {
+		return v.Set(text)
+	}
+	for line := range strings.SplitSeq(text, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if err := u.Set(line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readFile decodes the TOML file at path into values, but for the keys
+// given otherwise (a flag, the environment): those go to a value that is
+// dropped, so that the file is held to the keys' types even where it is
+// overridden.
+func readFile(path string, values []value, given map[string]string) error {
 	var file map[string]toml.Primitive
 	md, err := toml.DecodeFile(path, &file)
 	if err != nil {
@@ -213,7 +259,7 @@ func readFile(path string, values []value, flagged map[string]bool) error {
 			continue
 		}
 		v := values[i]
-		if flagged[k.flag()] {
+		if _, ok := given[k.name]; ok {
 			v = k.value()
 		}
 		if err := v.decode(&md, p); err != nil {
@@ -255,7 +301,9 @@ func usage(w io.Writer, values []value) {
 	fmt.Fprint(w, `Usage: lockproxy [-config lockproxy.toml] [-flag value ...]
 
 Every key of the configuration file is also a flag, its name with dashes
-(max_ttl: -max-ttl); a flag overrides the file.
+(max_ttl: -max-ttl), and an environment variable, LOCKPROXY_ and its name
+in capitals (LOCKPROXY_MAX_TTL), which takes what the flag takes (users:
+one a line). A flag overrides the environment, which overrides the file.
 
   -config path
     	TOML configuration file (see config.example.toml)
@@ -574,7 +622,8 @@ func parseUser(spec string) (user, error) {
 	case "bcrypt":
 		u.PasswordBcrypt = parts[2]
 	default:
-		return user{}, fmt.Errorf("user %q: hash kind %q is not sha256 or bcrypt", u.Name, parts[1])
+		// Not quoted: a hash or a password put in its place would be.
+		return user{}, fmt.Errorf("user %q: the hash kind (second field) is not sha256 or bcrypt", u.Name)
 	}
 	return u, nil
 }
@@ -602,6 +651,9 @@ func (s *settings) resolve() (*config, error) {
 	case s.pprof && s.metrics == "":
 		return nil, errors.New("pprof: needs a metrics address to serve on")
 	}
+	if err := s.readSecrets(); err != nil {
+		return nil, err
+	}
 	if err := proxy.CheckUsers(s.proxy.Password, s.proxy.Users); err != nil {
 		return nil, err // names the key: users
 	}
@@ -620,6 +672,66 @@ func (s *settings) resolve() (*config, error) {
 		s.embedded = true
 	}
 	return &s.config, nil
+}
+
+// readSecrets reads password_file and users_file, which keep secrets off
+// command lines and out of the configuration file (a Kubernetes secret
+// mounted as a file, say). Errors name the key and the file, never a line's
+// content.
+func (s *settings) readSecrets() error {
+	if s.passwordFile != "" {
+		if s.proxy.Password != "" {
+			return errors.New("password, password_file: both set; set one")
+		}
+		b, err := os.ReadFile(s.passwordFile)
+		if err != nil {
+			return fmt.Errorf("password_file: %w", err)
+		}
+		// What echo and editors add is not part of the password.
+		pass := strings.TrimRight(string(b), "\r\n")
+		switch {
+		case pass == "":
+			// Not "no password": an empty file is a mistake, and taking it
+			// for no password would open the proxy to everyone.
+			return fmt.Errorf("password_file: %s is empty", s.passwordFile)
+		case strings.ContainsAny(pass, "\r\n"):
+			return fmt.Errorf("password_file: %s has more than one line", s.passwordFile)
+		}
+		s.proxy.Password = pass
+	}
+	if s.usersFile != "" {
+		b, err := os.ReadFile(s.usersFile)
+		if err != nil {
+			return fmt.Errorf("users_file: %w", err)
+		}
+		n := 0
+		for i, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			u, err := parseUser(line)
+			if err != nil {
+				return fmt.Errorf("users_file: %s line %d: %w", s.usersFile, i+1, err)
+			}
+			pu := proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
+			// Checked alone here, so that a bad hash is named by its line;
+			// the users together (names, prefixes) are checked in resolve.
+			if err := proxy.CheckUsers("", []proxy.User{pu}); err != nil {
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner // without the "users: entry 1" of a list of one
+				}
+				return fmt.Errorf("users_file: %s line %d: user %q: %w", s.usersFile, i+1, u.Name, err)
+			}
+			s.proxy.Users = append(s.proxy.Users, pu)
+			n++
+		}
+		if n == 0 {
+			// As for password_file: a file emptied by mistake must not turn
+			// authentication off.
+			return fmt.Errorf("users_file: no user in %s", s.usersFile)
+		}
+	}
+	return nil
 }
 
 // tlsVersions are the values of tls_min_version.

@@ -45,7 +45,7 @@ func run(args []string, stderr io.Writer) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	cfg, err := loadConfig(args, stderr)
+	cfg, err := loadConfig(args, os.LookupEnv, stderr)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 
 	r := &reloader{
-		load:    func() (*config, error) { return loadConfig(args, io.Discard) },
+		load:    func() (*config, error) { return loadConfig(args, os.LookupEnv, io.Discard) },
 		log:     log,
 		level:   level,
 		srv:     srv,

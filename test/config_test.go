@@ -22,14 +22,16 @@ const noBackends = "lockproxy: backends: empty: list the Redis masters (redis://
 func TestConfigEmptyBackends(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		env  []string
 		args []string
 	}{
-		{"empty flag", []string{"-backends", ""}},
-		{"file without backends", []string{"-config", writeFile(t, "lockproxy.toml", `max_ttl = "10s"`)}},
-		{"config.example.toml unedited", []string{"-config", "../config.example.toml"}},
+		{"empty flag", nil, []string{"-backends", ""}},
+		{"empty variable", []string{"LOCKPROXY_BACKENDS="}, nil},
+		{"file without backends", nil, []string{"-config", writeFile(t, "lockproxy.toml", `max_ttl = "10s"`)}},
+		{"config.example.toml unedited", nil, []string{"-config", "../config.example.toml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := runBinary(tc.args...)
+			out, err := runBinaryEnv(tc.env, tc.args...)
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
 				t.Fatalf("want exit status 1, got %v:\n%s", err, out)

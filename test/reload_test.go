@@ -196,7 +196,7 @@ func TestReloadPassword(t *testing.T) {
 		t.Cleanup(func() { r.Close() })
 		return r
 	}
-	before := client("old-pw").Conn() // one connection, authenticated once
+	before := client("old-pw").Conn() // one connection, authenticated once; client closes it
 	defer before.Close()
 	if err := before.SetNX(t.Context(), "pw-lock", "before", 30*time.Second).Err(); err != nil {
 		t.Fatal(err)
