@@ -33,21 +33,21 @@ var keys = []key{
 	{"tls_listen", restart, "address to serve RESP over TLS on; empty: no TLS",
 		text("", func(s *settings, v string) { s.tlsListen = v })},
 	{"tls_cert_file", live, "PEM certificate (chain) of the TLS listener",
-		path("", func(s *settings, v string) { s.tlsCertFile = v })},
+		filename("", func(s *settings, v string) { s.tlsCertFile = v })},
 	{"tls_key_file", live, "PEM private key of the TLS listener",
-		path("", func(s *settings, v string) { s.tlsKeyFile = v })},
+		filename("", func(s *settings, v string) { s.tlsKeyFile = v })},
 	{"tls_ca_cert_file", live, "PEM CAs that sign client certificates; set: clients must present one (mutual TLS)",
-		path("", func(s *settings, v string) { s.tlsCACertFile = v })},
+		filename("", func(s *settings, v string) { s.tlsCACertFile = v })},
 	{"tls_min_version", live, "oldest TLS version accepted",
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
 	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
 		list(func(s *settings, v []string) { s.quorum.Backends = v })},
 	{"backend_tls_ca_cert_file", engine, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
-		path("", func(s *settings, v string) { s.backendCACertFile = v })},
+		filename("", func(s *settings, v string) { s.backendCACertFile = v })},
 	{"backend_tls_cert_file", engine, "PEM client certificate for the rediss:// backends (mutual TLS)",
-		path("", func(s *settings, v string) { s.backendCertFile = v })},
+		filename("", func(s *settings, v string) { s.backendCertFile = v })},
 	{"backend_tls_key_file", engine, "PEM private key of backend-tls-cert-file",
-		path("", func(s *settings, v string) { s.backendKeyFile = v })},
+		filename("", func(s *settings, v string) { s.backendKeyFile = v })},
 	{"backend_tls_server_name", engine, "name the rediss:// backends' certificates must hold; empty: each one's host",
 		text("", func(s *settings, v string) { s.backendServerName = v })},
 	{"metrics", restart, "address for /metrics, /healthz and /readyz; empty disables",
@@ -68,7 +68,7 @@ var keys = []key{
 	{"password", live, "password clients must AUTH with; empty: none",
 		text("", func(s *settings, v string) { s.proxy.Password = v })},
 	{"password_file", live, "file holding password (a final newline is dropped), read again on reload; set one of the two",
-		path("", func(s *settings, v string) { s.passwordFile = v })},
+		filename("", func(s *settings, v string) { s.passwordFile = v })},
 	{"users", live, "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more",
 		users(func(s *settings, v []user) {
 			s.proxy.Users = make([]proxy.User, len(v))
@@ -77,7 +77,7 @@ var keys = []key{
 			}
 		})},
 	{"users_file", live, "file of more users, one a line as -users takes them (# starts a comment), read again on reload",
-		path("", func(s *settings, v string) { s.usersFile = v })},
+		filename("", func(s *settings, v string) { s.usersFile = v })},
 	{"max_clients", live, "most client connections open at once",
 		integer(10000, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxClients = v })},
 	{"idle_timeout", live, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",
@@ -396,9 +396,9 @@ func numError(err error) error {
 	return errParse
 }
 
-// path is a string key that names a file: a reload compares the file's
+// filename is a string key that names a file: a reload compares the file's
 // content as well as its name.
-func path(def string, set func(*settings, string)) func() value {
+func filename(def string, set func(*settings, string)) func() value {
 	return newCell("path", def, parseText, showText, func(s *settings, v string) error {
 		set(s, v)
 		return nil

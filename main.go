@@ -68,7 +68,7 @@ func run(args []string, stderr io.Writer) error {
 		// They start with the proxy, so quarantine would only delay a first try.
 		cfg.quorum.DisableRestartQuarantine = true
 		cfg.proxy.Embedded = true
-		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file")
+		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
 
 	obs := newMetrics()

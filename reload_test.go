@@ -51,7 +51,12 @@ func TestReloadClasses(t *testing.T) {
 	copyTo(t, serverCert, certs.ServerCert)
 	copyTo(t, serverKey, certs.ServerKey)
 	conf := func(password, shutdown, format string) string {
-		return fmt.Sprintf(`backends = ["rediss://127.0.0.1:1"]
+		listen := "127.0.0.1:0"
+		if format == "json" {
+			listen = "127.0.0.1:1"
+		}
+		return fmt.Sprintf(`listen = %q
+backends = ["rediss://127.0.0.1:1"]
 backend_tls_ca_cert_file = %q
 tls_listen = "127.0.0.1:0"
 tls_cert_file = %q
@@ -59,7 +64,7 @@ tls_key_file = %q
 password = %q
 shutdown_timeout = %q
 log_format = %q
-`, ca, serverCert, serverKey, password, shutdown, format)
+`, listen, ca, serverCert, serverKey, password, shutdown, format)
 	}
 	path := writeConfig(t, conf("a", "10s", "text"))
 	var log strings.Builder
@@ -78,8 +83,8 @@ log_format = %q
 		}},
 		{"refused again", func() {}, []string{`keys=backend_tls_ca_cert_file`, `changed=none`}},
 		{"put back", func() { copyTo(t, ca, certs.CA) }, []string{`changed=none`}},
-		{"live keys and a restart key", func() { os.WriteFile(path, []byte(conf("b", "3s", "json")), 0o600) }, []string{
-			`level=WARN msg="reload: these keys change only with a restart; their running values are kept" keys=log_format`,
+		{"live keys and restart keys", func() { os.WriteFile(path, []byte(conf("b", "3s", "json")), 0o600) }, []string{
+			`level=WARN msg="reload: these keys change only with a restart; their running values are kept" keys=listen,log_format`,
 			`msg="configuration reloaded" changed=password,shutdown_timeout`,
 		}},
 		{"server certificate rotated in place", func() {
