@@ -162,3 +162,16 @@ func TestInfoForTenants(t *testing.T) {
 		t.Errorf("INFO for a user without a prefix lacks stats or backends:\n%s", r)
 	}
 }
+
+// TestInfoEmbedded: on embedded backends the backends section says so
+// after the quorum; otherwise it has no such line (TestInfoBackends).
+func TestInfoEmbedded(t *testing.T) {
+	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{{Addr: "127.0.0.1:1", State: quorum.StateUp}}}
+	s, err := New(locks, Config{Logger: slog.New(slog.DiscardHandler), Embedded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info(s, "backends"); !strings.HasPrefix(got, "# Backends\r\nbackends:1\r\nquorum:1\r\nbackends_embedded:1\r\nbackends_up:1\r\n") {
+		t.Fatalf("INFO backends on embedded backends:\n%q", got)
+	}
+}
