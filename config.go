@@ -42,6 +42,8 @@ var keys = []key{
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
 	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
 		list(func(s *settings, v []string) { s.quorum.Backends = v })},
+	{"backend_set_epoch", engine, "number of the backend set: every proxy running the same backends has the same; raise it by one with each change of backends",
+		integer(1, 1, math.MaxInt32, func(s *settings, v int) { s.quorum.BackendSetEpoch = v })},
 	{"backend_tls_ca_cert_file", engine, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
 		filename("", func(s *settings, v string) { s.backendCACertFile = v })},
 	{"backend_tls_cert_file", engine, "PEM client certificate for the rediss:// backends (mutual TLS)",

@@ -107,7 +107,7 @@ func TestInfoBackends(t *testing.T) {
 	}
 	got := info(s, "backends")
 	want := regexp.MustCompile(`^# Backends\r\n` +
-		`backends:3\r\nquorum:2\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\n` +
+		`backends:3\r\nquorum:2\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\n` +
 		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,replies=7,failures=0\r\n` +
 		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,replies=2,failures=5\r\n` +
 		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,replies=0,failures=9\r\n$`)
