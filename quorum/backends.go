@@ -22,10 +22,11 @@ const (
 	StateIdle                      // not dialled yet
 	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
 	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
+	StateClock                     // connected, but its clock runs at a rate beyond drift_factor (clock.go)
 	NumStates        = iota        // how many States there are
 )
 
-var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate"}
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "clock"}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -55,11 +56,12 @@ const (
 	KindQuarantined = "quarantined"
 	KindUnsupported = "unsupported" // lacks a command the scripts need
 	KindDuplicate   = "duplicate"   // the same server as another backend
+	KindClock       = "clock"       // its clock runs at a rate beyond drift_factor
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindClock, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
@@ -67,6 +69,7 @@ func failureKind(err error) string {
 		q *QuarantineError
 		u *UnsupportedError
 		d *DuplicateError
+		c *ClockError
 	)
 	switch {
 	case errors.As(err, &q):
@@ -75,6 +78,8 @@ func failureKind(err error) string {
 		return KindUnsupported
 	case errors.As(err, &d):
 		return KindDuplicate
+	case errors.As(err, &c):
+		return KindClock
 	case backend.IsTimeout(err):
 		return KindTimeout
 	case backend.IsRefused(err):
@@ -100,6 +105,9 @@ type BackendState struct {
 	State State
 	// QuarantineLeft is, for StateQuarantined, how long until it counts.
 	QuarantineLeft time.Duration
+	// ClockRate is the rate of its clock relative to the proxy's monotonic
+	// clock, as last measured (1: the same); NaN until measured.
+	ClockRate float64
 	// LastLatency is the latency of its last vote; LastError the kind of
 	// its last failure and when it happened.
 	LastLatency time.Duration
@@ -145,6 +153,7 @@ func (e *Engine) Backends() []BackendState {
 		st := BackendState{
 			Addr:        n.addr,
 			State:       stateOf(status),
+			ClockRate:   e.clocks.rate(i),
 			LastLatency: time.Duration(n.stats.lastLatency.Load()),
 			Replies:     n.stats.replies.Load(),
 			Failures:    make(map[string]uint64, len(failureKinds)),
@@ -163,6 +172,8 @@ func (e *Engine) Backends() []BackendState {
 		switch {
 		case st.State == StateUp && errors.As(n.quarantined(), &q):
 			st.State, st.QuarantineLeft = StateQuarantined, q.Left
+		case st.State == StateUp && e.clocks.err(i) != nil:
+			st.State = StateClock
 		case st.State == StateDown && errors.As(downErr, &u):
 			st.State = StateUnsupported
 		case st.State == StateDown && errors.As(downErr, &d):
@@ -178,7 +189,7 @@ type NodeStatus struct {
 	Addr    string
 	Latency time.Duration
 	// Err is nil when the backend answered PING and counts toward quorum;
-	// a *QuarantineError when it answered but does not count yet.
+	// a *QuarantineError or *ClockError when it answered but does not count.
 	Err error
 }
 

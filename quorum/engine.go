@@ -44,6 +44,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Observer, if set, hears of every backend vote (metrics).
 	Observer Observer
+
+	// clock is how the backends' clocks are sampled; tests shorten it.
+	// Default: defaultClockParams.
+	clock clockParams
 }
 
 const (
@@ -64,6 +68,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.clock.interval == 0 {
+		c.clock.interval = defaultClockParams.interval
+	}
+	if c.clock.window == 0 {
+		c.clock.window = defaultClockParams.window
 	}
 	return c
 }
@@ -102,6 +112,7 @@ type Engine struct {
 	quorum    int
 	rollbacks rollbacks
 	servers   servers
+	clocks    clocks         // each backend's clock rate (clock.go)
 	order     [64]sync.Mutex // fanout's send order, striped by key
 }
 
@@ -129,6 +140,7 @@ func New(cfg Config) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.clocks.start(e.nodes, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
 	return e, nil
 }
 
@@ -156,8 +168,10 @@ func (e *Engine) connectAll() error {
 	return nil
 }
 
-// Close closes every backend connection.
+// Close stops sampling the backends' clocks and closes every backend
+// connection.
 func (e *Engine) Close() error {
+	e.clocks.close()
 	// Concurrently: a backend being dialled holds its close for up to the
 	// backend timeout, and one should not add to another.
 	var (
