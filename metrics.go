@@ -35,8 +35,10 @@ var (
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
-		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, error.",
+		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, clock, error.",
 		[]string{"backend", "kind"}, nil)
+	descClockRate = prometheus.NewDesc("lockproxy_backend_clock_rate",
+		"Rate of the backend's clock (TIME) relative to the proxy's monotonic clock over the last 10 s: 1 is the same; NaN until measured.", []string{"backend"}, nil)
 )
 
 // metrics exports the proxy's and the engine's state to Prometheus. It is
@@ -114,7 +116,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.opDuration.Describe(ch)
 	m.voteDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
-		descQuorum, descUp, descQuarantined, descReplies, descFailures} {
+		descQuorum, descUp, descQuarantined, descReplies, descFailures, descClockRate} {
 		ch <- d
 	}
 }
@@ -145,6 +147,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range b.Failures {
 			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
 		}
+		ch <- prometheus.MustNewConstMetric(descClockRate, prometheus.GaugeValue, b.ClockRate, b.Addr)
 	}
 }
 
@@ -175,7 +178,7 @@ func (e reportingEngine) BackendInfo() []proxy.BackendInfo {
 		out[i] = proxy.BackendInfo{
 			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft,
 			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
-			Replies: b.Replies, Failures: failures,
+			Replies: b.Replies, Failures: failures, ClockRate: b.ClockRate,
 		}
 	}
 	return out
