@@ -356,6 +356,41 @@ func TestClockRateSlightlyFast(t *testing.T) {
 	}
 }
 
+// TestClockRateBack: a backend out for its clock that comes back as a
+// server with a right clock counts again once proved in bounds for
+// max_ttl, not before; each change is logged once.
+func TestClockRateBack(t *testing.T) {
+	var logged syncBuffer
+	c := newClockCluster(t, []float64{1.5, 0, 0}, Config{
+		DisableRestartQuarantine: true, // the clock alone keeps it out
+		MaxTTL:                   shortMaxTTL,
+		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
+	})
+	waitFor(t, func() bool { return c.engine.Backends()[0].State == StateClock })
+	c.servers[0].SetClockRate(0)
+	c.servers[0].Restart()
+	restarted := time.Now()
+	waitFor(t, func() bool {
+		// The sampling uses the connection there is; requests dial.
+		c.engine.Probe(t.Context())
+		return c.engine.Backends()[0].State == StateUp
+	})
+	if took := time.Since(restarted); took < shortMaxTTL {
+		t.Errorf("counted again %s after the restart; max_ttl is %s", took, shortMaxTTL)
+	}
+	if rate := c.engine.Backends()[0].ClockRate; math.Abs(rate-1) > 0.01 {
+		t.Errorf("rate %g after the restart, expected 1", rate)
+	}
+	c.servers[2].Kill()
+	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second); err != nil {
+		t.Fatalf("acquire with the backend back and one other: %v", err)
+	}
+	text := logged.String()
+	if strings.Count(text, "clock runs at a rate outside") != 1 || strings.Count(text, "count toward quorum again") != 1 {
+		t.Errorf("expected one line each way:\n%s", text)
+	}
+}
+
 // TestClockRateHazard shows why the check exists: a backend at 1.5 forgets
 // a lock after two thirds of its TTL. With the check off (as lockproxy was
 // before it) a second holder is granted the lock, on the fast backend and

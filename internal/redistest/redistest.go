@@ -89,7 +89,8 @@ type Options struct {
 	// ClockRate, when not 0, runs the server's clocks (gettimeofday and
 	// clock_gettime, which TIME, key expiry and uptime read) at that many
 	// times real speed from the moment it starts, through libfaketime: at
-	// 1.5 a key set with a TTL of 3 s is gone after 2 s. Restart keeps it.
+	// 1.5 a key set with a TTL of 3 s is gone after 2 s. Restart keeps it;
+	// SetClockRate changes it.
 	// Default: 0, the real clock.
 	ClockRate float64
 }
@@ -237,6 +238,23 @@ func (s *Server) Restart() {
 		}
 	}
 	s.t.Errorf("redistest: restart: %v", err)
+}
+
+// SetClockRate sets the rate of the server's clocks, as Options.ClockRate
+// does (0: the real clock), from its next Restart on. It reports a missing
+// libfaketime with t.Errorf and leaves the rate as it was.
+func (s *Server) SetClockRate(rate float64) {
+	var env []string
+	if rate != 0 {
+		var err error
+		if env, err = fakeClock(rate); err != nil {
+			s.t.Errorf("redistest: %v", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	s.env = env
+	s.mu.Unlock()
 }
 
 // Running reports whether the server process is alive, paused or not. It
