@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -23,86 +24,106 @@ import (
 
 // keys is every configuration key, in the order of config.example.toml and
 // of the README's table, which tests hold to it. A row is the key's name in
-// TOML (its flag is the same with dashes), its help, and its type with the
-// default, the bounds and where the value goes. Checks that need several
-// keys at once are in resolve.
+// TOML (its flag is the same with dashes), what a reload does with it, its
+// help, and its type with the default, the bounds and where the value goes.
+// Checks that need several keys at once are in resolve.
 var keys = []key{
-	{"listen", "address to serve RESP on",
+	{"listen", restart, "address to serve RESP on",
 		text("127.0.0.1:7379", func(s *settings, v string) { s.listen = v })},
-	{"tls_listen", "address to serve RESP over TLS on; empty: no TLS",
+	{"tls_listen", restart, "address to serve RESP over TLS on; empty: no TLS",
 		text("", func(s *settings, v string) { s.tlsListen = v })},
-	{"tls_cert_file", "PEM certificate (chain) of the TLS listener",
-		text("", func(s *settings, v string) { s.tlsCertFile = v })},
-	{"tls_key_file", "PEM private key of the TLS listener",
-		text("", func(s *settings, v string) { s.tlsKeyFile = v })},
-	{"tls_ca_cert_file", "PEM CAs that sign client certificates; set: clients must present one (mutual TLS)",
-		text("", func(s *settings, v string) { s.tlsCACertFile = v })},
-	{"tls_min_version", "oldest TLS version accepted",
+	{"tls_cert_file", live, "PEM certificate (chain) of the TLS listener",
+		filename("", func(s *settings, v string) { s.tlsCertFile = v })},
+	{"tls_key_file", live, "PEM private key of the TLS listener",
+		filename("", func(s *settings, v string) { s.tlsKeyFile = v })},
+	{"tls_ca_cert_file", live, "PEM CAs that sign client certificates; set: clients must present one (mutual TLS)",
+		filename("", func(s *settings, v string) { s.tlsCACertFile = v })},
+	{"tls_min_version", live, "oldest TLS version accepted",
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
-	{"backends", "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
-		list(func(s *settings, v []string) {
-			if len(v) > 0 { // else embedded, and quorum.Backends is set by run
-				s.quorum.Backends = v
-			}
-		})},
-	{"backend_tls_ca_cert_file", "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
-		text("", func(s *settings, v string) { s.backendCACertFile = v })},
-	{"backend_tls_cert_file", "PEM client certificate for the rediss:// backends (mutual TLS)",
-		text("", func(s *settings, v string) { s.backendCertFile = v })},
-	{"backend_tls_key_file", "PEM private key of backend-tls-cert-file",
-		text("", func(s *settings, v string) { s.backendKeyFile = v })},
-	{"backend_tls_server_name", "name the rediss:// backends' certificates must hold; empty: each one's host",
+	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
+		list(func(s *settings, v []string) { s.quorum.Backends = v })},
+	{"backend_tls_ca_cert_file", engine, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
+		filename("", func(s *settings, v string) { s.backendCACertFile = v })},
+	{"backend_tls_cert_file", engine, "PEM client certificate for the rediss:// backends (mutual TLS)",
+		filename("", func(s *settings, v string) { s.backendCertFile = v })},
+	{"backend_tls_key_file", engine, "PEM private key of backend-tls-cert-file",
+		filename("", func(s *settings, v string) { s.backendKeyFile = v })},
+	{"backend_tls_server_name", engine, "name the rediss:// backends' certificates must hold; empty: each one's host",
 		text("", func(s *settings, v string) { s.backendServerName = v })},
-	{"metrics", "address for /metrics, /healthz and /readyz; empty disables",
+	{"metrics", restart, "address for /metrics, /healthz and /readyz; empty disables",
 		text("", func(s *settings, v string) { s.metrics = v })},
-	{"pprof", "also serve Go's /debug/pprof/ profiles on the metrics address",
+	{"pprof", restart, "also serve Go's /debug/pprof/ profiles on the metrics address",
 		boolean(false, func(s *settings, v bool) { s.pprof = v })},
-	{"backend_timeout", "timeout of each backend request",
+	{"backend_timeout", engine, "timeout of each backend request",
 		duration("50ms", func(s *settings, v time.Duration) { s.quorum.NodeTimeout = v })},
 	// The engine's bound, which quorum.New checks again: see its validate.
-	{"drift_factor", "clock drift allowance as a share of the TTL",
+	{"drift_factor", engine, "clock drift allowance as a share of the TTL",
 		ratio(0.01, 0, 0.5, func(s *settings, v float64) { s.quorum.DriftFactor = v })},
-	{"max_ttl", "longest lock TTL accepted; also the restart quarantine",
+	{"max_ttl", engine, "longest lock TTL accepted; also the restart quarantine",
 		duration("60s", func(s *settings, v time.Duration) { s.quorum.MaxTTL = v })},
-	{"restart_quarantine", "ignore a restarted backend for max-ttl (turn off only with appendfsync always)",
+	{"restart_quarantine", engine, "ignore a restarted backend for max-ttl (turn off only with appendfsync always)",
 		boolean(true, func(s *settings, v bool) { s.quorum.DisableRestartQuarantine = !v })},
-	{"max_request_bytes", "largest request accepted",
+	{"max_request_bytes", live, "largest request accepted",
 		integer(1<<20, 1024, proxy.MaxRequestBytesLimit, func(s *settings, v int) { s.proxy.MaxRequestBytes = v })},
-	{"password", "password clients must AUTH with; empty: none",
+	{"password", live, "password clients must AUTH with; empty: none",
 		text("", func(s *settings, v string) { s.proxy.Password = v })},
-	{"users", "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more",
+	{"password_file", live, "file holding password (a final newline is dropped), read again on reload; set one of the two",
+		filename("", func(s *settings, v string) { s.passwordFile = v })},
+	{"users", live, "a user, name:sha256:HEX[:key-prefix] or name:bcrypt:HASH[:key-prefix]; repeat for more",
 		users(func(s *settings, v []user) {
 			s.proxy.Users = make([]proxy.User, len(v))
 			for i, u := range v {
 				s.proxy.Users[i] = proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
 			}
 		})},
-	{"max_clients", "most client connections open at once",
+	{"users_file", live, "file of more users, one a line as -users takes them (# starts a comment), read again on reload",
+		filename("", func(s *settings, v string) { s.usersFile = v })},
+	{"max_clients", live, "most client connections open at once",
 		integer(10000, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxClients = v })},
-	{"idle_timeout", "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",
+	{"idle_timeout", live, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",
 		durationOrNever("0s", func(s *settings, v time.Duration) { s.proxy.IdleTimeout = v })},
-	{"client_write_timeout", "close a client connection that has taken none of its replies for this long (it stopped reading); or idle-timeout, when shorter",
+	{"client_write_timeout", live, "close a client connection that has taken none of its replies for this long (it stopped reading); or idle-timeout, when shorter",
 		duration("10s", func(s *settings, v time.Duration) { s.proxy.WriteTimeout = v })},
-	{"max_key_bytes", "longest key accepted",
+	{"max_key_bytes", live, "longest key accepted",
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxKeyBytes = v })},
-	{"max_token_bytes", "longest lock token accepted",
+	{"max_token_bytes", live, "longest lock token accepted",
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxTokenBytes = v })},
-	{"shutdown_timeout", "how long commands in flight may finish on SIGTERM",
+	{"shutdown_timeout", live, "how long commands in flight may finish on SIGTERM",
 		duration("10s", func(s *settings, v time.Duration) { s.shutdownTimeout = v })},
-	{"log_format", "format of the logs on standard error",
+	{"log_format", restart, "format of the logs on standard error",
 		choice("text", []string{"text", "json"}, func(s *settings, v string) { s.logFormat = v })},
-	{"log_level", "least severe level logged",
+	{"log_level", live, "least severe level logged",
 		level("info", func(s *settings, v slog.Level) { s.logLevel = v })},
 }
 
 // key is a row of keys.
 type key struct {
-	name  string
-	help  string
-	value func() value // a new value holding the default
+	name   string
+	reload onReload // what SIGHUP does when its value changed
+	help   string
+	value  func() value // a new value holding the default
 }
 
+// onReload is what a reload (SIGHUP) does with a key whose value, or the
+// content of the file it names, changed.
+type onReload int
+
+const (
+	// live keys are applied: to the connections accepted from then on, and
+	// to every AUTH (users), without closing any connection.
+	live onReload = iota
+	// restart keys are refused, and their running values kept until a
+	// restart: lockproxy does not reopen listeners or its log handler.
+	restart
+	// engine keys are handed to changeEngine, which refuses them for now:
+	// the running engine and its backends are kept.
+	engine
+)
+
 func (k key) flag() string { return strings.ReplaceAll(k.name, "_", "-") }
+
+// env is the key's environment variable: max_ttl is LOCKPROXY_MAX_TTL.
+func (k key) env() string { return "LOCKPROXY_" + strings.ToUpper(k.name) }
 
 // config is what main wires together.
 type config struct {
@@ -111,27 +132,36 @@ type config struct {
 	tls             *tls.Config // of the TLS listener, when tlsListen is set
 	metrics         string
 	pprof           bool // serve /debug/pprof/ next to /metrics
-	embedded        bool // no backends configured: run on in-memory ones
+	embedded        bool // neither a file nor backends given: run on in-memory ones
 	shutdownTimeout time.Duration
-	logger          *slog.Logger
+	logFormat       string
+	logLevel        slog.Level
 	quorum          quorum.Config
 	proxy           proxy.Config
+	// fingerprints are what a reload compares to tell which keys changed,
+	// by key: see fingerprints.
+	fingerprints map[string][sha256.Size]byte
 }
 
 // settings is what the keys write to: the config, and what only several
-// keys together make part of it (TLS, the logger).
+// keys together make part of it (TLS).
 type settings struct {
 	config
 	tlsCertFile, tlsKeyFile, tlsCACertFile                                string
 	tlsMinVersion                                                         uint16
 	backendCACertFile, backendCertFile, backendKeyFile, backendServerName string
-	logFormat                                                             string
-	logLevel                                                              slog.Level
+	passwordFile, usersFile                                               string
+	// configured is whether a configuration file was read or the backends
+	// were given: the embedded backends are then never a fallback.
+	configured bool
 }
 
-// loadConfig reads the TOML file named by -config, if any, then lets every
-// flag that was set override its key. Every error names the key.
-func loadConfig(args []string, stderr io.Writer) (*config, error) {
+// loadConfig reads the TOML file named by -config, if any, lets every
+// environment variable that env finds (LOCKPROXY_MAX_TTL) override its key,
+// and every flag that was set override both. Every error names the key. It
+// only reads: it logs nothing, and stderr hears only of the flags (-help,
+// a flag that does not parse), so that a reload may call it again.
+func loadConfig(args []string, env func(string) (string, bool), stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "TOML configuration file (see config.example.toml)")
@@ -147,30 +177,81 @@ func loadConfig(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	flagged := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
+	// given names where each key's value comes from when not the file:
+	// the file's value of such a key is only checked.
+	given := map[string]string{}
+	for i, k := range keys {
+		if flagged[k.flag()] {
+			given[k.name] = "-" + k.flag()
+			continue
+		}
+		if v, ok := env(k.env()); ok {
+			given[k.name] = k.env()
+			if err := setFromEnv(values[i], v); err != nil {
+				return nil, fmt.Errorf("%s (%s): %w", k.name, k.env(), err)
+			}
+		}
+	}
 	if *path != "" {
-		flagged := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
-		if err := readFile(*path, values, flagged); err != nil {
+		if err := readFile(*path, values, given); err != nil {
 			return nil, fmt.Errorf("%s: %w", *path, err)
 		}
 	}
-	s := &settings{}
+	_, backends := given["backends"]
+	s := &settings{configured: *path != "" || backends}
 	for i, k := range keys {
 		if err := values[i].apply(s); err != nil {
+			if src := given[k.name]; strings.HasPrefix(src, "LOCKPROXY_") {
+				return nil, fmt.Errorf("%s (%s): %w", k.name, src, err)
+			}
 			return nil, fmt.Errorf("%s: %w", k.name, err)
 		}
 	}
-	return s.resolve(stderr)
+	// Before resolve reads the files: one that changes in between then
+	// counts as changed at the next reload, rather than never.
+	s.fingerprints = fingerprints(values)
+	return s.resolve()
 }
 
-// readFile decodes the TOML file at path into values, but for the keys whose
-// flag was given: those go to a value that is dropped, so that the file is
-// held to the keys' types even where a flag overrides it.
-func readFile(path string, values []value, flagged map[string]bool) error {
+// fingerprints hashes each key's value and the content of the file it
+// names, if any: a certificate rotated in place counts as changed, and no
+// secret is kept in clear beyond the configuration itself.
+func fingerprints(values []value) map[string][sha256.Size]byte {
+	fp := make(map[string][sha256.Size]byte, len(keys))
+	for i, k := range keys {
+		fp[k.name] = sha256.Sum256([]byte(values[i].fingerprint()))
+	}
+	return fp
+}
+
+// setFromEnv sets v from an environment variable, which holds what the
+// flag takes; for users, one user a line, as the flag takes one at a time.
+func setFromEnv(v value, text string) error {
+	u, ok := v.(*usersValue)
+	if !ok {
+		return v.Set(text)
+	}
+	for line := range strings.SplitSeq(text, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			if err := u.Set(line); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readFile decodes the TOML file at path into values, but for the keys
+// given otherwise (a flag, the environment): those go to a value that is
+// dropped, so that the file is held to the keys' types even where it is
+// overridden.
+func readFile(path string, values []value, given map[string]string) error {
 	var file map[string]toml.Primitive
 	md, err := toml.DecodeFile(path, &file)
 	if err != nil {
-		return err
+		return redactParseError(err)
 	}
 	for i, k := range keys {
 		p, ok := file[k.name]
@@ -178,7 +259,7 @@ func readFile(path string, values []value, flagged map[string]bool) error {
 			continue
 		}
 		v := values[i]
-		if flagged[k.flag()] {
+		if _, ok := given[k.name]; ok {
 			v = k.value()
 		}
 		if err := v.decode(&md, p); err != nil {
@@ -199,12 +280,30 @@ func readFile(path string, values []value, flagged map[string]bool) error {
 	return nil
 }
 
+// redactParseError keeps a TOML syntax error's line and key but drops its
+// message when the key may hold a secret (a password, a hash, a backend
+// URL's credentials): the message quotes the text the parser stumbled on,
+// and the error is printed at start and logged on reload.
+func redactParseError(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch name, _, _ := strings.Cut(pe.LastKey, "."); name {
+	case "password", "users", "backends":
+		return fmt.Errorf("toml: line %d (last key %q): syntax error (not shown: the value may hold a secret)", pe.Position.Line, pe.LastKey)
+	}
+	return err
+}
+
 // usage is -help: every key with its type, bounds and default.
 func usage(w io.Writer, values []value) {
 	fmt.Fprint(w, `Usage: lockproxy [-config lockproxy.toml] [-flag value ...]
 
 Every key of the configuration file is also a flag, its name with dashes
-(max_ttl: -max-ttl); a flag overrides the file.
+(max_ttl: -max-ttl), and an environment variable, LOCKPROXY_ and its name
+in capitals (LOCKPROXY_MAX_TTL), which takes what the flag takes (users:
+one a line). A flag overrides the environment, which overrides the file.
 
   -config path
     	TOML configuration file (see config.example.toml)
@@ -228,6 +327,9 @@ type value interface {
 	apply(s *settings) error
 	// kind is the value's type and bounds, for -help.
 	kind() string
+	// fingerprint is the whole value, and the content of the file it
+	// names, for telling whether a reload changed it.
+	fingerprint() string
 }
 
 // cell is a value of type T, which is the type of the TOML value.
@@ -266,6 +368,18 @@ func (c *cell[T]) apply(s *settings) error { return c.to(s, c.v) }
 
 func (c *cell[T]) kind() string { return c.typ }
 
+func (c *cell[T]) fingerprint() string {
+	v := c.String()
+	if c.typ == "path" && v != "" {
+		content, err := os.ReadFile(v)
+		if err != nil {
+			return v + "\x00" + err.Error()
+		}
+		return v + "\x00" + string(content)
+	}
+	return v
+}
+
 func parseText(s string) (string, error) { return s, nil }
 func showText(s string) string           { return s }
 
@@ -280,6 +394,15 @@ func numError(err error) error {
 		return errRange
 	}
 	return errParse
+}
+
+// filename is a string key that names a file: a reload compares the file's
+// content as well as its name.
+func filename(def string, set func(*settings, string)) func() value {
+	return newCell("path", def, parseText, showText, func(s *settings, v string) error {
+		set(s, v)
+		return nil
+	})
 }
 
 // text is a string key that takes any value.
@@ -479,6 +602,8 @@ func (u *usersValue) apply(s *settings) error {
 
 func (u *usersValue) kind() string { return "user (repeated)" }
 
+func (u *usersValue) fingerprint() string { return fmt.Sprintf("%q %q", u.file, u.flags) }
+
 // parseUser reads the flag form of a user: name:sha256:HEX[:prefix] or
 // name:bcrypt:HASH[:prefix]. The prefix is the rest, colons included.
 // Errors name no part of the hash.
@@ -497,7 +622,8 @@ func parseUser(spec string) (user, error) {
 	case "bcrypt":
 		u.PasswordBcrypt = parts[2]
 	default:
-		return user{}, fmt.Errorf("user %q: hash kind %q is not sha256 or bcrypt", u.Name, parts[1])
+		// Not quoted: a hash or a password put in its place would be.
+		return user{}, fmt.Errorf("user %q: the hash kind (second field) is not sha256 or bcrypt", u.Name)
 	}
 	return u, nil
 }
@@ -510,13 +636,23 @@ func orList(values []string) string {
 	return strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
 }
 
+// errNoBackends refuses an empty backend list that was given: a file or
+// flag meant for real backends that names none is a mistake (a copied
+// config.example.toml, -backends "$UNSET"), and falling back to in-memory
+// backends would serve locks that no other proxy shares and that die with
+// this process.
+var errNoBackends = errors.New("backends: empty: list the Redis masters (redis://host:port,...); run lockproxy with no configuration at all to try it on embedded in-memory backends")
+
 // resolve checks what takes several keys, and builds what several keys make.
-func (s *settings) resolve(stderr io.Writer) (*config, error) {
+func (s *settings) resolve() (*config, error) {
 	switch {
 	case s.listen == "" && s.tlsListen == "":
 		return nil, errors.New("listen: empty, and so is tls_listen: nothing to serve on")
 	case s.pprof && s.metrics == "":
 		return nil, errors.New("pprof: needs a metrics address to serve on")
+	}
+	if err := s.readSecrets(); err != nil {
+		return nil, err
 	}
 	if err := proxy.CheckUsers(s.proxy.Password, s.proxy.Users); err != nil {
 		return nil, err // names the key: users
@@ -528,14 +664,74 @@ func (s *settings) resolve(stderr io.Writer) (*config, error) {
 	if s.quorum.TLSConfig, err = s.backendTLS(); err != nil {
 		return nil, err
 	}
-	s.logger = newLogger(stderr, s.logFormat, s.logLevel)
-	s.quorum.Logger, s.proxy.Logger = s.logger, s.logger
-	s.embedded = len(s.quorum.Backends) == 0
-	if n := len(s.quorum.Backends); n > 0 && n%2 == 0 {
-		s.logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
-			"backends", n, "quorum", n/2+1)
+	switch {
+	case len(s.quorum.Backends) > 0:
+	case s.configured:
+		return nil, errNoBackends
+	default:
+		s.embedded = true
 	}
 	return &s.config, nil
+}
+
+// readSecrets reads password_file and users_file, which keep secrets off
+// command lines and out of the configuration file (a Kubernetes secret
+// mounted as a file, say). Errors name the key and the file, never a line's
+// content.
+func (s *settings) readSecrets() error {
+	if s.passwordFile != "" {
+		if s.proxy.Password != "" {
+			return errors.New("password, password_file: both set; set one")
+		}
+		b, err := os.ReadFile(s.passwordFile)
+		if err != nil {
+			return fmt.Errorf("password_file: %w", err)
+		}
+		// What echo and editors add is not part of the password.
+		pass := strings.TrimRight(string(b), "\r\n")
+		switch {
+		case pass == "":
+			// Not "no password": an empty file is a mistake, and taking it
+			// for no password would open the proxy to everyone.
+			return fmt.Errorf("password_file: %s is empty", s.passwordFile)
+		case strings.ContainsAny(pass, "\r\n"):
+			return fmt.Errorf("password_file: %s has more than one line", s.passwordFile)
+		}
+		s.proxy.Password = pass
+	}
+	if s.usersFile != "" {
+		b, err := os.ReadFile(s.usersFile)
+		if err != nil {
+			return fmt.Errorf("users_file: %w", err)
+		}
+		n := 0
+		for i, line := range strings.Split(string(b), "\n") {
+			if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			u, err := parseUser(line)
+			if err != nil {
+				return fmt.Errorf("users_file: %s line %d: %w", s.usersFile, i+1, err)
+			}
+			pu := proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
+			// Checked alone here, so that a bad hash is named by its line;
+			// the users together (names, prefixes) are checked in resolve.
+			if err := proxy.CheckUsers("", []proxy.User{pu}); err != nil {
+				if inner := errors.Unwrap(err); inner != nil {
+					err = inner // without the "users: entry 1" of a list of one
+				}
+				return fmt.Errorf("users_file: %s line %d: user %q: %w", s.usersFile, i+1, u.Name, err)
+			}
+			s.proxy.Users = append(s.proxy.Users, pu)
+			n++
+		}
+		if n == 0 {
+			// As for password_file: a file emptied by mistake must not turn
+			// authentication off.
+			return fmt.Errorf("users_file: no user in %s", s.usersFile)
+		}
+	}
+	return nil
 }
 
 // tlsVersions are the values of tls_min_version.
@@ -614,8 +810,9 @@ func loadCAs(key, path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// newLogger writes to w in format, "text" or "json", as log_format allows.
-func newLogger(w io.Writer, format string, level slog.Level) *slog.Logger {
+// newLogger writes to w in format, "text" or "json", as log_format allows,
+// at level, which a reload may change.
+func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,17 +31,19 @@ import (
 // TestConfigExample keeps config.example.toml true: it parses, and every
 // value it shows is the default.
 func TestConfigExample(t *testing.T) {
-	fromFile, err := loadConfig([]string{"-config", "config.example.toml"}, io.Discard)
+	// Left unedited, it lists no backends, which a file must.
+	if _, err := loadConfig([]string{"-config", "config.example.toml"}, noEnv, io.Discard); err != errNoBackends {
+		t.Fatalf("config.example.toml unedited: want %q, got %v", errNoBackends, err)
+	}
+	backends := []string{"-backends", "redis://a:1,redis://b:2,redis://c:3"}
+	fromFile, err := loadConfig(append([]string{"-config", "config.example.toml"}, backends...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatalf("config.example.toml: %v", err)
 	}
-	defaults, err := loadConfig(nil, io.Discard)
+	defaults, err := loadConfig(backends, noEnv, io.Discard)
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	fromFile.logger, defaults.logger = nil, nil
-	fromFile.quorum.Logger, defaults.quorum.Logger = nil, nil
-	fromFile.proxy.Logger, defaults.proxy.Logger = nil, nil
 	if !reflect.DeepEqual(fromFile, defaults) {
 		t.Fatalf("config.example.toml differs from the defaults:\nfile:     %+v\ndefaults: %+v", fromFile, defaults)
 	}
@@ -51,11 +55,15 @@ func TestConfigExample(t *testing.T) {
 			continue
 		}
 		flagName := strings.ReplaceAll(key, "_", "-")
-		if _, err := loadConfig([]string{"-" + flagName + "=" + exampleValue(flagName)}, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
+		if _, err := loadConfig([]string{"-" + flagName + "=" + exampleValue(flagName)}, noEnv, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
 			t.Errorf("key %s has no flag -%s", key, flagName)
 		}
 	}
 }
+
+// noEnv is an environment without variables, so that tests do not depend
+// on the one they run in.
+func noEnv(string) (string, bool) { return "", false }
 
 func exampleValue(flag string) string {
 	switch flag {
@@ -84,7 +92,7 @@ max_ttl = "30s"
 restart_quarantine = true
 `)
 	c, err := loadConfig([]string{"-config", path, "-listen", "127.0.0.1:2", "-max-ttl", "10s",
-		"-restart-quarantine=false", "-drift-factor", "0.05", "-max-request-bytes", "4096"}, io.Discard)
+		"-restart-quarantine=false", "-drift-factor", "0.05", "-max-request-bytes", "4096"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +110,48 @@ restart_quarantine = true
 			t.Errorf("%s: expected %v, got %v", name, exp, got)
 		}
 	}
-	c, err = loadConfig([]string{"-backends", "redis://a:1, redis://b:2,redis://c:3"}, io.Discard)
+	c, err = loadConfig([]string{"-backends", "redis://a:1, redis://b:2,redis://c:3"}, noEnv, io.Discard)
 	if err != nil || len(c.quorum.Backends) != 3 || c.quorum.Backends[1] != "redis://b:2" {
 		t.Fatalf("-backends list: %v, %v", c, err)
+	}
+}
+
+// TestConfigEmbedded: the embedded backends are for lockproxy run with
+// neither a configuration file nor backends; a file or a -backends flag
+// that lists none is refused, whatever else is set.
+func TestConfigEmbedded(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		file     string // "": no -config
+		args     []string
+		embedded bool // else errNoBackends
+	}{
+		{"nothing", "", nil, true},
+		{"other flags only", "", []string{"-listen", "127.0.0.1:0", "-max-ttl", "10s"}, true},
+		{"empty -backends", "", []string{"-backends", ""}, false},
+		{"blank -backends", "", []string{"-backends", " , "}, false},
+		{"file without backends", `max_ttl = "10s"`, nil, false},
+		{"empty file", " ", nil, false},
+		{"file with an empty list", `backends = []`, nil, false},
+		{"file's list emptied by the flag", `backends = ["redis://a:1"]`, []string{"-backends", ""}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append([]string{"-config", writeConfig(t, tc.file)}, args...)
+			}
+			c, err := loadConfig(args, noEnv, io.Discard)
+			switch {
+			case tc.embedded && (err != nil || !c.embedded):
+				t.Fatalf("want embedded backends, got %v", err)
+			case !tc.embedded && err != errNoBackends:
+				t.Fatalf("want %q, got %v", errNoBackends, err)
+			}
+		})
+	}
+	c, err := loadConfig([]string{"-config", writeConfig(t, `backends = ["redis://a:1"]`)}, noEnv, io.Discard)
+	if err != nil || c.embedded || len(c.quorum.Backends) != 1 {
+		t.Fatalf("a file with a backend: %v", err)
 	}
 }
 
@@ -141,7 +188,7 @@ func TestConfigRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-config", writeConfig(t, tc.file)}, tc.args...)
-			_, err := loadConfig(args, io.Discard)
+			_, err := loadConfig(args, noEnv, io.Discard)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -152,9 +199,141 @@ func TestConfigRejects(t *testing.T) {
 	}
 }
 
+// TestConfigEnv: every key is also LOCKPROXY_<KEY>, which takes what the
+// flag takes; a flag overrides it and it overrides the file, whose value is
+// still held to the key's type.
+func TestConfigEnv(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	vars := map[string]string{
+		"LOCKPROXY_BACKENDS":           "redis://a:1, redis://b:2,redis://c:3",
+		"LOCKPROXY_MAX_TTL":            "20s",
+		"LOCKPROXY_PASSWORD":           "from-env",
+		"LOCKPROXY_RESTART_QUARANTINE": "false",
+		"LOCKPROXY_USERS":              "x:sha256:" + hash + ":t:\n\n  y:sha256:" + hash + "  \n",
+		"LOCKPROXY_SERVICE_HOST":       "10.0.0.1", // Kubernetes's, not a key: ignored
+	}
+	env := func(name string) (string, bool) { v, ok := vars[name]; return v, ok }
+	path := writeConfig(t, `
+backends = ["redis://file:1"]
+max_ttl = "30s"
+backend_timeout = "80ms"
+password = "from-file"
+`)
+	c, err := loadConfig([]string{"-config", path, "-max-ttl", "10s"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pair := range map[string][2]any{
+		"backends (env)":           {"redis://a:1 redis://b:2 redis://c:3", strings.Join(c.quorum.Backends, " ")},
+		"max_ttl (flag)":           {10 * time.Second, c.quorum.MaxTTL},
+		"backend_timeout (file)":   {80 * time.Millisecond, c.quorum.NodeTimeout},
+		"password (env)":           {"from-env", c.proxy.Password},
+		"restart_quarantine (env)": {true, c.quorum.DisableRestartQuarantine},
+		"users (env)":              {"x t: y ", fmt.Sprintf("%s %s %s %s", c.proxy.Users[0].Name, c.proxy.Users[0].KeyPrefix, c.proxy.Users[1].Name, c.proxy.Users[1].KeyPrefix)},
+	} {
+		if exp, got := pair[0], pair[1]; exp != got {
+			t.Errorf("%s: want %v, got %v", name, exp, got)
+		}
+	}
+
+	for _, tc := range []struct {
+		name, file string
+		vars       map[string]string
+		want       string
+	}{
+		{"bad value", "", map[string]string{"LOCKPROXY_MAX_CLIENTS": "many"}, "max_clients (LOCKPROXY_MAX_CLIENTS): parse error"},
+		{"out of bounds", "", map[string]string{"LOCKPROXY_MAX_TTL": "-1s"}, `max_ttl (LOCKPROXY_MAX_TTL): "-1s" is not a positive duration`},
+		{"bad user", "", map[string]string{"LOCKPROXY_USERS": "a"}, "users (LOCKPROXY_USERS): entry 1"},
+		{"overridden file value checked", `backends = ["redis://a:1"]` + "\nmax_clients = \"many\"", map[string]string{"LOCKPROXY_MAX_CLIENTS": "3"}, "max_clients"},
+		{"empty backends", "", map[string]string{"LOCKPROXY_BACKENDS": ""}, errNoBackends.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{}
+			if tc.file != "" {
+				args = []string{"-config", writeConfig(t, tc.file)}
+			}
+			_, err := loadConfig(args, func(name string) (string, bool) { v, ok := tc.vars[name]; return v, ok }, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want an error containing %q, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestConfigSecretFiles: password_file and users_file, and what they refuse.
+// No error quotes a file's content.
+func TestConfigSecretFiles(t *testing.T) {
+	hash := sha256Hex("pw")
+	secret := func(body string) string { return writeConfig(t, body) }
+	users := secret("# ops\n\nx:sha256:" + hash + ":t:\r\n  y:bcrypt:$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy\n")
+	file := writeConfig(t, `backends = ["redis://a:1"]
+[[users]]
+name = "w"
+password_sha256 = "`+hash+`"
+`)
+	c, err := loadConfig([]string{"-config", file, "-password-file", secret("s3cret\n"), "-users-file", users}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exp, got := "s3cret", c.proxy.Password; exp != got {
+		t.Errorf("password from the file: want %q, got %q", exp, got)
+	}
+	var names []string
+	for _, u := range c.proxy.Users {
+		names = append(names, u.Name+"/"+u.KeyPrefix)
+	}
+	if exp, got := "w/ x/t: y/", strings.Join(names, " "); exp != got {
+		t.Errorf("users: want %s, got %s", exp, got)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"both passwords", []string{"-password", "p", "-password-file", secret("q")}, "password, password_file: both set"},
+		{"empty password file", []string{"-password-file", secret("\n")}, "password_file: "},
+		{"two-line password file", []string{"-password-file", secret("hunter2\nhunter3\n")}, "has more than one line"},
+		{"missing password file", []string{"-password-file", "/nonexistent/pw"}, "password_file: open /nonexistent/pw"},
+		{"users file without users", []string{"-users-file", secret("# nobody\n\n")}, "users_file: no user in"},
+		{"bad hash", []string{"-users-file", secret("a:sha256:" + hash + "\nb:sha256:hunter2\n")}, `line 2: user "b": the SHA-256 password hash is not 64 hex digits`},
+		{"bad kind", []string{"-users-file", secret("a:hunter2:x\n")}, "line 1: user \"a\": the hash kind"},
+		{"no kind", []string{"-users-file", secret("hunter2\n")}, "line 1: not name:sha256"},
+		{"a name twice", []string{"-users", "a:sha256:" + hash, "-users-file", secret("a:sha256:" + hash)}, `users: user "a" is configured twice`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(tc.args, noEnv, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter") {
+				t.Fatalf("want an error containing %q and no secret, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// TestConfigSyntaxErrorHidesSecrets: a syntax error in the value of a key
+// that may hold a secret names the line and the key, never the text.
+func TestConfigSyntaxErrorHidesSecrets(t *testing.T) {
+	for _, tc := range []struct{ file, key string }{
+		{"password = hunter2\n", "password"},
+		{"backends = [\"redis://u:hunter2@a:1\" \"b\"]\n", "backends"},
+		{"[[users]]\nname = \"a\"\npassword_sha256 = hunter2\n", "users.password_sha256"},
+	} {
+		_, err := loadConfig([]string{"-config", writeConfig(t, tc.file)}, noEnv, io.Discard)
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), fmt.Sprintf("(last key %q)", tc.key)) {
+			t.Errorf("%q: %v", tc.file, err)
+		}
+	}
+	// Other keys' errors keep the parser's words.
+	if _, err := loadConfig([]string{"-config", writeConfig(t, "max_ttl = forever\n")}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "forever") {
+		t.Errorf("max_ttl = forever: %v", err)
+	}
+}
+
 func TestConfigUsers(t *testing.T) {
 	hash := strings.Repeat("ab", 32)
 	path := writeConfig(t, `
+backends = ["redis://a:1"]
+
 [[users]]
 name = "app1"
 password_sha256 = "`+hash+`"
@@ -164,7 +343,7 @@ key_prefix = "app1:"
 name = "app2"
 password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 `)
-	c, err := loadConfig([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3", "-client-write-timeout", "2s"}, io.Discard)
+	c, err := loadConfig([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3", "-client-write-timeout", "2s"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +354,7 @@ password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 		t.Fatalf("limits: idle %s, clients %d, write %s", c.proxy.IdleTimeout, c.proxy.MaxClients, c.proxy.WriteTimeout)
 	}
 	// The flag, repeated, replaces the file's users; a prefix may hold colons.
-	c, err = loadConfig([]string{"-config", path, "-users", "x:sha256:" + hash + ":t:1:", "-users", "y:sha256:" + hash}, io.Discard)
+	c, err = loadConfig([]string{"-config", path, "-users", "x:sha256:" + hash + ":t:1:", "-users", "y:sha256:" + hash}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +366,7 @@ password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 func TestConfigTLS(t *testing.T) {
 	certs := testcerts.New(t)
 	c, err := loadConfig([]string{"-listen", "", "-tls-listen", "127.0.0.1:0", "-tls-cert-file", certs.ServerCert,
-		"-tls-key-file", certs.ServerKey, "-tls-ca-cert-file", certs.CA, "-tls-min-version", "1.3"}, io.Discard)
+		"-tls-key-file", certs.ServerKey, "-tls-ca-cert-file", certs.CA, "-tls-min-version", "1.3"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +378,7 @@ func TestConfigTLS(t *testing.T) {
 		t.Fatal("backend TLS settings without backend_tls_ keys")
 	}
 	c, err = loadConfig([]string{"-backends", "rediss://a:1,rediss://b:2,rediss://c:3", "-backend-tls-ca-cert-file", certs.CA,
-		"-backend-tls-cert-file", certs.ClientCert, "-backend-tls-key-file", certs.ClientKey, "-backend-tls-server-name", "redis.internal"}, io.Discard)
+		"-backend-tls-cert-file", certs.ClientCert, "-backend-tls-key-file", certs.ClientKey, "-backend-tls-server-name", "redis.internal"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +408,7 @@ func TestConfigRejectsTLS(t *testing.T) {
 		{"backend CA missing", []string{"-backends", "rediss://a:1", "-backend-tls-ca-cert-file", "/nonexistent.pem"}, "backend_tls_ca_cert_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadConfig(tc.args, io.Discard)
+			_, err := loadConfig(tc.args, noEnv, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.key) {
 				t.Fatalf("want an error naming %s, got %v", tc.key, err)
 			}
@@ -377,7 +556,7 @@ func tableNames() []string {
 func TestConfigHelp(t *testing.T) {
 	for _, arg := range []string{"-help", "-h"} {
 		var out strings.Builder
-		if _, err := loadConfig([]string{arg}, &out); !errors.Is(err, flag.ErrHelp) {
+		if _, err := loadConfig([]string{arg}, noEnv, &out); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s: %v", arg, err)
 		}
 		for _, k := range keys {
@@ -404,7 +583,7 @@ func TestConfigDriftFactorIsTheEngines(t *testing.T) {
 	backend := miniredis.RunT(t)
 	for _, f := range []float64{-1, -0.01, 1e-9, 0.01, 0.49999, 0.5, 0.9, 1, 1.5, math.Inf(1), math.NaN()} {
 		text := strconv.FormatFloat(f, 'g', -1, 64)
-		_, cfgErr := loadConfig([]string{"-drift-factor", text}, io.Discard)
+		_, cfgErr := loadConfig([]string{"-drift-factor", text}, noEnv, io.Discard)
 		e, engineErr := quorum.New(quorum.Config{Backends: []string{"redis://" + backend.Addr()}, DriftFactor: f, Logger: slog.New(slog.DiscardHandler)})
 		if e != nil {
 			e.Close()
@@ -419,11 +598,54 @@ func TestConfigDriftFactorIsTheEngines(t *testing.T) {
 // proxy's own limit, so a value beyond it is refused naming the key.
 func TestConfigLimitOfRequestBytes(t *testing.T) {
 	limit := strconv.Itoa(proxy.MaxRequestBytesLimit)
-	c, err := loadConfig([]string{"-max-request-bytes", limit}, io.Discard)
+	c, err := loadConfig([]string{"-max-request-bytes", limit}, noEnv, io.Discard)
 	if err != nil || c.proxy.MaxRequestBytes != proxy.MaxRequestBytesLimit {
 		t.Fatalf("the limit itself: %v", err)
 	}
-	if _, err := loadConfig([]string{"-max-request-bytes", strconv.Itoa(proxy.MaxRequestBytesLimit + 1)}, io.Discard); err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
+	if _, err := loadConfig([]string{"-max-request-bytes", strconv.Itoa(proxy.MaxRequestBytesLimit + 1)}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
 		t.Fatalf("beyond the limit: %v", err)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// TestConfigREADMEReload: the README's "Reloading the configuration" names
+// every key under what a reload does with it, as the table says.
+func TestConfigREADMEReload(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(readme), "\n### Reloading the configuration\n")
+	section, _, _ = strings.Cut(section, "\n#")
+	bullets := map[onReload]string{live: "- **Applied", restart: "- **Refused until a restart", engine: "- **Refused, for now"}
+	code := regexp.MustCompile("`([^`]*)`")
+	for class, head := range bullets {
+		_, text, ok := strings.Cut(section, "\n"+head)
+		if !ok {
+			t.Fatalf("no bullet %q", head)
+		}
+		text, _, _ = strings.Cut(text, "\n- ")
+		text, _, _ = strings.Cut(text, "\n\n")
+		var exp, got []string
+		for _, k := range keys {
+			if k.reload == class {
+				exp = append(exp, k.name)
+			}
+		}
+		for _, m := range code.FindAllStringSubmatch(text, -1) {
+			name := strings.TrimSuffix(strings.TrimPrefix(m[1], "[["), "]]")
+			if slices.ContainsFunc(keys, func(k key) bool { return k.name == name }) && !slices.Contains(got, name) {
+				got = append(got, name)
+			}
+		}
+		slices.Sort(exp)
+		slices.Sort(got)
+		if !slices.Equal(exp, got) {
+			t.Errorf("%s: the README names %v, the table %v", head, got, exp)
+		}
 	}
 }

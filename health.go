@@ -53,7 +53,7 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 				st.Error = quorum.KindError
 			}
 			// Refused when connected: it answers, but must not count.
-			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate {
+			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica {
 				st.State = k.String()
 			}
 		}
@@ -66,8 +66,10 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 // (a quorum of backends answers PING within the backend timeout), and with
 // withPprof Go's profiles, which are off by default: a CPU profile costs the
 // proxy while it runs, and the address may be reachable by more than the
-// operator.
-func opsHandler(e *quorum.Engine, withPprof bool) http.Handler {
+// operator. On embedded backends /readyz always answers 503: they answer
+// every PING, yet locks on them die with the process and no other proxy
+// shares them, so no orchestrator may take such a proxy for a ready one.
+func opsHandler(e *quorum.Engine, withPprof, embedded bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -85,10 +87,13 @@ func opsHandler(e *quorum.Engine, withPprof bool) http.Handler {
 		defer cancel()
 		states, counting := backendStates(ctx, e)
 		status, code := "ready", http.StatusOK
-		if counting < e.Quorum() {
+		switch {
+		case embedded:
+			status, code = "embedded in-memory backends", http.StatusServiceUnavailable
+		case counting < e.Quorum():
 			status, code = "no quorum", http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, map[string]any{"status": status, "quorum": e.Quorum(), "counting": counting, "backends": states})
+		writeJSON(w, code, map[string]any{"status": status, "embedded": embedded, "quorum": e.Quorum(), "counting": counting, "backends": states})
 	})
 	return mux
 }

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -38,11 +40,23 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) error {
-	cfg, err := loadConfig(args, stderr)
+	// First of all: from here on SIGHUP reloads, where by default it kills.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+
+	cfg, err := loadConfig(args, os.LookupEnv, stderr)
 	if err != nil {
 		return err
 	}
-	log := cfg.logger
+	level := new(slog.LevelVar)
+	level.Set(cfg.logLevel)
+	log := newLogger(stderr, cfg.logFormat, level)
+	cfg.quorum.Logger, cfg.proxy.Logger = log, log
+	if n := len(cfg.quorum.Backends); n%2 == 0 && n > 0 {
+		log.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
+			"backends", n, "quorum", n/2+1)
+	}
 
 	if cfg.embedded {
 		urls, stop, err := startEmbedded()
@@ -53,7 +67,8 @@ func run(args []string, stderr io.Writer) error {
 		cfg.quorum.Backends = urls
 		// They start with the proxy, so quarantine would only delay a first try.
 		cfg.quorum.DisableRestartQuarantine = true
-		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file")
+		cfg.proxy.Embedded = true
+		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
 
 	obs := newMetrics()
@@ -71,7 +86,17 @@ func run(args []string, stderr io.Writer) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
-	lns, err := openListeners(cfg, "backends", len(cfg.quorum.Backends),
+	r := &reloader{
+		load:    func() (*config, error) { return loadConfig(args, os.LookupEnv, io.Discard) },
+		log:     log,
+		level:   level,
+		srv:     srv,
+		engine:  engine,
+		running: cfg.fingerprints,
+	}
+	r.tls.Store(cfg.tls)
+	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
+	lns, err := openListeners(cfg, log, &r.tls, "backends", len(cfg.quorum.Backends),
 		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
 	if err != nil {
 		return err
@@ -92,7 +117,7 @@ func run(args []string, stderr io.Writer) error {
 			closeAll(lns)
 			return fmt.Errorf("metrics: %w", err)
 		}
-		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof), ReadHeaderTimeout: 5 * time.Second}
+		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
@@ -102,9 +127,14 @@ func run(args []string, stderr io.Writer) error {
 		})
 	}
 	g.Go(func() error {
+		r.watch(gctx, hup)
+		return nil
+	})
+	g.Go(func() error {
 		<-gctx.Done()
-		log.Info("shutting down: finishing commands in flight", "timeout", cfg.shutdownTimeout)
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+		timeout := time.Duration(r.shutdownTimeout.Load())
+		log.Info("shutting down: finishing commands in flight", "timeout", timeout)
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		err := srv.Shutdown(sctx)
 		if ops != nil {
@@ -120,8 +150,10 @@ func run(args []string, stderr io.Writer) error {
 }
 
 // openListeners opens the plain listener and the TLS one, those that are
-// configured, and logs each with attrs.
-func openListeners(cfg *config, attrs ...any) ([]net.Listener, error) {
+// configured, and logs each with attrs. The TLS listener serves, to each
+// new connection, the settings that tlsNow holds then, so that a reload
+// rotates the certificate without closing a connection.
+func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) ([]net.Listener, error) {
 	var lns []net.Listener
 	if cfg.listen != "" {
 		ln, err := net.Listen("tcp", cfg.listen)
@@ -129,7 +161,7 @@ func openListeners(cfg *config, attrs ...any) ([]net.Listener, error) {
 			return nil, fmt.Errorf("listen: %w", err)
 		}
 		lns = append(lns, ln)
-		cfg.logger.Info("lockproxy listening", append([]any{"addr", ln.Addr().String()}, attrs...)...)
+		log.Info("lockproxy listening", append([]any{"addr", ln.Addr().String()}, attrs...)...)
 	}
 	if cfg.tlsListen != "" {
 		ln, err := net.Listen("tcp", cfg.tlsListen)
@@ -137,8 +169,10 @@ func openListeners(cfg *config, attrs ...any) ([]net.Listener, error) {
 			closeAll(lns)
 			return nil, fmt.Errorf("tls_listen: %w", err)
 		}
-		lns = append(lns, tls.NewListener(ln, cfg.tls))
-		cfg.logger.Info("lockproxy listening with TLS", append([]any{"addr", ln.Addr().String(),
+		lns = append(lns, tls.NewListener(ln, &tls.Config{
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return tlsNow.Load(), nil },
+		}))
+		log.Info("lockproxy listening with TLS", append([]any{"addr", ln.Addr().String(),
 			"min_version", tls.VersionName(cfg.tls.MinVersion), "client_certificates", cfg.tls.ClientCAs != nil}, attrs...)...)
 	}
 	return lns, nil

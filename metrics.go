@@ -28,6 +28,8 @@ var (
 		"Client connections accepted.", nil, nil)
 	descQuorum = prometheus.NewDesc("lockproxy_quorum_size",
 		"Backends that must agree on a decision.", nil, nil)
+	descQuorumAvailable = prometheus.NewDesc("lockproxy_quorum_available",
+		"1 when enough backends count toward quorum for lock commands to be decided.", nil, nil)
 	descUp = prometheus.NewDesc("lockproxy_backend_up",
 		"1 when the proxy is connected to the backend and its replies count toward quorum.", []string{"backend"}, nil)
 	descQuarantined = prometheus.NewDesc("lockproxy_backend_quarantined",
@@ -35,8 +37,11 @@ var (
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
-		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, clock, error.",
+		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, replica, other_set, clock, error.",
 		[]string{"backend", "kind"}, nil)
+	descChanges = prometheus.NewDesc("lockproxy_backend_server_changes_total",
+		"Changes of the server behind a backend, by reason: restart, failover (a promoted replica), unmarked (a data set lockproxy never marked), replica.",
+		[]string{"backend", "reason"}, nil)
 	descClockRate = prometheus.NewDesc("lockproxy_backend_clock_rate",
 		"Rate of the backend's clock (TIME) relative to the proxy's monotonic clock over the last 10 s: 1 is the same; NaN until measured.", []string{"backend"}, nil)
 )
@@ -116,7 +121,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.opDuration.Describe(ch)
 	m.voteDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
-		descQuorum, descUp, descQuarantined, descReplies, descFailures, descClockRate} {
+		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate} {
 		ch <- d
 	}
 }
@@ -140,12 +145,16 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.engine.Quorum()))
+	ch <- prometheus.MustNewConstMetric(descQuorumAvailable, prometheus.GaugeValue, boolValue(m.engine.QuorumAvailable()))
 	for _, b := range m.engine.Backends() {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
 		for kind, n := range b.Failures {
 			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
+		}
+		for reason, n := range b.Changes {
+			ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(n), b.Addr, reason)
 		}
 		ch <- prometheus.MustNewConstMetric(descClockRate, prometheus.GaugeValue, b.ClockRate, b.Addr)
 	}

@@ -132,6 +132,19 @@ func checkPrefixes(users []User) error {
 	return nil
 }
 
+// keepScripts gives each account the script cache of the account of old
+// with its name and key prefix: a reload that leaves a user as it was must
+// not make its clients load their scripts again. The cache is shared with
+// the old account, which the connections authenticated before the reload
+// still use; both are the same user's.
+func (u *users) keepScripts(old *users) {
+	for name, a := range u.byName {
+		if o := old.byName[name]; o != nil && o.locks != nil && a.locks != nil && o.locks.prefix == a.locks.prefix {
+			a.locks.scripts = o.locks.scripts
+		}
+	}
+}
+
 // CheckUsers returns the error New would return for password and users,
 // so that a configuration can be checked before it is used.
 func CheckUsers(password string, users []User) error {

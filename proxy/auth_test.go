@@ -180,8 +180,9 @@ func TestAuthCostHidesUserNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compare, rounds := s.users.compare, 0
-	s.users.compare = func(hash, pass []byte) error {
+	users := s.settings().users
+	compare, rounds := users.compare, 0
+	users.compare = func(hash, pass []byte) error {
 		cost, err := bcrypt.Cost(hash)
 		if err != nil {
 			t.Errorf("compared a password with %q, not a bcrypt hash: %v", hash, err)
@@ -208,7 +209,7 @@ func TestAuthCostHidesUserNames(t *testing.T) {
 		{"dear", "p-dear", true},
 	} {
 		rounds = 0
-		a, err := s.users.authenticate(tc.user, []byte(tc.pass), false)
+		a, err := users.authenticate(tc.user, []byte(tc.pass), false)
 		if ok := err == nil && a != nil && a.name == tc.user; ok != tc.ok {
 			t.Errorf("AUTH %s %s: admitted %v (%v), want %v", tc.user, tc.pass, ok, err, tc.ok)
 		}

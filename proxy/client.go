@@ -38,6 +38,7 @@ type client struct {
 	conn         net.Conn
 	addr         string
 	rd           *commandReader
+	idleTimeout  time.Duration // 0: none
 	writeTimeout time.Duration
 	replies                       // not yet written
 	pipe         []redcon.Command // the commands of the batch after the one being served
@@ -50,9 +51,13 @@ var _ redcon.Conn = (*client)(nil)
 
 // serveConn serves one connection until the client quits or goes away, a
 // request is refused, a timeout passes or the server closes it.
+// It keeps the limits of the settings it started with: a reload applies to
+// the connections that come after it.
 func (s *Server) serveConn(nc net.Conn) {
-	c := &client{conn: nc, addr: nc.RemoteAddr().String(), rd: newCommandReader(nc, s.cfg.MaxRequestBytes), writeTimeout: s.writeTimeout()}
-	s.accepted(c)
+	set := s.settings()
+	c := &client{conn: nc, addr: nc.RemoteAddr().String(), rd: newCommandReader(nc, set.cfg.MaxRequestBytes),
+		idleTimeout: set.cfg.IdleTimeout, writeTimeout: set.cfg.writeTimeout()}
+	s.accepted(c, set)
 	err := s.serveCommands(c)
 	nc.Close()
 	s.disconnected(c, err)
@@ -63,10 +68,10 @@ func (s *Server) serveConn(nc net.Conn) {
 // its side.
 func (s *Server) serveCommands(c *client) error {
 	for {
-		if s.cfg.IdleTimeout > 0 {
+		if c.idleTimeout > 0 {
 			// Once per batch: a whole command must arrive within it, so a
 			// client that trickles one in is cut off as an idle one is.
-			c.conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+			c.conn.SetReadDeadline(time.Now().Add(c.idleTimeout))
 		}
 		cmds, err := c.rd.read(state(c).user == nil)
 		if err != nil {

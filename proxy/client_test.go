@@ -65,7 +65,7 @@ func TestWriteTimeoutDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := s.writeTimeout(); got != tc.want {
+		if got := s.settings().cfg.writeTimeout(); got != tc.want {
 			t.Errorf("idle %s, write %s: a reply waits %s, want %s", tc.idle, tc.write, got, tc.want)
 		}
 	}

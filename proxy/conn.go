@@ -69,7 +69,7 @@ func (s *Server) handleQuit(conn redcon.Conn, _ redcon.Command) {
 // handleReset serves RESET: the connection is as if it had just connected.
 func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
 	st := state(conn)
-	*st = connState{id: st.id, proto: 2, user: s.users.anonymous}
+	*st = connState{id: st.id, proto: 2, user: s.settings().users.anonymous}
 	conn.WriteString("RESET")
 }
 
@@ -99,7 +99,7 @@ func (s *Server) handleAuth(conn redcon.Conn, cmd redcon.Command) {
 	if !legacy {
 		user = string(args[1])
 	}
-	a, err := s.users.authenticate(user, args[len(args)-1], legacy)
+	a, err := s.settings().users.authenticate(user, args[len(args)-1], legacy)
 	if err != nil {
 		s.writeError(conn, err)
 		return
@@ -155,7 +155,7 @@ func (s *Server) handleHello(conn redcon.Conn, cmd redcon.Command) {
 	st := state(conn)
 	if err == nil && req.auth {
 		var a *account
-		if a, err = s.users.authenticate(string(req.user), req.pass, false); err == nil {
+		if a, err = s.settings().users.authenticate(string(req.user), req.pass, false); err == nil {
 			st.user = a
 		}
 	}

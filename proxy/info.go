@@ -136,6 +136,9 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		count[be.State]++
 	}
 	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
+	if s.embedded {
+		b.WriteString("backends_embedded:1\r\n") // only then, as Redis shows some fields only when they apply
+	}
 	for state := range quorum.State(quorum.NumStates) {
 		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
 	}

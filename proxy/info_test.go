@@ -111,7 +111,7 @@ func TestInfoBackends(t *testing.T) {
 	}
 	got := info(s, "backends")
 	want := regexp.MustCompile(`^# Backends\r\n` +
-		`backends:4\r\nquorum:3\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_clock:1\r\n` +
+		`backends:4\r\nquorum:3\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_clock:1\r\n` +
 		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,replies=7,failures=0,clock_rate=1\.000012\r\n` +
 		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,replies=2,failures=5,clock_rate=\r\n` +
 		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,replies=0,failures=9,clock_rate=0\.999980\r\n` +
@@ -165,5 +165,18 @@ func TestInfoForTenants(t *testing.T) {
 	}
 	if r := admin.do("INFO"); !strings.Contains(r, "# Stats") || !strings.Contains(r, "# Backends") {
 		t.Errorf("INFO for a user without a prefix lacks stats or backends:\n%s", r)
+	}
+}
+
+// TestInfoEmbedded: on embedded backends the backends section says so
+// after the quorum; otherwise it has no such line (TestInfoBackends).
+func TestInfoEmbedded(t *testing.T) {
+	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{{Addr: "127.0.0.1:1", State: quorum.StateUp}}}
+	s, err := New(locks, Config{Logger: slog.New(slog.DiscardHandler), Embedded: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info(s, "backends"); !strings.HasPrefix(got, "# Backends\r\nbackends:1\r\nquorum:1\r\nbackends_embedded:1\r\nbackends_up:1\r\n") {
+		t.Fatalf("INFO backends on embedded backends:\n%q", got)
 	}
 }

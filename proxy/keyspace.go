@@ -24,8 +24,9 @@ type keyspace struct {
 
 var _ Locker = (*keyspace)(nil)
 
-func (s *Server) newKeyspace(prefix string) *keyspace {
-	return &keyspace{locks: s.locks, prefix: prefix, maxKey: s.cfg.MaxKeyBytes, maxToken: s.cfg.MaxTokenBytes,
+// newKeyspace returns a keyspace under prefix with cfg's limits.
+func (s *Server) newKeyspace(prefix string, cfg Config) *keyspace {
+	return &keyspace{locks: s.locks, prefix: prefix, maxKey: cfg.MaxKeyBytes, maxToken: cfg.MaxTokenBytes,
 		scripts: newScriptCache(scriptCacheSize)}
 }
 

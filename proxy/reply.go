@@ -93,6 +93,8 @@ func (s *Server) errorText(err error) string {
 		return noQuorumText(nq)
 	case errors.As(err, &ttl):
 		return ttlText(ttl)
+	case errors.Is(err, quorum.ErrReservedKey):
+		return "ERR keys starting with " + quorum.ReservedPrefix + " are lockproxy's own"
 	// NOQUORUM, not TRYAGAIN or CLUSTERDOWN: go-redis retries those by
 	// itself, and a lock client must see at once that nothing was decided.
 	case errors.Is(err, quorum.ErrNoQuorum):

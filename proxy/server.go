@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,7 +15,8 @@ import (
 )
 
 // Config configures a Server. The zero value of every field means its
-// default.
+// default. Reload replaces all of it but Logger, Observer and Embedded,
+// which are New's for the Server's life.
 type Config struct {
 	// MaxRequestBytes bounds one command, header and arguments together; a
 	// client that sends more gets a protocol error and is disconnected.
@@ -59,6 +59,10 @@ type Config struct {
 	// Observer, when set, hears of every lock operation's outcome and
 	// duration (observe.go). Default: none.
 	Observer Observer
+	// Embedded says the Locker's backends live inside this process (the
+	// in-memory ones of lockproxy run with no configuration), which INFO
+	// tells as backends_embedded:1. Default: false.
+	Embedded bool
 }
 
 // MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
@@ -91,14 +95,17 @@ func (c Config) withDefaults() Config {
 // safe for concurrent use; Serve may be called once per listener (a plain
 // one and a TLS one, say), concurrently.
 type Server struct {
-	cfg     Config
 	locks   Locker
 	log     *slog.Logger
 	cmds    map[string]*command
-	users   *users
 	refused *scriptCache // scripts not served, by SHA1 (scripts.go)
-	started time.Time
-	version string
+	// live is what Reload replaces, whole, in one store: a connection
+	// reads it once when accepted (limits) and once per AUTH (users), so
+	// that it never sees half of one reload and half of another.
+	live     atomic.Pointer[settings]
+	started  time.Time
+	version  string
+	embedded bool // Config.Embedded
 
 	// ctx is the context of every Locker call: no deadline of its own, as
 	// the engine bounds each call by its backend timeout (and a timer per
@@ -132,39 +139,22 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	if locks == nil {
 		return nil, errors.New("proxy: nil Locker")
 	}
-	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > MaxRequestBytesLimit {
-		return nil, fmt.Errorf("proxy: max request bytes %d out of range [0 (the default), %d]", cfg.MaxRequestBytes, MaxRequestBytesLimit)
-	}
-	for _, v := range []struct {
-		name string
-		n    int64
-	}{
-		{"idle timeout", int64(cfg.IdleTimeout)}, {"write timeout", int64(cfg.WriteTimeout)},
-		{"max clients", int64(cfg.MaxClients)}, {"max key bytes", int64(cfg.MaxKeyBytes)}, {"max token bytes", int64(cfg.MaxTokenBytes)},
-	} {
-		if v.n < 0 {
-			return nil, fmt.Errorf("proxy: negative %s", v.name)
-		}
-	}
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg:     cfg,
-		locks:   locks,
-		log:     cfg.Logger,
-		refused: newScriptCache(scriptCacheSize),
-		started: time.Now(),
-		version: buildVersion(),
-		stopped: make(chan struct{}),
-		release: make(chan struct{}),
+		log:      cfg.Logger,
+		refused:  newScriptCache(scriptCacheSize),
+		started:  time.Now(),
+		version:  buildVersion(),
+		embedded: cfg.Embedded,
+		stopped:  make(chan struct{}),
+		release:  make(chan struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
 	s.locks, s.stats = observe(locks, cfg.Observer)
-	users, err := newUsers(cfg, s.newKeyspace)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+	if err := s.Reload(cfg); err != nil {
+		return nil, err
 	}
-	s.users = users
 	return s, nil
 }
 
@@ -242,7 +232,7 @@ func (s *Server) attach(ln net.Listener) *drainListener {
 		return nil
 	}
 	dl := &drainListener{
-		Listener: &limitListener{Listener: ln, clients: &s.clients, max: int64(s.cfg.MaxClients)},
+		Listener: &limitListener{Listener: ln, clients: &s.clients, max: func() int64 { return int64(s.settings().cfg.MaxClients) }},
 		closing:  &s.closing, stopped: s.stopped, release: s.release,
 	}
 	s.lns = append(s.lns, dl)
@@ -323,20 +313,21 @@ func (s *Server) flushIfClosing(conn redcon.Conn) {
 	}
 }
 
-// accepted starts a connection's state; limitListener has counted it.
-func (s *Server) accepted(conn redcon.Conn) {
-	st := &connState{id: s.nextID.Add(1), proto: 2, user: s.users.anonymous}
+// accepted starts a connection's state, as set's user who needs no
+// AUTH, if any; limitListener has counted it.
+func (s *Server) accepted(conn redcon.Conn, set *settings) {
+	st := &connState{id: s.nextID.Add(1), proto: 2, user: set.users.anonymous}
 	conn.SetContext(st)
 	s.log.Debug("proxy: connection opened", "id", st.id, "addr", conn.RemoteAddr())
 }
 
 // writeTimeout is how long a reply may wait for a client that reads
 // nothing: WriteTimeout, or IdleTimeout when that is shorter.
-func (s *Server) writeTimeout() time.Duration {
-	if s.cfg.IdleTimeout > 0 {
-		return min(s.cfg.WriteTimeout, s.cfg.IdleTimeout)
+func (c Config) writeTimeout() time.Duration {
+	if c.IdleTimeout > 0 {
+		return min(c.WriteTimeout, c.IdleTimeout)
 	}
-	return s.cfg.WriteTimeout
+	return c.WriteTimeout
 }
 
 func (s *Server) disconnected(conn redcon.Conn, err error) {
@@ -358,7 +349,7 @@ const rejectTimeout = time.Second
 type limitListener struct {
 	net.Listener
 	clients *atomic.Int64
-	max     int64
+	max     func() int64 // read at each accept: Reload may change it
 }
 
 // Accept returns the next connection within the limit.
@@ -368,7 +359,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if l.clients.Add(1) <= l.max {
+		if l.clients.Add(1) <= l.max() {
 			return conn, nil
 		}
 		l.clients.Add(-1)

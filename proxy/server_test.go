@@ -310,8 +310,9 @@ func TestNew(t *testing.T) {
 					request, clients, key, token int
 					idle                         time.Duration
 				}
-				if exp, got := (limits{1 << 20, 10000, 1024, 1024, 0}), (limits{s.cfg.MaxRequestBytes, s.cfg.MaxClients,
-					s.cfg.MaxKeyBytes, s.cfg.MaxTokenBytes, s.cfg.IdleTimeout}); exp != got {
+				cfg := s.settings().cfg
+				if exp, got := (limits{1 << 20, 10000, 1024, 1024, 0}), (limits{cfg.MaxRequestBytes, cfg.MaxClients,
+					cfg.MaxKeyBytes, cfg.MaxTokenBytes, cfg.IdleTimeout}); exp != got {
 					t.Fatalf("defaults: want %+v, got %+v", exp, got)
 				}
 				return

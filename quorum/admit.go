@@ -1,7 +1,9 @@
 package quorum
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,11 +14,19 @@ import (
 
 // Which backends' votes count. Every new connection is admitted (admit)
 // before any request is written on it, from what its greeting learned: a
-// server that lacks what the scripts need, or that another backend already
-// reaches (one redis-server, one vote), is refused; a server that
-// restarted less than max_ttl ago is quarantined, since it may have
-// forgotten locks it granted, and its replies count only once it has been
-// up that long (quarantined, asked of every vote).
+// server that lacks what the scripts need, that another backend already
+// reaches (one redis-server, one vote), or that is a replica, is refused;
+// a server that may lack locks it or its predecessor granted is
+// quarantined, and its replies count only once the quarantine is over
+// (quarantined, asked of every vote). Such a server is one that restarted
+// less than max_ttl ago, and, by the marker that lockproxy keeps in every
+// backend's data set (lua/identity.lua), one whose data set was last
+// written by another process (a restart from persistence files, a failover
+// to a replica that may lack the last writes) or was never marked (a new,
+// emptied or swapped server).
+
+// markerKey is the key of the marker in each backend's data set.
+const markerKey = ReservedPrefix + "server"
 
 // admit judges what the greeting of a new connection learned, before any
 // request is written on it. A backend that restarted has closed every
@@ -24,8 +34,43 @@ import (
 // comes after this: what server it is, and its uptime, are known before
 // any of its replies counts. It refuses (fails the connection, so that no
 // command is ever sent on it) a server that lacks what the scripts need,
-// or that another backend already reaches under another name.
+// that another backend already reaches under another name, or that is a
+// replica.
 func (n *node) admit(g backend.Greeting) error {
+	id, idErr := parseIdentity(g.Hello)
+	switch {
+	case n.skipIdentity:
+		id, idErr = identity{}, nil
+	case idErr != nil && g.InfoErr == nil:
+		// A Redis whose user may not run INFO or TIME in a script, or
+		// write the marker: without it a failover goes unseen.
+		return fmt.Errorf("quorum: reading the backend's identity: %w", idErr)
+	case idErr == nil && id.role != "master":
+		return n.refuse(&ReplicaError{Role: id.role})
+	}
+	if g.RunID != "" {
+		if other := n.servers.claim(n, g.RunID); other != nil {
+			return n.refuse(&DuplicateError{Addr: other.addr, RunID: g.RunID})
+		}
+	}
+	if id.record.raw != "" {
+		if err := n.members.admit(n, id.record); err != nil {
+			return n.refuse(err)
+		}
+	}
+	n.mu.Lock()
+	n.refusal, n.serverID, n.setRefused = "", g.RunID, nil
+	n.mu.Unlock()
+	if idErr == nil || n.quarantine > 0 {
+		n.observe(g, id)
+	}
+	return nil
+}
+
+// check judges the greeting's first round trip, before the identity script
+// is sent: a server that is not fit to carry lock commands is sent nothing
+// that writes.
+func (n *node) check(g backend.Greeting) error {
 	if g.InfoErr != nil && n.quarantine > 0 {
 		// Only the quarantine cannot do without it. Without it the server
 		// cannot be told apart from the others, but only servers that are
@@ -36,21 +81,54 @@ func (n *node) admit(g backend.Greeting) error {
 	if err := checkCommands(g); err != nil {
 		return n.refuse(err)
 	}
-	if g.LoadErr != nil {
-		return g.LoadErr
+	return g.LoadErr
+}
+
+// identity is what lua/identity.lua told of the server and its marker.
+type identity struct {
+	role     string
+	runID    string
+	previous string        // the process the marker named; "" when unmarked
+	left     time.Duration // until the marker's quarantine is over, by the server's clock
+	promoted bool          // a replica promoted since it started
+	record   record        // the backend set record, as it is now; none on a replica
+}
+
+func parseIdentity(replies []backend.Reply) (identity, error) {
+	if len(replies) != 1 {
+		return identity{}, errors.New("no identity reply")
 	}
-	if g.RunID != "" {
-		if other := n.servers.claim(n, g.RunID); other != nil {
-			return n.refuse(&DuplicateError{Addr: other.addr, RunID: g.RunID})
+	a, err := replies[0].Array()
+	if err != nil || len(a) != 7 {
+		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
+	}
+	var id identity
+	var until, now, promoted int64
+	var rec string
+	if id.role, err = a[0].Bulk(); err == nil {
+		if id.runID, err = a[1].Bulk(); err == nil {
+			if id.previous, err = a[2].Bulk(); err == nil {
+				if until, err = a[3].Integer(); err == nil {
+					if now, err = a[4].Integer(); err == nil {
+						if promoted, err = a[5].Integer(); err == nil {
+							rec, err = a[6].Bulk()
+						}
+					}
+				}
+			}
 		}
 	}
-	n.mu.Lock()
-	n.refusal, n.serverID = "", g.RunID
-	n.mu.Unlock()
-	if n.quarantine > 0 {
-		n.observe(g.RunID, g.Uptime)
+	if err != nil {
+		return identity{}, fmt.Errorf("identity script: %w", err)
 	}
-	return nil
+	id.left = time.Duration(until-now) * time.Millisecond
+	id.promoted = promoted == 1
+	if rec != "" {
+		if id.record, err = parseRecord(rec, time.Now(), now); err != nil {
+			return identity{}, err
+		}
+	}
+	return id, nil
 }
 
 // minVersion is the first Redis with PEXPIRETIME, which the acquire and
@@ -105,8 +183,10 @@ func (n *node) refuse(err error) error {
 		return err
 	}
 	var (
-		dup *DuplicateError
-		old *UnsupportedError
+		dup     *DuplicateError
+		old     *UnsupportedError
+		replica *ReplicaError
+		set     *SetError
 	)
 	switch {
 	case errors.As(err, &dup):
@@ -115,6 +195,13 @@ func (n *node) refuse(err error) error {
 	case errors.As(err, &old):
 		n.log.Error("backend does not count toward quorum and is sent no lock commands: lockproxy needs Redis "+minVersion+" or later, or Valkey 7.2 or later (PEXPIRETIME)",
 			"reason", old.Reason)
+	case errors.As(err, &set):
+		n.log.Error("backend does not count toward quorum: its set record names another backend set than this proxy's; every proxy must run the same backends, and a change of them raises backend_set_epoch",
+			"recorded", set.Recorded, "ours", set.Ours)
+	case errors.As(err, &replica):
+		n.changes[reasonIndex(ChangeReplica)].Add(1)
+		n.log.Error("backend does not count toward quorum and is sent no lock commands: it is a replica, and lockproxy counts only masters; checked again on every reconnection (once promoted it counts after its quarantine)",
+			"role", replica.Role)
 	}
 	return err
 }
@@ -148,43 +235,137 @@ func (s *servers) claim(n *node, runID string) *node {
 	return nil
 }
 
-// observe records that the backend reached the server runID, up for
-// uptime: its replies count once that server has been up for the
-// quarantine. Each new server is logged.
-func (n *node) observe(runID string, uptime time.Duration) {
-	// uptime_in_seconds is rounded down, so this errs towards a longer wait.
-	eligibleAt := time.Now().Add(n.quarantine - uptime)
+// Reasons a backend's server changed, as Backends counts them.
+const (
+	ChangeRestart  = "restart"  // its data set was last written by another process of it
+	ChangeFailover = "failover" // a replica promoted since it started, carrying its old master's data set
+	ChangeUnmarked = "unmarked" // its data set carries no marker: new, emptied or swapped
+	ChangeReplica  = "replica"  // it is a replica, and does not count
+)
+
+var changeReasons = [...]string{ChangeRestart, ChangeFailover, ChangeUnmarked, ChangeReplica}
+
+// observe records that the backend reached the server of the greeting,
+// with the identity its marker told (id.runID is "" when there was none to
+// tell): its replies count once that server has been up for the restart
+// quarantine and the marker's quarantine is over. Each change of server is
+// logged, once, with its reason.
+func (n *node) observe(g backend.Greeting, id identity) {
+	now := time.Now()
+	eligibleAt := now
+	if n.quarantine > 0 {
+		// uptime_in_seconds is rounded down, so this errs towards a longer wait.
+		eligibleAt = now.Add(n.quarantine - g.Uptime)
+	}
+	if id.left > 0 && now.Add(id.left).After(eligibleAt) {
+		eligibleAt = now.Add(id.left)
+	}
 	n.mu.Lock()
 	previous := n.runID
-	n.runID = runID
+	n.runID = g.RunID
 	n.eligibleAt = eligibleAt
 	n.mu.Unlock()
-	if previous == runID {
+	n.scheduleCount(eligibleAt)
+	if previous == g.RunID {
 		return
 	}
 	left := time.Until(eligibleAt)
+	var reason, why string
 	switch {
-	case left <= 0 && previous == "":
-		n.log.Info("backend counts toward quorum", "uptime", uptime)
-	case left <= 0:
-		n.log.Warn("backend restarted; it has been up longer than max_ttl and counts toward quorum", "uptime", uptime)
-	default:
-		n.log.Warn("backend quarantined: up for less than max_ttl, it may have forgotten locks; its replies count toward quorum from then on",
-			"uptime", uptime, "counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))
+	case id.runID == "":
+	case id.promoted && (id.previous != id.runID || id.left > 0):
+		// A proxy that saw the failover first has marked it already.
+		reason, why = ChangeFailover, "it was a replica and has been promoted: it may lack the last lock writes of the master whose data set it carries (run_id "+cmp.Or(id.previous, "unknown: unmarked")+")"
+	case id.previous == "":
+		reason, why = ChangeUnmarked, "its data set carries no lockproxy marker (a new, emptied or swapped server, or the first start of this lockproxy version): it may lack locks granted before"
+	case id.previous != id.runID:
+		reason, why = ChangeRestart, "its data set was last written by another process (run_id "+id.previous+"): it restarted"
 	}
+	if reason != "" {
+		n.changes[reasonIndex(reason)].Add(1)
+	}
+	attrs := []any{"uptime", g.Uptime}
+	if why != "" {
+		attrs = append(attrs, "why", why)
+	}
+	switch {
+	case left <= 0 && previous == "" && (reason == "" || reason == ChangeUnmarked):
+		n.log.Info("backend counts toward quorum", attrs...)
+	case left <= 0:
+		n.log.Warn("backend's server changed; it counts toward quorum at once (restart_quarantine is off, or it has been up longer than max_ttl)", attrs...)
+	default:
+		n.log.Warn("backend quarantined: it may lack locks granted before; its replies count toward quorum from then on",
+			append(attrs, "counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))...)
+	}
+}
+
+func reasonIndex(reason string) int {
+	for i, r := range changeReasons {
+		if r == reason {
+			return i
+		}
+	}
+	panic("quorum: unknown change reason " + reason)
+}
+
+// scheduleCount arranges for the log line that the backend counts again
+// at eligibleAt, replacing any earlier arrangement, and for the engine to
+// hear that what counts changed.
+func (n *node) scheduleCount(eligibleAt time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.countTimer != nil {
+		n.countTimer.Stop()
+	}
+	left := time.Until(eligibleAt)
+	if left <= 0 {
+		n.countTimer = nil
+		return
+	}
+	n.countTimer = time.AfterFunc(left, func() {
+		n.mu.Lock()
+		still := n.eligibleAt.Equal(eligibleAt)
+		n.mu.Unlock()
+		if still {
+			n.log.Info("backend leaves quarantine: its replies count toward quorum")
+			n.changed()
+		}
+	})
 }
 
 // quarantined returns a *QuarantineError while the backend's replies must
 // not count toward any quorum, and nil otherwise.
 func (n *node) quarantined() error {
-	if n.quarantine == 0 {
-		return nil
-	}
 	n.mu.Lock()
 	left := time.Until(n.eligibleAt)
+	refused := n.setRefused
 	n.mu.Unlock()
+	if refused != nil {
+		return refused
+	}
+	switch at, known := n.members.eligibleAt(n); {
+	case !known:
+		left = max(left, n.members.maxTTL) // at least: the old set's end is not in sight
+	case time.Until(at) > left:
+		left = time.Until(at)
+	}
 	if left > 0 {
 		return &QuarantineError{Left: left}
 	}
 	return nil
+}
+
+// noteSetRefusal records that a script's set check refused the engine's
+// set: the backend does not count until its next greeting admits it. It is
+// logged once until then.
+func (n *node) noteSetRefusal(err *SetError) {
+	n.mu.Lock()
+	news := n.setRefused == nil
+	n.setRefused = err
+	n.mu.Unlock()
+	if news {
+		n.log.Error("backend does not count toward quorum: its set record names another backend set than this proxy's, so its lock scripts refuse this proxy; reload it with the backends and backend_set_epoch of the other proxies",
+			"recorded", err.Recorded, "ours", err.Ours)
+		n.changed()
+	}
 }

@@ -22,11 +22,13 @@ const (
 	StateIdle                      // not dialled yet
 	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
 	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
+	StateReplica                   // answered, but is a replica: sent nothing
+	StateOtherSet                  // answered, but records another backend set (members.go)
 	StateClock                     // connected, but its clock runs at a rate beyond drift_factor (clock.go)
 	NumStates        = iota        // how many States there are
 )
 
-var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "clock"}
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica", "other_set", "clock"}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -56,12 +58,14 @@ const (
 	KindQuarantined = "quarantined"
 	KindUnsupported = "unsupported" // lacks a command the scripts need
 	KindDuplicate   = "duplicate"   // the same server as another backend
+	KindReplica     = "replica"     // a replica, not a master
+	KindOtherSet    = "other set"   // it records another backend set
 	KindClock       = "clock"       // its clock runs at a rate beyond drift_factor
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindClock, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindOtherSet, KindClock, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
@@ -69,15 +73,21 @@ func failureKind(err error) string {
 		q *QuarantineError
 		u *UnsupportedError
 		d *DuplicateError
+		r *ReplicaError
+		s *SetError
 		c *ClockError
 	)
 	switch {
+	case errors.As(err, &s):
+		return KindOtherSet
 	case errors.As(err, &q):
 		return KindQuarantined
 	case errors.As(err, &u):
 		return KindUnsupported
 	case errors.As(err, &d):
 		return KindDuplicate
+	case errors.As(err, &r):
+		return KindReplica
 	case errors.As(err, &c):
 		return KindClock
 	case backend.IsTimeout(err):
@@ -116,6 +126,9 @@ type BackendState struct {
 	// Replies counts the votes that counted; Failures the others, by kind.
 	Replies  uint64
 	Failures map[string]uint64
+	// Changes counts the changes of the server behind the backend, by
+	// reason: ChangeRestart, ChangeFailover, ChangeUnmarked, ChangeReplica.
+	Changes map[string]uint64
 }
 
 // nodeStats are one backend's counters, updated from the I/O goroutines.
@@ -161,6 +174,10 @@ func (e *Engine) Backends() []BackendState {
 		for j, k := range failureKinds {
 			st.Failures[k] = n.stats.failures[j].Load()
 		}
+		st.Changes = make(map[string]uint64, len(changeReasons))
+		for j, r := range changeReasons {
+			st.Changes[r] = n.changes[j].Load()
+		}
 		n.stats.mu.Lock()
 		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
 		n.stats.mu.Unlock()
@@ -168,16 +185,24 @@ func (e *Engine) Backends() []BackendState {
 			q *QuarantineError
 			u *UnsupportedError
 			d *DuplicateError
+			r *ReplicaError
+			o *SetError
 		)
-		switch {
-		case st.State == StateUp && errors.As(n.quarantined(), &q):
+		switch qe := n.quarantined(); {
+		case st.State == StateUp && errors.As(qe, &o):
+			st.State = StateOtherSet
+		case st.State == StateUp && errors.As(qe, &q):
 			st.State, st.QuarantineLeft = StateQuarantined, q.Left
 		case st.State == StateUp && e.clocks.err(i) != nil:
 			st.State = StateClock
+		case st.State == StateDown && errors.As(downErr, &o):
+			st.State = StateOtherSet
 		case st.State == StateDown && errors.As(downErr, &u):
 			st.State = StateUnsupported
 		case st.State == StateDown && errors.As(downErr, &d):
 			st.State = StateDuplicate
+		case st.State == StateDown && errors.As(downErr, &r):
+			st.State = StateReplica
 		}
 		out[i] = st
 	}

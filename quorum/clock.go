@@ -343,7 +343,11 @@ func (c *clocks) record(n *node, sent time.Time, r clockReply) {
 	server := n.serverID
 	n.mu.Unlock()
 	s := clockSample{sent: sent.Sub(c.epoch), recv: r.recv.Sub(c.epoch), at: at}
-	switch j.add(s, server, c.p, c.f, c.hold) {
+	change := j.add(s, server, c.p, c.f, c.hold)
+	if change != clockSame {
+		defer n.changed() // whether a quorum counts may have changed
+	}
+	switch change {
 	case clockOff:
 		j.mu.Lock()
 		est := j.est

@@ -335,6 +335,29 @@ func TestClockRateFast(t *testing.T) {
 	}
 }
 
+// TestClockRateQuorumLost: two backends of three out for their clocks
+// leave no quorum, which QuorumAvailable says and the log tells once,
+// though every connection is up.
+func TestClockRateQuorumLost(t *testing.T) {
+	var logged syncBuffer
+	c := newClockCluster(t, []float64{1.5, 1.5, 0}, Config{
+		DisableRestartQuarantine: true,
+		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
+	})
+	if !c.engine.QuorumAvailable() {
+		t.Fatal("no quorum before the clocks were measured")
+	}
+	waitFor(t, func() bool { return !c.engine.QuorumAvailable() })
+	for i, st := range c.engine.Backends()[:2] {
+		if st.State != StateClock {
+			t.Errorf("backend %d: %s", i, st.State)
+		}
+	}
+	if n := strings.Count(logged.String(), "quorum lost"); n != 1 {
+		t.Errorf("%d lines say the quorum was lost, expected 1:\n%s", n, logged.String())
+	}
+}
+
 // TestClockRateSlightlyFast: a clock at 1.001, well inside drift_factor,
 // is proved in bounds and counts.
 func TestClockRateSlightlyFast(t *testing.T) {

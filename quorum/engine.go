@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -32,8 +33,14 @@ type Config struct {
 	MaxTTL time.Duration
 	// DisableRestartQuarantine lets a backend count toward quorums as soon as
 	// it answers, even right after a restart. Safe only when the backends
-	// persist every write (appendfsync always). Default: false.
+	// persist every write (appendfsync always). A failover to a replica is
+	// quarantined all the same. Default: false.
 	DisableRestartQuarantine bool
+	// BackendSetEpoch numbers the backend set: every proxy of an epoch must
+	// have the same Backends, and a change of them raises it by one, which
+	// makes the proxies of the older epoch refused by the backends
+	// (members.go). At least 1. Default: 1.
+	BackendSetEpoch int
 	// TLSConfig, when set, is used for the rediss:// backends in place of
 	// go-redis's default (the system's CAs, no client certificate): its CAs,
 	// client certificate and minimum version. Its ServerName, when empty,
@@ -45,6 +52,9 @@ type Config struct {
 	// Observer, if set, hears of every backend vote (metrics).
 	Observer Observer
 
+	// skipIdentity turns the identity checks of admit.go off: the tests'
+	// control run, which shows what they prevent.
+	skipIdentity bool
 	// clock is how the backends' clocks are sampled; tests shorten it.
 	// Default: defaultClockParams.
 	clock clockParams
@@ -65,6 +75,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTTL == 0 {
 		c.MaxTTL = defaultMaxTTL
+	}
+	if c.BackendSetEpoch == 0 {
+		c.BackendSetEpoch = 1
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -92,6 +105,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("quorum: drift factor %g is outside (0, 0.5)", c.DriftFactor)
 	case c.MaxTTL < 0:
 		return fmt.Errorf("quorum: max ttl %s is negative", c.MaxTTL)
+	case c.BackendSetEpoch < 0:
+		return fmt.Errorf("quorum: backend set epoch %d is negative", c.BackendSetEpoch)
 	}
 	return nil
 }
@@ -114,6 +129,13 @@ type Engine struct {
 	servers   servers
 	clocks    clocks         // each backend's clock rate (clock.go)
 	order     [64]sync.Mutex // fanout's send order, striped by key
+	members   membership     // the backend set, and its changes
+
+	// Whether a quorum of backends counts, as last logged (quorum.go).
+	built      atomic.Bool // New has returned: the nodes are all there
+	countingMu sync.Mutex
+	hasQuorum  atomic.Bool
+	noted      bool
 }
 
 // New validates cfg, connects to every backend at once and returns an
@@ -128,8 +150,16 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1}
+	where := make([]string, len(cfg.Backends))
 	for i, u := range cfg.Backends {
-		n, err := newNode(i, u, cfg, &e.servers)
+		var err error
+		if where[i], err = backend.Where(u); err != nil {
+			return nil, fmt.Errorf("backend %d: %w", i, err)
+		}
+	}
+	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum}
+	for i, u := range cfg.Backends {
+		n, err := newNode(i, u, cfg, &e.servers, &e.members, e.noteCounting)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -141,6 +171,8 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.clocks.start(e.nodes, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
+	e.built.Store(true)
+	e.noteCounting()
 	return e, nil
 }
 

@@ -32,7 +32,16 @@ var (
 
 	// ErrNoQuorum is matched (errors.Is) by every *NoQuorumError.
 	ErrNoQuorum = errors.New("quorum: no quorum")
+
+	// ErrReservedKey refuses a request for a key that starts with
+	// ReservedPrefix: the engine's own keys (the marker of each backend's
+	// data set) live there.
+	ErrReservedKey = errors.New("quorum: key reserved for lockproxy")
 )
+
+// ReservedPrefix starts the keys the engine keeps in every backend for
+// itself; no request may name one.
+const ReservedPrefix = "{lockproxy}:"
 
 // NoQuorumError reports an operation that could not be decided: the
 // backends that gave no reply that counts could have changed the answer.
@@ -163,10 +172,26 @@ func (e *DuplicateError) Error() string {
 	return fmt.Sprintf("same redis-server as backend %s (run_id %s)", e.Addr, e.RunID)
 }
 
+// ReplicaError marks a backend whose server is a replica (INFO
+// replication's role): its writes fail, and a replica never counts. It is
+// checked again on every reconnection, so that a promoted one counts once
+// its quarantine is over.
+type ReplicaError struct {
+	Role string // "slave", as Redis names it
+}
+
+func (e *ReplicaError) Error() string {
+	return "the server is a replica (role:" + e.Role + "); lockproxy counts only masters"
+}
+
 // isRefusal reports whether err is a greeting's refusal of a backend that
-// answered: unsupported, or a duplicate of another.
+// answered: unsupported, a duplicate of another, or a replica.
 func isRefusal(err error) bool {
-	var u *UnsupportedError
-	var d *DuplicateError
-	return errors.As(err, &u) || errors.As(err, &d)
+	var (
+		u *UnsupportedError
+		d *DuplicateError
+		r *ReplicaError
+		s *SetError
+	)
+	return errors.As(err, &u) || errors.As(err, &d) || errors.As(err, &r) || errors.As(err, &s)
 }

@@ -92,6 +92,10 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	}
 	n := f.e.nodes[i]
 	var val T
+	if refused := setRefusal(err, f.e.members.set); refused != nil {
+		n.noteSetRefusal(refused)
+		err = refused
+	}
 	if err == nil {
 		val, err = f.decode(n, r)
 	}

@@ -25,7 +25,7 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
-		cmd:     backend.ScriptCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
+		cmd:     e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
 			stamp, err := r.Integer()
 			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
@@ -100,7 +100,7 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
 	}
-	op.cmd = backend.ScriptCommand(s, op.keys, args...)
+	op.cmd = e.checkedCommand(s, op.keys, args...)
 	if op.decode == nil {
 		op.decode = decodeAllKeys(len(op.keys))
 	}
@@ -167,7 +167,7 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 		token:   token,
 		refused: ErrNotHeld,
 		renews:  true,
-		cmd:     backend.ScriptCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		cmd:     e.checkedCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
 			ms, err := r.Integer()
 			if ms < 0 {
@@ -271,4 +271,10 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 	case <-done:
 	case <-timer.C:
 	}
+}
+
+// checkedCommand runs a script that starts with lua/setcheck.lua: its
+// arguments end with the engine's set, which the backend's record must name.
+func (e *Engine) checkedCommand(s *backend.Script, keys []string, args ...any) *backend.Command {
+	return backend.ScriptCommand(s, keys, append(args, e.members.set.token)...)
 }

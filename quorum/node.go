@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
@@ -17,29 +18,50 @@ type node struct {
 	pipe    *backend.Pipe
 	log     *slog.Logger
 	stats   nodeStats
-	servers *servers // the engine's: which backend counts which server
+	servers *servers    // the engine's: which backend counts which server
+	members *membership // the engine's: the backend set, and its changes
 
-	// quarantine is off when the backends persist every write.
+	// quarantine is off when the backends persist every write. A failover
+	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV).
 	quarantine time.Duration
+	// changes counts the server changes seen, by changeReasons.
+	changes [len(changeReasons)]atomic.Uint64
+	// changed tells the engine that what counts may have changed.
+	changed func()
+	// skipIdentity is Config.skipIdentity.
+	skipIdentity bool
 
 	mu         sync.Mutex
-	runID      string    // the backend process last seen
-	eligibleAt time.Time // its replies count from then on (monotonic clock)
-	refusal    string    // why the last greeting refused the backend, as logged
-	serverID   string    // the run_id of the server connected to; "" if it gave none
+	runID      string      // the backend process last seen
+	eligibleAt time.Time   // its replies count from then on (monotonic clock)
+	countTimer *time.Timer // logs when it counts again, after a quarantine
+	refusal    string      // why the last greeting refused the backend, as logged
+	serverID   string      // the run_id of the server connected to; "" if it gave none
+	// setRefused is set when the set check of a script refused the
+	// engine's set since the last greeting: another epoch took the backend.
+	setRefused *SetError
 }
 
-func newNode(index int, rawURL string, cfg Config, srv *servers) (*node, error) {
-	n := &node{index: index, servers: srv}
+func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func()) (*node, error) {
+	n := &node{index: index, servers: srv, members: members, changed: changed}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}
+	set := members.set
+	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey, setKey},
+		n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds(), set.epoch, set.n, set.fingerprint)}
+	if cfg.skipIdentity {
+		hello = nil
+	}
+	n.skipIdentity = cfg.skipIdentity
 	p, err := backend.New(backend.Config{
 		URL:      rawURL,
 		TLS:      cfg.TLSConfig,
 		Timeout:  cfg.NodeTimeout,
 		Scripts:  allScripts,
 		Commands: []string{"PEXPIRETIME"},
+		Check:    n.check,
+		Hello:    hello,
 		Admit:    n.admit,
 		Refused:  isRefusal,
 		OnState:  n.logState,
@@ -56,6 +78,7 @@ func newNode(index int, rawURL string, cfg Config, srv *servers) (*node, error) 
 // backend is redialled every timeout, and only the first failure is news.
 // admit has logged its refusals already.
 func (n *node) logState(up bool, err error) {
+	defer n.changed()
 	if up {
 		n.mu.Lock()
 		id := n.serverID

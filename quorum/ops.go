@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -126,6 +127,9 @@ func (e *OpError) Error() string {
 	return fmt.Sprintf("quorum: %s is not a %s operation of %d keys", e.Op, e.Request, e.Keys)
 }
 
+// Every request refuses a key that starts with ReservedPrefix with
+// ErrReservedKey, before anything is sent.
+//
 // What ctx bounds, for every request: the wait for the backends' votes.
 // When it ends before the outcome is decided, the request fails with a
 // *NoQuorumError joined with ctx's error, and the backends that had not
@@ -145,6 +149,9 @@ func (e *OpError) Error() string {
 // holder can no longer rely on is released for others at once), an
 // undecided one is not (it may still be held).
 func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
+	if reserved(req.Keys...) {
+		return Result{}, ErrReservedKey
+	}
 	if len(req.Keys) > 0 {
 		switch req.Op {
 		case OpAcquireAll:
@@ -179,6 +186,9 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 // ErrNotHeld, when a quorum found no key at all (OpRelease only) — and a
 // *NoQuorumError when they could.
 func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
+	if reserved(req.Keys...) {
+		return Result{}, ErrReservedKey
+	}
 	switch {
 	case req.Op == OpRelease && len(req.Keys) == 1:
 		return e.release(ctx, req.Keys[0], req.Token)
@@ -198,6 +208,9 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 	var r Reading
 	var err error
+	if reserved(req.Key) {
+		return r, ErrReservedKey
+	}
 	switch req.Op {
 	case OpGet:
 		r.Value, err = e.get(ctx, req.Key)
@@ -218,6 +231,9 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 // a *NoQuorumError when the backends that did not answer could have made
 // that a quorum, and a *TTLError for a TTL outside (0, MaxTTL].
 func (e *Engine) Write(ctx context.Context, req Write) (bool, error) {
+	if reserved(req.Key) {
+		return false, ErrReservedKey
+	}
 	switch req.Op {
 	case OpDelete:
 		return e.del(ctx, req.Key)
@@ -225,4 +241,14 @@ func (e *Engine) Write(ctx context.Context, req Write) (bool, error) {
 		return e.expire(ctx, req.Key, req.TTL)
 	}
 	return false, &OpError{Op: req.Op, Request: "write", Keys: 1}
+}
+
+// reserved reports whether any of keys is one of the engine's own.
+func reserved(keys ...string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k, ReservedPrefix) {
+			return true
+		}
+	}
+	return false
 }

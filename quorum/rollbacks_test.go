@@ -84,6 +84,7 @@ func TestRetryWaitsForRollback(t *testing.T) {
 func TestStampedRollbackSparesRetry(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
 	n, key := c.engine.nodes[0], uniqueKey(t)
+	set := c.engine.members.set.token // the last argument of the scripts that take locks
 	run := func(s *backend.Script, args ...any) (int64, error) {
 		r, err := n.run(t.Context(), s, []string{key}, args...)
 		if err != nil {
@@ -91,14 +92,14 @@ func TestStampedRollbackSparesRetry(t *testing.T) {
 		}
 		return r.Integer()
 	}
-	first, err := run(acquireScript, "tok", 10000)
+	first, err := run(acquireScript, "tok", 10000, set)
 	if err != nil || first <= 0 {
 		t.Fatalf("first acquisition: %d, %v", first, err)
 	}
 	// The first attempt's key is gone (rolled back or expired) and the retry
 	// takes it again with the same token.
 	c.direct[0].Del(t.Context(), key)
-	retry, err := run(acquireScript, "tok", 20000)
+	retry, err := run(acquireScript, "tok", 20000, set)
 	if err != nil || retry <= first {
 		t.Fatalf("retry: stamp %d after %d, %v", retry, first, err)
 	}
@@ -108,10 +109,10 @@ func TestStampedRollbackSparesRetry(t *testing.T) {
 	if deleted, err := run(releaseStampedScript, "tok", retry); err != nil || deleted != 1 {
 		t.Fatalf("the retry's own rollback: %d, %v", deleted, err)
 	}
-	if got, err := run(acquireScript, "other", 10000); err != nil || got <= 0 {
+	if got, err := run(acquireScript, "other", 10000, set); err != nil || got <= 0 {
 		t.Fatalf("acquisition after the rollback: %d, %v", got, err)
 	}
-	if got, _ := run(acquireScript, "tok", 10000); got != 0 {
+	if got, _ := run(acquireScript, "tok", 10000, set); got != 0 {
 		t.Fatalf("acquisition of a held key answered %d, want 0", got)
 	}
 }

@@ -9,35 +9,48 @@ import (
 // The scripts run on each backend. Keeping them in .lua files lets them be
 // read and tested as Lua. They are loaded on every new backend connection
 // and run by SHA1; a backend that answers NOSCRIPT (SCRIPT FLUSH) gets EVAL.
+//
+// The scripts that take or extend locks start with lua/setcheck.lua, and
+// their commands end with the engine's set (checkedCommand), so that a
+// proxy whose backend set the backends no longer record is refused.
 var (
-	acquireScript         = luaScript("acquire")
+	acquireScript         = checkedScript("acquire")
 	releaseScript         = luaScript("release")
 	releaseStampedScript  = luaScript("release_stamped")
-	extendScript          = luaScript("extend")
+	extendScript          = checkedScript("extend")
 	readScript            = luaScript("read")
-	acquireAllScript      = luaScript("acquire_all")
+	acquireAllScript      = checkedScript("acquire_all")
 	releaseAllScript      = luaScript("release_all")
-	extendAllScript       = luaScript("extend_all")
-	extendByScript        = luaScript("extend_by")
-	extendOrAcquireScript = luaScript("extend_or_acquire")
-	acquireOrRenewScript  = luaScript("acquire_or_renew")
+	extendAllScript       = checkedScript("extend_all")
+	extendByScript        = checkedScript("extend_by")
+	extendOrAcquireScript = checkedScript("extend_or_acquire")
+	acquireOrRenewScript  = checkedScript("acquire_or_renew")
+	identityScript        = luaScript("identity")
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
-		extendOrAcquireScript, acquireOrRenewScript,
+		extendOrAcquireScript, acquireOrRenewScript, identityScript,
 	}
 )
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
 
-// luaScript loads lua/name.lua; a missing file is a build mistake, caught
+// luaScript is lua/name.lua.
+func luaScript(name string) *backend.Script { return backend.NewScript(luaSource(name)) }
+
+// checkedScript is lua/name.lua after lua/setcheck.lua.
+func checkedScript(name string) *backend.Script {
+	return backend.NewScript(luaSource("setcheck") + luaSource(name))
+}
+
+// luaSource reads lua/name.lua; a missing file is a build mistake, caught
 // when the package loads.
-func luaScript(name string) *backend.Script {
+func luaSource(name string) string {
 	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
-	return backend.NewScript(string(src))
+	return string(src)
 }

@@ -11,6 +11,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 func sha256Hex(s string) string {
@@ -18,14 +21,27 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// dbSizes returns how many keys each backend holds.
+// dbSizes returns how many keys each backend holds for clients.
 func (c *cluster) dbSizes(t *testing.T) []int64 {
 	t.Helper()
 	out := make([]int64, len(c.servers))
 	for i, s := range c.servers {
-		out[i] = s.Client(t).DBSize(t.Context()).Val()
+		out[i] = clientKeys(t, s)
 	}
 	return out
+}
+
+// clientKeys counts a backend's keys but lockproxy's own ({lockproxy}:*,
+// the marker of its data set).
+func clientKeys(t *testing.T, s *redistest.Server) int64 {
+	t.Helper()
+	n := int64(0)
+	for _, k := range s.Client(t).Keys(t.Context(), "*").Val() {
+		if !strings.HasPrefix(k, quorum.ReservedPrefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // TestAuthNoAuthReachesNoBackend is issue 6's acceptance: with a password

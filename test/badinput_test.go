@@ -232,7 +232,7 @@ func TestBadInput(t *testing.T) {
 	}
 	// Nothing was locked along the way.
 	for i, s := range c.servers {
-		if n := s.Client(t).DBSize(t.Context()).Val(); n != 0 {
+		if n := clientKeys(t, s); n != 0 {
 			t.Errorf("backend %d holds %d keys after the bad requests", i, n)
 		}
 	}
@@ -419,7 +419,7 @@ func TestBadInputUnauthenticated(t *testing.T) {
 		})
 	}
 	for i, s := range c.servers {
-		if n := s.Client(t).DBSize(t.Context()).Val(); n != 0 {
+		if n := clientKeys(t, s); n != 0 {
 			t.Errorf("backend %d holds %d keys after unauthenticated commands", i, n)
 		}
 	}

@@ -121,6 +121,21 @@ func ephemeralLow() int {
 	return lo
 }
 
+// Redirect makes backend i's address lead to upstream from now on, as a
+// DNS name or a virtual IP does after a failover: the connections open now
+// are cut, new ones reach upstream.
+func (f *faultNet) Redirect(i int, upstream string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return
+	}
+	p := f.proxies[i]
+	if err := p.Update(&toxiproxy.Proxy{Name: p.Name, Listen: p.Listen, Upstream: upstream, Enabled: true}); err != nil {
+		f.t.Errorf("faultNet: redirecting backend %d to %s: %v", i, upstream, err)
+	}
+}
+
 func (f *faultNet) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -59,15 +59,17 @@ var listeningLine = regexp.MustCompile(`msg="lockproxy listening" addr=(\S+)`)
 // it to log the address it listens on.
 func startProxy(t *testing.T, args ...string) *proxyProcess {
 	t.Helper()
-	return startProxyOn(t, "127.0.0.1:0", listeningLine, args...)
+	return startProxyOn(t, "127.0.0.1:0", listeningLine, nil, args...)
 }
 
-// startProxyOn runs lockproxy with -listen listen and args, and takes its
-// address from the first log line that addrLine matches.
-func startProxyOn(t *testing.T, listen string, addrLine *regexp.Regexp, args ...string) *proxyProcess {
+// startProxyOn runs lockproxy with -listen listen and args, and env added
+// to the test's environment (proxyEnv), and takes its address from the first log line
+// that addrLine matches.
+func startProxyOn(t *testing.T, listen string, addrLine *regexp.Regexp, env []string, args ...string) *proxyProcess {
 	t.Helper()
 	p := &proxyProcess{done: make(chan struct{})}
 	p.cmd = exec.Command(binary, append([]string{"-listen", listen}, args...)...)
+	p.cmd.Env = proxyEnv(env)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -196,12 +198,29 @@ func redisCLI(t *testing.T, addr string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// proxyEnv is the test's environment without its LOCKPROXY_ variables,
+// which would configure the proxy under test, and with env.
+func proxyEnv(env []string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOCKPROXY_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
 // runBinary runs lockproxy to completion (for startup failures); one that
 // starts serving instead is killed after 20 s.
-func runBinary(args ...string) (string, error) {
+func runBinary(args ...string) (string, error) { return runBinaryEnv(nil, args...) }
+
+// runBinaryEnv is runBinary with env added to the test's environment
+// (proxyEnv).
+func runBinaryEnv(env []string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, append([]string{"-listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = proxyEnv(env)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
@@ -252,4 +271,19 @@ func waitClients(t *testing.T, addr string, n int) {
 		}
 		return ""
 	})
+}
+
+// commandCalls is how many times the backend ran the command name (lower
+// case), from INFO commandstats: 0 when never. lockproxy's greeting runs a
+// few (its identity script writes a marker with SET), so tests compare
+// counts before and after, not with zero.
+func commandCalls(t *testing.T, s *redistest.Server, name string) int64 {
+	t.Helper()
+	stats := s.Client(t).Info(t.Context(), "commandstats").Val()
+	_, rest, found := strings.Cut(stats, "cmdstat_"+name+":calls=")
+	if !found {
+		return 0
+	}
+	n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+	return n
 }

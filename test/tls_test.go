@@ -125,7 +125,7 @@ func TestTLSOnly(t *testing.T) {
 // startProxy does, and takes its address from the TLS listener's log line.
 func startProxyTLSOnly(t *testing.T, args ...string) *proxyProcess {
 	t.Helper()
-	return startProxyOn(t, "", tlsListeningLine, args...)
+	return startProxyOn(t, "", tlsListeningLine, nil, args...)
 }
 
 // TestTLSBackends: the proxy reaches redis-servers over TLS only

@@ -4,11 +4,23 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+// Where names the data set a go-redis URL leads to: the server's
+// host:port (or socket path) and the database, "host:port/db". It fails
+// on a bad URL, as New does.
+func Where(rawURL string) (string, error) {
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%d", opt.Addr, opt.DB), nil
+}
 
 // options reads a go-redis URL, with tc in place of go-redis's TLS
 // settings for a rediss:// URL.

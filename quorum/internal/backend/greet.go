@@ -27,11 +27,14 @@ type Greeting struct {
 	// LoadErr is the first error reply to SCRIPT LOAD: not every one of
 	// Config.Scripts is loaded.
 	LoadErr error
+	// Hello are the replies to Config.Hello, in order, for Admit.
+	Hello []Reply
 }
 
-// greet authenticates and selects the database the URL names, then
-// learns what server it reached (hello) and lets Admit judge it. Each of
-// its round trips writes everything before reading anything.
+// greet authenticates and selects the database the URL names, learns what
+// server it reached (hello), lets Check judge it, sends Hello, and lets
+// Admit judge it all. Each of its round trips writes everything before
+// reading anything.
 func (pp *Pipe) greet(rw *bufio.ReadWriter) error {
 	var cmds []*Command
 	switch {
@@ -59,8 +62,31 @@ func (pp *Pipe) greet(rw *bufio.ReadWriter) error {
 		}
 	}
 	g, err := pp.hello(rw)
-	if err != nil || pp.cfg.Admit == nil {
+	if err != nil {
 		return err
+	}
+	if pp.cfg.Check != nil {
+		if err := pp.cfg.Check(g); err != nil {
+			return err
+		}
+	}
+	if len(pp.cfg.Hello) > 0 {
+		for _, c := range pp.cfg.Hello {
+			rw.Write(c.wire)
+		}
+		if err := rw.Flush(); err != nil {
+			return err
+		}
+		for range pp.cfg.Hello {
+			r, err := readReply(rw.Reader)
+			if err != nil {
+				return err
+			}
+			g.Hello = append(g.Hello, r)
+		}
+	}
+	if pp.cfg.Admit == nil {
+		return nil
 	}
 	return pp.cfg.Admit(g)
 }
@@ -106,7 +132,7 @@ func (pp *Pipe) hello(rw *bufio.ReadWriter) (Greeting, error) {
 	loads := replies[1:]
 	if len(pp.cfg.Commands) > 0 {
 		g.Known = commandsKnown(replies[1], pp.cfg.Commands)
-		loads = replies[2:]
+		loads = loads[1:]
 	}
 	for _, r := range loads {
 		if r.kind == '-' {

@@ -35,6 +35,15 @@ type Config struct {
 	// Commands are asked of COMMAND INFO on every new connection:
 	// Greeting.Known says which the server knows. Default: none.
 	Commands []string
+	// Check decides, from what the greeting's first round trip learned (all
+	// of Greeting but Hello), whether the greeting goes on: an error fails
+	// the connection as Admit's does, before Hello is sent. Default: it
+	// goes on.
+	Check func(Greeting) error
+	// Hello are sent on every new connection that Check let through, in a
+	// round trip of their own; their replies are Greeting.Hello, for Admit.
+	// Default: none.
+	Hello []*Command
 	// Admit decides, from what the greeting of a new connection learned,
 	// whether the connection may carry requests: an error fails it, and
 	// every request waiting for it, with that error. It runs before any

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync/atomic"
+
+	"github.com/lockproxy/lockproxy/proxy"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// reloader applies the configuration, read again on SIGHUP, to the running
+// process: the keys whose reload is live take effect for new connections,
+// the others are refused with a log line and keep their running values.
+// Only its watch goroutine calls reload, so reloads never overlap.
+type reloader struct {
+	load   func() (*config, error) // the file and the flags as given at start
+	log    *slog.Logger
+	level  *slog.LevelVar
+	srv    *proxy.Server
+	engine *quorum.Engine
+	// tls is what the TLS listener serves to a new connection (nil
+	// without one), and shutdownTimeout what SIGTERM waits, in nanoseconds.
+	tls             atomic.Pointer[tls.Config]
+	shutdownTimeout atomic.Int64
+	// running are the fingerprints of the values in effect: a refused
+	// key keeps its old one, so that every later reload refuses it again
+	// until its value is put back.
+	running map[string][sha256.Size]byte
+}
+
+// watch reloads on every signal from hup until ctx ends.
+func (r *reloader) watch(ctx context.Context, hup <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.reload()
+		}
+	}
+}
+
+// reload reads the configuration again and applies what may change while
+// running. A configuration that does not load changes nothing and logs one
+// error, naming the key; keys that cannot change are refused with one
+// warning per kind, and what can is applied.
+func (r *reloader) reload() {
+	next, err := r.load()
+	if err == nil {
+		// It was checked as a whole when loaded; this fails only if the
+		// proxy's own checks say otherwise.
+		err = r.srv.Reload(next.proxy)
+	}
+	if err != nil {
+		r.log.Error("reload failed: the running configuration is kept", "err", err)
+		return
+	}
+	changed := map[onReload][]string{}
+	for _, k := range keys {
+		if next.fingerprints[k.name] != r.running[k.name] {
+			changed[k.reload] = append(changed[k.reload], k.name)
+		}
+	}
+	refused := changed[restart]
+	if len(refused) > 0 {
+		r.log.Warn("reload: these keys change only with a restart; their running values are kept",
+			"keys", strings.Join(refused, ","))
+	}
+	if keys := changed[engine]; len(keys) > 0 {
+		if err := changeEngine(r.engine, next.quorum); err != nil {
+			r.log.Warn("reload: the backends and engine settings are not changed; the running ones are kept",
+				"keys", strings.Join(keys, ","), "reason", err)
+			refused = append(refused, keys...)
+		}
+	}
+	for _, name := range refused {
+		next.fingerprints[name] = r.running[name]
+	}
+	r.running = next.fingerprints
+	// Nil when tls_listen was emptied, which is refused: the running TLS
+	// listener keeps its settings.
+	if next.tls != nil {
+		r.tls.Store(next.tls)
+	}
+	r.shutdownTimeout.Store(int64(next.shutdownTimeout))
+	r.level.Set(next.logLevel)
+	applied := strings.Join(changed[live], ",")
+	if applied == "" {
+		applied = "none"
+	}
+	r.log.Info("configuration reloaded", "changed", applied)
+}
+
+// errEngineChange is changeEngine's answer until the engine can change its
+// backends while it runs.
+var errEngineChange = errors.New("changing the backends or the engine's settings while running is not supported yet; restart lockproxy to apply them")
+
+// changeEngine is where a reload hands the running engine a configuration
+// whose backend set, backend TLS or engine settings (the keys whose reload
+// is engine) changed. Changing the backend set under locks that are held
+// takes care that the engine does not take yet (a lock granted by a
+// majority of the old set must stay exclusive under the new one), so for
+// now it refuses every change and the running engine is kept as it is.
+func changeEngine(e *quorum.Engine, next quorum.Config) error {
+	return errEngineChange
+}
