@@ -18,7 +18,7 @@ import (
 // backendState is one backend in the /readyz body.
 type backendState struct {
 	Addr      string  `json:"addr"`
-	State     string  `json:"state"` // up, quarantined, down, unsupported, duplicate or clock
+	State     string  `json:"state"` // up, quarantined, down, unsupported, duplicate, replica or clock
 	LatencyMS float64 `json:"latency_ms"`
 	// Error is the kind of its failure when it did not answer the probe,
 	// as lockproxy_backend_failures_total labels it.
