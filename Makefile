@@ -33,9 +33,9 @@ fuzz:
 	done
 
 # Debian packages the tests need: redis-server for the backends (the tests
-# fail rather than skip without one), and the client libraries that the
-# compatibility suite runs unchanged.
-DEBS = redis-server redis-tools python3-redis ruby-redis php-cli php-redis libredis-perl
+# fail rather than skip without one), faketime for backends whose clock runs
+# fast, and the client libraries that the compatibility suite runs unchanged.
+DEBS = redis-server redis-tools faketime python3-redis ruby-redis php-cli php-redis libredis-perl
 
 deps:
 	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \

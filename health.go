@@ -18,12 +18,15 @@ import (
 // backendState is one backend in the /readyz body.
 type backendState struct {
 	Addr      string  `json:"addr"`
-	State     string  `json:"state"` // up, quarantined, down, unsupported or duplicate
+	State     string  `json:"state"` // up, quarantined, down, unsupported, duplicate, replica or clock
 	LatencyMS float64 `json:"latency_ms"`
 	// Error is the kind of its failure when it did not answer the probe,
 	// as lockproxy_backend_failures_total labels it.
 	Error           string  `json:"error,omitempty"`
 	QuarantineLeftS float64 `json:"quarantine_left_s,omitempty"`
+	// ClockRate is its clock's rate relative to the proxy's, for a backend
+	// that does not count because of it.
+	ClockRate float64 `json:"clock_rate,omitempty"`
 }
 
 // backendStates pings every backend: those that answer in time and are not
@@ -33,12 +36,17 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	known := e.Backends() // after the probe, whose failures it recorded
 	for i, s := range probed {
 		st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), LatencyMS: float64(s.Latency.Microseconds()) / 1000}
-		var q *quorum.QuarantineError
+		var (
+			q *quorum.QuarantineError
+			c *quorum.ClockError
+		)
 		switch {
 		case s.Err == nil:
 			counting++
 		case errors.As(s.Err, &q):
 			st.State, st.Error, st.QuarantineLeftS = quorum.StateQuarantined.String(), quorum.KindQuarantined, math.Ceil(q.Left.Seconds())
+		case errors.As(s.Err, &c):
+			st.State, st.Error, st.ClockRate = quorum.StateClock.String(), quorum.KindClock, c.Rate
 		default:
 			st.State, st.Error = quorum.StateDown.String(), kindLabel(known[i].LastError)
 			if st.Error == "" {

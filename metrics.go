@@ -37,11 +37,13 @@ var (
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
-		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, replica, error.",
+		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, replica, other_set, clock, error.",
 		[]string{"backend", "kind"}, nil)
 	descChanges = prometheus.NewDesc("lockproxy_backend_server_changes_total",
 		"Changes of the server behind a backend, by reason: restart, failover (a promoted replica), unmarked (a data set lockproxy never marked), replica.",
 		[]string{"backend", "reason"}, nil)
+	descClockRate = prometheus.NewDesc("lockproxy_backend_clock_rate",
+		"Rate of the backend's clock (TIME) relative to the proxy's monotonic clock over the last 10 s: 1 is the same; NaN until measured.", []string{"backend"}, nil)
 )
 
 // metrics exports the proxy's and the engine's state to Prometheus. It is
@@ -119,7 +121,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.opDuration.Describe(ch)
 	m.voteDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
-		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges} {
+		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate} {
 		ch <- d
 	}
 }
@@ -154,6 +156,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		for reason, n := range b.Changes {
 			ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(n), b.Addr, reason)
 		}
+		ch <- prometheus.MustNewConstMetric(descClockRate, prometheus.GaugeValue, b.ClockRate, b.Addr)
 	}
 }
 
@@ -184,7 +187,7 @@ func (e reportingEngine) BackendInfo() []proxy.BackendInfo {
 		out[i] = proxy.BackendInfo{
 			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft,
 			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
-			Replies: b.Replies, Failures: failures,
+			Replies: b.Replies, Failures: failures, ClockRate: b.ClockRate,
 		}
 	}
 	return out

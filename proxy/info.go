@@ -21,6 +21,9 @@ type BackendInfo struct {
 	LastErrorAt    time.Time
 	Replies        uint64 // answers that counted toward a quorum
 	Failures       uint64 // all the others
+	// ClockRate is the rate of its clock relative to the proxy's (1: the
+	// same), as last measured; NaN until measured.
+	ClockRate float64
 }
 
 // BackendReporter is what a Locker implements to show its backends in
@@ -145,9 +148,13 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		if !be.LastErrorAt.IsZero() {
 			age = fmt.Sprintf("%.0f", now.Sub(be.LastErrorAt).Seconds())
 		}
-		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,replies=%d,failures=%d\r\n",
+		rate := ""
+		if !math.IsNaN(be.ClockRate) {
+			rate = fmt.Sprintf("%.6f", be.ClockRate)
+		}
+		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,replies=%d,failures=%d,clock_rate=%s\r\n",
 			i, be.Addr, be.State, float64(be.Latency.Microseconds())/1000, be.LastError, age,
-			math.Ceil(be.QuarantineLeft.Seconds()), be.Replies, be.Failures)
+			math.Ceil(be.QuarantineLeft.Seconds()), be.Replies, be.Failures, rate)
 	}
 }
 

@@ -24,10 +24,11 @@ const (
 	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
 	StateReplica                   // answered, but is a replica: sent nothing
 	StateOtherSet                  // answered, but records another backend set (members.go)
+	StateClock                     // connected, but its clock runs at a rate beyond drift_factor (clock.go)
 	NumStates        = iota        // how many States there are
 )
 
-var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica", "other_set"}
+var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica", "other_set", "clock"}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -59,11 +60,12 @@ const (
 	KindDuplicate   = "duplicate"   // the same server as another backend
 	KindReplica     = "replica"     // a replica, not a master
 	KindOtherSet    = "other set"   // it records another backend set
+	KindClock       = "clock"       // its clock runs at a rate beyond drift_factor
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindOtherSet, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindOtherSet, KindClock, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
@@ -73,6 +75,7 @@ func failureKind(err error) string {
 		d *DuplicateError
 		r *ReplicaError
 		s *SetError
+		c *ClockError
 	)
 	switch {
 	case errors.As(err, &s):
@@ -85,6 +88,8 @@ func failureKind(err error) string {
 		return KindDuplicate
 	case errors.As(err, &r):
 		return KindReplica
+	case errors.As(err, &c):
+		return KindClock
 	case backend.IsTimeout(err):
 		return KindTimeout
 	case backend.IsRefused(err):
@@ -110,6 +115,9 @@ type BackendState struct {
 	State State
 	// QuarantineLeft is, for StateQuarantined, how long until it counts.
 	QuarantineLeft time.Duration
+	// ClockRate is the rate of its clock relative to the proxy's monotonic
+	// clock, as last measured (1: the same); NaN until measured.
+	ClockRate float64
 	// LastLatency is the latency of its last vote; LastError the kind of
 	// its last failure and when it happened.
 	LastLatency time.Duration
@@ -158,6 +166,7 @@ func (e *Engine) Backends() []BackendState {
 		st := BackendState{
 			Addr:        n.addr,
 			State:       stateOf(status),
+			ClockRate:   e.clocks.rate(i),
 			LastLatency: time.Duration(n.stats.lastLatency.Load()),
 			Replies:     n.stats.replies.Load(),
 			Failures:    make(map[string]uint64, len(failureKinds)),
@@ -184,6 +193,8 @@ func (e *Engine) Backends() []BackendState {
 			st.State = StateOtherSet
 		case st.State == StateUp && errors.As(qe, &q):
 			st.State, st.QuarantineLeft = StateQuarantined, q.Left
+		case st.State == StateUp && e.clocks.err(i) != nil:
+			st.State = StateClock
 		case st.State == StateDown && errors.As(downErr, &o):
 			st.State = StateOtherSet
 		case st.State == StateDown && errors.As(downErr, &u):
@@ -203,7 +214,7 @@ type NodeStatus struct {
 	Addr    string
 	Latency time.Duration
 	// Err is nil when the backend answered PING and counts toward quorum;
-	// a *QuarantineError when it answered but does not count yet.
+	// a *QuarantineError or *ClockError when it answered but does not count.
 	Err error
 }
 

@@ -5,11 +5,11 @@ package quorum
 // answering NOQUORUM whatever the keys.
 
 // counting is how many backends are connected and count toward quorum:
-// admitted, and out of quarantine.
+// admitted, out of quarantine, and with a clock rate in bounds.
 func (e *Engine) counting() int {
 	n := 0
-	for _, nd := range e.nodes {
-		if st, _ := nd.pipe.Status(); stateOf(st) == StateUp && nd.quarantined() == nil {
+	for i, nd := range e.nodes {
+		if st, _ := nd.pipe.Status(); stateOf(st) == StateUp && nd.quarantined() == nil && e.clocks.err(i) == nil {
 			n++
 		}
 	}
@@ -17,12 +17,13 @@ func (e *Engine) counting() int {
 }
 
 // QuorumAvailable reports whether a quorum of backends counted at the
-// last change of any backend's connection, admission or quarantine.
+// last change of any backend's connection, admission, quarantine or clock
+// verdict.
 func (e *Engine) QuorumAvailable() bool { return e.hasQuorum.Load() }
 
 // noteCounting logs, once per change, whether a quorum of backends counts:
-// it is called on every change of a backend's connection, admission or
-// quarantine.
+// it is called on every change of a backend's connection, admission,
+// quarantine or clock verdict.
 func (e *Engine) noteCounting() {
 	if !e.built.Load() {
 		return // New logs the first count once every backend is there

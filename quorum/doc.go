@@ -19,7 +19,9 @@
 //   - The Redlock rule is in rule.go (the tally of votes: decided, refused
 //     or no quorum; validity and drift; the same rule for reads) and
 //     admit.go (whose votes count: quarantine after a restart, one vote per
-//     redis-server, no vote for a server too old for the scripts).
+//     redis-server, no vote for a server too old for the scripts) and
+//     clock.go (nor for one whose clock runs at a rate beyond the drift
+//     allowance, measured by sampling each backend's TIME).
 //   - The operations: lock.go (acquisitions and extensions, and the
 //     rollback of a failed one), rollbacks.go (a retry waits for the
 //     rollbacks of its token), unlock.go, read.go, and write.go (Delete and
@@ -32,5 +34,7 @@
 //
 // An Engine keeps no lock state (any number of engines may share the same
 // backends); it only remembers which rollbacks it is still running, so that
-// a retry with the same token waits for them. It is safe for concurrent use.
+// a retry with the same token waits for them, and what it measured of each
+// backend's clock (one goroutine samples them until Close). It is safe for
+// concurrent use.
 package quorum

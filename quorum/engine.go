@@ -55,6 +55,9 @@ type Config struct {
 	// skipIdentity turns the identity checks of admit.go off: the tests'
 	// control run, which shows what they prevent.
 	skipIdentity bool
+	// clock is how the backends' clocks are sampled; tests shorten it.
+	// Default: defaultClockParams.
+	clock clockParams
 }
 
 const (
@@ -78,6 +81,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.clock.interval == 0 {
+		c.clock.interval = defaultClockParams.interval
+	}
+	if c.clock.window == 0 {
+		c.clock.window = defaultClockParams.window
 	}
 	return c
 }
@@ -118,6 +127,7 @@ type Engine struct {
 	quorum    int
 	rollbacks rollbacks
 	servers   servers
+	clocks    clocks         // each backend's clock rate (clock.go)
 	order     [64]sync.Mutex // fanout's send order, striped by key
 	members   membership     // the backend set, and its changes
 
@@ -160,6 +170,7 @@ func New(cfg Config) (*Engine, error) {
 		e.Close()
 		return nil, err
 	}
+	e.clocks.start(e.nodes, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
 	e.built.Store(true)
 	e.noteCounting()
 	return e, nil
@@ -189,8 +200,10 @@ func (e *Engine) connectAll() error {
 	return nil
 }
 
-// Close closes every backend connection.
+// Close stops sampling the backends' clocks and closes every backend
+// connection.
 func (e *Engine) Close() error {
+	e.clocks.close()
 	// Concurrently: a backend being dialled holds its close for up to the
 	// backend timeout, and one should not add to another.
 	var (

@@ -101,9 +101,15 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // quarantined, closed, error), safe to show to clients: a backend's own
 // error text could carry MOVED or READONLY and make clients redirect.
 func (e *NodeError) Kind() string {
-	var q *QuarantineError
-	if errors.As(e.Err, &q) {
+	var (
+		q *QuarantineError
+		c *ClockError
+	)
+	switch {
+	case errors.As(e.Err, &q):
 		return q.Error()
+	case errors.As(e.Err, &c):
+		return c.Error()
 	}
 	return failureKind(e.Err)
 }
@@ -116,6 +122,19 @@ type QuarantineError struct {
 
 func (e *QuarantineError) Error() string {
 	return fmt.Sprintf("quarantined for %s after restart", e.Left.Round(time.Second))
+}
+
+// ClockError marks a backend whose clock runs at a rate outside the drift
+// allowance, relative to the proxy's: its keys expire early (fast) or late
+// (slow), so its replies do not count toward any quorum until its rate has
+// been within the allowance for max_ttl.
+type ClockError struct {
+	Rate  float64 // its clock's rate as last measured; the proxy's is 1
+	Bound float64 // drift_factor: a backend counts within 1 ± Bound
+}
+
+func (e *ClockError) Error() string {
+	return fmt.Sprintf("clock rate %.4f of the proxy's, beyond drift_factor %g", e.Rate, e.Bound)
 }
 
 // TTLError rejects a TTL outside (0, max_ttl].

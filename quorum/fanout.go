@@ -12,8 +12,8 @@ import (
 )
 
 // vote is one backend's reply within a fan-out. err is a *NodeError when the
-// reply does not count toward quorum: no answer in time, a failure, or a
-// backend in quarantine.
+// reply does not count toward quorum: no answer in time, a failure, a
+// backend in quarantine, or one whose clock rate is off.
 type vote[T any] struct {
 	node int
 	val  T
@@ -103,6 +103,9 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 		// Judged after the reply: the connection it came on may have just
 		// revealed a restart.
 		err = n.quarantined()
+	}
+	if err == nil {
+		err = f.e.clocks.err(i)
 	}
 	kind := ""
 	if err != nil {

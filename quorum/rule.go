@@ -15,7 +15,9 @@ import (
 // backend that did not answer agreeing could not have made a quorum;
 // anything between is a *NoQuorumError. A lock taken or extended holds for
 // its validity: TTL − elapsed − drift. Which backends' votes count at all
-// (quarantine after a restart, one vote per redis-server) is in admit.go;
+// (quarantine after a restart, one vote per redis-server) is in admit.go,
+// and whether their clocks run at a rate the drift allowance covers in
+// clock.go;
 // undoing what a failed operation may have left is in lock.go (rollback).
 
 // decisive is the fewest votes that can decide a quorum operation: a

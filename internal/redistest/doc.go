@@ -5,7 +5,8 @@
 // Beyond starting servers it injects the faults a Redlock deployment must
 // survive: Kill (a lost node), Pause and Resume (a hung node, SIGSTOP and
 // SIGCONT) and Restart (a node that comes back empty, having forgotten every
-// lock it held).
+// lock it held). StartWith's ClockRate (libfaketime) runs a server's clock
+// fast or slow, as a host whose clock is off would.
 //
 // It knows nothing about locks, quorums or the proxy. It needs the
 // redis-server binary in PATH and fails the test when it is missing rather

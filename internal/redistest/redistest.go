@@ -21,8 +21,10 @@ import (
 
 const (
 	// installHint is the command that installs redis-server on Debian and
-	// Ubuntu, where the tests and CI run.
-	installHint = "apt-get install -y redis-server"
+	// Ubuntu, where the tests and CI run; fakeTimeHint installs libfaketime,
+	// for servers whose clock runs at another rate.
+	installHint  = "apt-get install -y redis-server"
+	fakeTimeHint = "apt-get install -y faketime"
 
 	// readyTimeout bounds how long a new process may take to answer PING;
 	// redis-server is usually ready in a few milliseconds, but a loaded CI
@@ -45,7 +47,8 @@ type Server struct {
 	bin  string
 	dir  string
 	opts []string
-	port int // fixed once Start returns: Restart reuses it
+	env  []string // added to the environment of every process
+	port int      // fixed once Start returns: Restart reuses it
 
 	mu     sync.Mutex
 	proc   *process // nil when not started or killed
@@ -76,15 +79,40 @@ func Start(t testing.TB, opts ...string) *Server {
 // those that did start are still killed when the test ends.
 func StartN(t testing.TB, n int, opts ...string) []*Server {
 	t.Helper()
+	return StartWith(t, n, Options{Args: opts})
+}
+
+// Options say how StartWith starts its servers.
+type Options struct {
+	// Args are extra redis-server arguments, as Start's opts.
+	Args []string
+	// ClockRate, when not 0, runs the server's clocks (gettimeofday and
+	// clock_gettime, which TIME, key expiry and uptime read) at that many
+	// times real speed from the moment it starts, through libfaketime: at
+	// 1.5 a key set with a TTL of 3 s is gone after 2 s. Restart keeps it;
+	// SetClockRate changes it.
+	// Default: 0, the real clock.
+	ClockRate float64
+}
+
+// StartWith starts n servers as StartN does, with o.
+func StartWith(t testing.TB, n int, o Options) []*Server {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redistest: redis-server is not installed (%v); install it with: %s (Debian/Ubuntu, as root or with sudo)", err, installHint)
+	}
+	var env []string
+	if o.ClockRate != 0 {
+		if env, err = fakeClock(o.ClockRate); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
 	}
 	servers := make([]*Server, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range servers {
-		s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: opts}
+		s := &Server{t: t, bin: bin, dir: t.TempDir(), opts: o.Args, env: env}
 		// Registered after t.TempDir, so it runs before the dir is removed.
 		t.Cleanup(s.close)
 		servers[i] = s
@@ -212,6 +240,23 @@ func (s *Server) Restart() {
 	s.t.Errorf("redistest: restart: %v", err)
 }
 
+// SetClockRate sets the rate of the server's clocks, as Options.ClockRate
+// does (0: the real clock), from its next Restart on. It reports a missing
+// libfaketime with t.Errorf and leaves the rate as it was.
+func (s *Server) SetClockRate(rate float64) {
+	var env []string
+	if rate != 0 {
+		var err error
+		if env, err = fakeClock(rate); err != nil {
+			s.t.Errorf("redistest: %v", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	s.env = env
+	s.mu.Unlock()
+}
+
 // Running reports whether the server process is alive, paused or not. It
 // is false after Kill and after the process died by itself.
 func (s *Server) Running() bool {
@@ -254,6 +299,9 @@ func (s *Server) launch(port int) (*process, error) {
 	}, s.opts...)
 	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.dir
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	logPath := filepath.Join(s.dir, "redis.log")
 	// A file rather than a pipe: a pipe would make Wait also wait for any
 	// child redis-server forks (BGSAVE, AOF rewrite) that inherited it.
@@ -352,6 +400,37 @@ func probe(addr string, pid int) error {
 		return fmt.Errorf("another process answers on %s", addr)
 	}
 	return nil
+}
+
+// fakeClock returns the environment that runs a redis-server's clocks at
+// rate times real speed. Not the faketime wrapper: it forks, and the
+// process it starts would not be the one Kill, Pause and the readiness
+// probe (which checks process_id) know. libfaketime is preloaded directly,
+// from where the wrapper itself loads it (ld.so expands $LIB to the
+// multiarch directory). Debian's redis-server allocates with jemalloc,
+// whose first allocation reads clock_gettime before libfaketime has
+// initialised, which libfaketime cannot recover from (libfaketime issues
+// 130, 327: the server never starts); glibc's libc_malloc_debug, preloaded
+// first, takes malloc, calloc, realloc, free and malloc_usable_size back
+// to glibc's allocator, so jemalloc is never initialised that early.
+func fakeClock(rate float64) ([]string, error) {
+	if rate < 0 {
+		return nil, fmt.Errorf("clock rate %g is negative", rate)
+	}
+	if _, err := exec.LookPath("faketime"); err != nil {
+		return nil, fmt.Errorf("libfaketime is not installed (%v); install it with: %s (Debian/Ubuntu, as root or with sudo)", err, fakeTimeHint)
+	}
+	// ld.so only warns about a library it cannot preload, and the server
+	// would run on the real clock.
+	if libs, _ := filepath.Glob("/usr/lib*/*/faketime/libfaketime.so.1"); len(libs) == 0 {
+		if libs, _ = filepath.Glob("/usr/lib*/faketime/libfaketime.so.1"); len(libs) == 0 {
+			return nil, fmt.Errorf("libfaketime.so.1 is not under /usr/lib*/[*/]faketime; install it with: %s", fakeTimeHint)
+		}
+	}
+	return []string{
+		"LD_PRELOAD=libc_malloc_debug.so.0:/usr/$LIB/faketime/libfaketime.so.1",
+		"FAKETIME=+0 x" + strconv.FormatFloat(rate, 'f', -1, 64),
+	}, nil
 }
 
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.

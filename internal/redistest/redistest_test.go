@@ -261,3 +261,41 @@ func runID(t *testing.T, c *redis.Client) string {
 	t.Fatalf("no run_id in INFO server:\n%s", info)
 	return ""
 }
+
+// TestClockRate: a server started with ClockRate 1.5 tells the time (TIME,
+// which key expiry reads too) at 1.5 times real speed, until SetClockRate
+// and Restart put it back on the real clock; it is the process that Kill
+// ends.
+func TestClockRate(t *testing.T) {
+	t.Parallel()
+	s := StartWith(t, 1, Options{ClockRate: 1.5})[0]
+	c := s.Client(t)
+	rate := func() float64 {
+		t.Helper()
+		serverTime := func() (time.Time, time.Time) {
+			before := time.Now()
+			at, err := c.Time(t.Context()).Result()
+			if err != nil {
+				t.Fatalf("TIME: %v", err)
+			}
+			return at, before
+		}
+		at0, t0 := serverTime()
+		time.Sleep(500 * time.Millisecond) // the span measured, not synchronisation
+		at1, t1 := serverTime()
+		// Each reading is off by at most its round trip, well under 10 ms here.
+		return at1.Sub(at0).Seconds() / t1.Sub(t0).Seconds()
+	}
+	if r := rate(); r < 1.4 || r > 1.6 {
+		t.Errorf("clock rate %.3f, expected 1.5", r)
+	}
+	s.SetClockRate(0)
+	s.Restart()
+	if r := rate(); r < 0.9 || r > 1.1 {
+		t.Errorf("clock rate %.3f after SetClockRate(0) and Restart, expected 1", r)
+	}
+	s.Kill()
+	if s.Running() {
+		t.Error("Running() = true after Kill")
+	}
+}

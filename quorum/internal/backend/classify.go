@@ -26,3 +26,10 @@ func IsRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 func IsClosed(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
+
+// IsServerError reports whether err is the server's own error reply: it
+// answered, refusing the command (unknown, or denied by its ACL).
+func IsServerError(err error) bool {
+	var se serverError
+	return errors.As(err, &se)
+}

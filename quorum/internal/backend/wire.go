@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"strconv"
+	"time"
 )
 
 // Script is a Lua script run by its SHA1, with its source at hand for a
@@ -176,6 +178,27 @@ func (r Reply) Array() ([]Reply, error) {
 		return nil, errUnexpectedReply
 	}
 	return r.array, nil
+}
+
+// Time reads a reply to TIME, the server's clock: seconds and
+// microseconds since the Unix epoch, as a Duration since then, to the
+// microsecond. Any other reply is an error.
+func (r Reply) Time() (time.Duration, error) {
+	if r.kind != '*' || len(r.array) != 2 {
+		return 0, errUnexpectedReply
+	}
+	var parts [2]int64
+	for i, e := range r.array {
+		n, err := strconv.ParseInt(e.str, 10, 64)
+		if e.kind != '$' || err != nil || n < 0 {
+			return 0, errUnexpectedReply
+		}
+		parts[i] = n
+	}
+	if parts[1] >= 1e6 || parts[0] > math.MaxInt64/int64(time.Second)-1 {
+		return 0, errUnexpectedReply
+	}
+	return time.Duration(parts[0])*time.Second + time.Duration(parts[1])*time.Microsecond, nil
 }
 
 // IsNil reports whether r is a nil bulk string or nil array.

@@ -2,8 +2,10 @@ package backend
 
 import (
 	"bufio"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestScriptCommandWire(t *testing.T) {
@@ -98,5 +100,37 @@ func TestReplyAccessors(t *testing.T) {
 		if exp, got := name == "nil", r.IsNil(); exp != got {
 			t.Errorf("%s: IsNil() = %v", name, got)
 		}
+	}
+}
+
+func TestReplyTime(t *testing.T) {
+	bulk := func(s string) Reply { return Reply{kind: '$', str: s} }
+	got, err := Reply{kind: '*', array: []Reply{bulk("1700000000"), bulk("123456")}}.Time()
+	if want := 1700000000*time.Second + 123456*time.Microsecond; err != nil || got != want {
+		t.Errorf("TIME 1700000000 123456: got %v %v, want %v", got, err, want)
+	}
+	for name, r := range map[string]Reply{
+		"not an array":     bulk("1700000000"),
+		"one element":      {kind: '*', array: []Reply{bulk("1")}},
+		"integers":         {kind: '*', array: []Reply{{kind: ':', int: 1}, {kind: ':', int: 2}}},
+		"not a number":     {kind: '*', array: []Reply{bulk("x"), bulk("0")}},
+		"negative":         {kind: '*', array: []Reply{bulk("-1"), bulk("0")}},
+		"a million µs":     {kind: '*', array: []Reply{bulk("1"), bulk("1000000")}},
+		"past a Duration":  {kind: '*', array: []Reply{bulk("9223372037"), bulk("0")}},
+		"nil":              {},
+		"an error reply's": {kind: '-', str: "ERR"},
+	} {
+		if _, err := r.Time(); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestIsServerError(t *testing.T) {
+	if !IsServerError(fmt.Errorf("wrapped: %w", serverError("NOPERM"))) {
+		t.Error("a server's error reply is not one")
+	}
+	if IsServerError(errClosed) || IsServerError(notSent{errClosed}) {
+		t.Error("a closed pipe's error is a server's reply")
 	}
 }
