@@ -18,7 +18,7 @@ import (
 // backendState is one backend in the /readyz body.
 type backendState struct {
 	Addr      string  `json:"addr"`
-	State     string  `json:"state"` // up, quarantined, down, unsupported, duplicate, replica or clock
+	State     string  `json:"state"` // up, quarantined, down, unsupported, duplicate, replica, other_set or clock
 	LatencyMS float64 `json:"latency_ms"`
 	// Error is the kind of its failure when it did not answer the probe,
 	// as lockproxy_backend_failures_total labels it.
@@ -53,7 +53,7 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 				st.Error = quorum.KindError
 			}
 			// Refused when connected: it answers, but must not count.
-			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica {
+			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica || k == quorum.StateOtherSet {
 				st.State = k.String()
 			}
 		}
@@ -93,7 +93,7 @@ func opsHandler(e *quorum.Engine, withPprof, embedded bool) http.Handler {
 		case counting < e.Quorum():
 			status, code = "no quorum", http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, map[string]any{"status": status, "embedded": embedded, "quorum": e.Quorum(), "counting": counting, "backends": states})
+		writeJSON(w, code, map[string]any{"status": status, "embedded": embedded, "backend_set": e.BackendSet(), "quorum": e.Quorum(), "counting": counting, "backends": states})
 	})
 	return mux
 }

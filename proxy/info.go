@@ -36,6 +36,13 @@ type BackendReporter interface {
 	Quorum() int
 }
 
+// BackendSetReporter is what a BackendReporter implements to show which
+// backend set it counts, so that an operator can compare proxies.
+type BackendSetReporter interface {
+	// BackendSet names the set: "epoch:N:fingerprint".
+	BackendSet() string
+}
+
 // infoSection is one section of INFO: its name as shown, and its
 // "field:value\r\n" lines. A shared section tells of every user's
 // activity or of the backends, and is left out for users with a key
@@ -136,6 +143,9 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		count[be.State]++
 	}
 	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
+	if sr, ok := r.(BackendSetReporter); ok {
+		fmt.Fprintf(b, "backend_set:%s\r\n", sr.BackendSet())
+	}
 	if s.embedded {
 		b.WriteString("backends_embedded:1\r\n") // only then, as Redis shows some fields only when they apply
 	}

@@ -196,7 +196,7 @@ func (n *node) refuse(err error) error {
 		n.log.Error("backend does not count toward quorum and is sent no lock commands: lockproxy needs Redis "+minVersion+" or later, or Valkey 7.2 or later (PEXPIRETIME)",
 			"reason", old.Reason)
 	case errors.As(err, &set):
-		n.log.Error("backend does not count toward quorum: its set record names another backend set than this proxy's; every proxy must run the same backends, and a change of them raises backend_set_epoch",
+		n.log.Error(otherSetLog,
 			"recorded", set.Recorded, "ours", set.Ours)
 	case errors.As(err, &replica):
 		n.changes[reasonIndex(ChangeReplica)].Add(1)
@@ -355,6 +355,10 @@ func (n *node) quarantined() error {
 	return nil
 }
 
+// otherSetLog is logged once when a backend's set record refuses this
+// proxy, at its greeting or by a lock script.
+const otherSetLog = "backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends raises it (README: Changing the backend set)"
+
 // noteSetRefusal records that a script's set check refused the engine's
 // set: the backend does not count until its next greeting admits it. It is
 // logged once until then.
@@ -364,7 +368,7 @@ func (n *node) noteSetRefusal(err *SetError) {
 	n.setRefused = err
 	n.mu.Unlock()
 	if news {
-		n.log.Error("backend does not count toward quorum: its set record names another backend set than this proxy's, so its lock scripts refuse this proxy; reload it with the backends and backend_set_epoch of the other proxies",
+		n.log.Error(otherSetLog,
 			"recorded", err.Recorded, "ours", err.Ours)
 		n.changed()
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -226,6 +227,12 @@ func (e *Engine) Close() error {
 
 // MaxTTL returns the longest TTL the engine accepts.
 func (e *Engine) MaxTTL() time.Duration { return e.cfg.MaxTTL }
+
+// BackendSet names the backend set the engine counts, as the set records
+// on the backends name it: "epoch:N:fingerprint", the fingerprint being
+// of the members' host:port/db, in any order. Every proxy of one
+// deployment shows the same.
+func (e *Engine) BackendSet() string { return strings.TrimSuffix(e.members.set.token, ":") }
 
 // Quorum returns how many backends must agree: N/2+1.
 func (e *Engine) Quorum() int { return e.quorum }

@@ -219,39 +219,14 @@ type safetyRun struct {
 	res *resourceLog
 }
 
-// runSafety starts the backends behind the fault network, two proxies with
-// extra flags, the clients and the nemesis over the given phases.
+// runSafety runs the schedule with the proxies on all 5 backends.
 func runSafety(t *testing.T, schedule []phase, total time.Duration, extra ...string) *safetyRun {
 	t.Helper()
-	backends := redistest.StartN(t, safetyBackends)
-	upstreams := make([]string, len(backends))
-	for i, b := range backends {
-		upstreams[i] = b.Addr()
+	all := make([]int, safetyBackends)
+	for i := range all {
+		all[i] = i
 	}
-	fnet := newFaultNet(t, upstreams)
-	args := append([]string{"-backends", fnet.URLs(), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms"}, extra...)
-	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, args: args}
-	e.proxies = []*proxyProcess{startProxy(t, args...), startProxy(t, args...)}
-	for _, p := range e.proxies {
-		waitForQuorum(t, p)
-	}
-
-	run := &safetyRun{h: e.h, res: newResourceLog(e.h)}
-	ctx, cancel := context.WithCancel(t.Context())
-	var clients sync.WaitGroup
-	for c := range *safetyClients {
-		// Each client stays with its proxy's address, across a restart of it.
-		addr := e.proxies[c%len(e.proxies)].Addr
-		clients.Go(func() { runClient(ctx, c, addr, run) })
-	}
-	per := total / time.Duration(len(schedule))
-	for _, ph := range schedule {
-		e.h.addFault(ph.name, "phase starts")
-		ph.run(t.Context(), e, per)
-	}
-	cancel()
-	clients.Wait()
-	return run
+	return runSafetyOn(t, all, schedule, total, nil, extra...)
 }
 
 // waitForQuorum waits until the proxy takes locks: fresh backends are in

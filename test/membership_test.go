@@ -1,0 +1,227 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// TestTwoBackendSets: proxy A counts backends {0,1,2}, proxy B {0,1,2,3,4},
+// both at the first epoch, as two hosts configured apart would. Without
+// the set record both grant the same key (B finds its quorum of 3 in
+// 2, 3 and 4 while A holds 0 and 1). With it, A's records on 0, 1 and 2
+// refuse B there, B has 2 of 5 and answers NOQUORUM naming the other set,
+// and logs why once per backend, in these words.
+func TestTwoBackendSets(t *testing.T) {
+	servers := redistest.StartN(t, 5)
+	url := func(idx ...int) string {
+		var urls []string
+		for _, i := range idx {
+			urls = append(urls, servers[i].URL())
+		}
+		return strings.Join(urls, ",")
+	}
+	common := []string{"-restart-quarantine=false", "-backend-timeout", "500ms"}
+	a := startProxy(t, append([]string{"-backends", url(0, 1, 2)}, common...)...)
+	waitForQuorum(t, a)
+	b := startProxy(t, append([]string{"-backends", url(0, 1, 2, 3, 4)}, common...)...)
+	b.waitLog(t, regexp.MustCompile(`backend does not count toward quorum: it records another backend set`))
+
+	// A holds the lock on 0 and 1 only (2 holds another token for a while),
+	// which is where two sets disagree.
+	ctx := t.Context()
+	servers[2].Client(t).Set(ctx, "job", "someone", 2*time.Second)
+	if got := do(t, a.Client(t), "SET", "job", "first", "NX", "PX", 20000); got != "OK" {
+		t.Fatalf("A: %q", got)
+	}
+	redistest.Eventually(t, func() string {
+		if servers[2].Client(t).Exists(ctx, "job").Val() != 0 {
+			return "backend 2 still holds the other token"
+		}
+		return ""
+	})
+	const refused = "ERR:NOQUORUM 2 of 5 backends answered, 3 needed (3 other set)"
+	for _, key := range []string{"job", "another"} {
+		if got := do(t, b.Client(t), "SET", key, "second", "NX", "PX", 20000); got != refused {
+			t.Fatalf("B, SET %s: %q, want %q", key, got, refused)
+		}
+	}
+	if got := do(t, a.Client(t), "GET", "job"); got != "first" {
+		t.Fatalf("A's lock: %q", got)
+	}
+
+	for i := range 3 {
+		want := fmt.Sprintf(`level=ERROR msg="backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends raises it (README: Changing the backend set)" backend=%s recorded=1:3:`, servers[i].Addr())
+		if n := strings.Count(b.Log(), want); n != 1 {
+			t.Errorf("backend %d: %d log lines ending with\n%s\nin\n%s", i, n, want, b.Log())
+		}
+	}
+	infoA, infoB := redisCLI(t, a.Addr, "INFO", "backends"), redisCLI(t, b.Addr, "INFO", "backends")
+	setA := regexp.MustCompile(`backend_set:1:3:[0-9a-f]{16}\r?\n`).FindString(infoA)
+	setB := regexp.MustCompile(`backend_set:1:5:[0-9a-f]{16}\r?\n`).FindString(infoB)
+	if setA == "" || setB == "" {
+		t.Fatalf("INFO backends does not name each proxy's set:\n%s\n%s", infoA, infoB)
+	}
+	if !strings.Contains(infoB, "backends_other_set:3") {
+		t.Errorf("B's INFO backends does not count 3 backends of another set:\n%s", infoB)
+	}
+}
+
+// url lists backends idx of f as a -backends value.
+func (f *faultNet) url(idx ...int) string {
+	urls := make([]string, len(idx))
+	for j, i := range idx {
+		urls[j] = "redis://" + f.Addr(i)
+	}
+	return strings.Join(urls, ",")
+}
+
+// changeSet is the safety run over a change of the backend set, made as
+// the README's procedure says: both proxies run the old set at epoch 1;
+// proxy 1 is restarted with the new set at epoch 2 and runs beside proxy 0
+// (old set) for a while, then proxy 0 is restarted with the new set too.
+// Throughout, connections to one old member after another are dropped and
+// restored, so that the old set's locks are held on bare quorums of it,
+// which is where a quorum of the new set could miss them.
+func changeSet(oldSet, newSet []int) []phase {
+	churn := func(ctx context.Context, e *safetyEnv, d time.Duration) {
+		end := time.Now().Add(d)
+		for i := 0; ctx.Err() == nil && time.Now().Before(end); i++ {
+			b := oldSet[i%len(oldSet)]
+			e.drop(b)
+			wait(ctx, 300*time.Millisecond)
+			e.restore(b)
+			wait(ctx, 200*time.Millisecond)
+		}
+	}
+	restartWith := func(e *safetyEnv, p int, set []int, epoch int) {
+		e.args = append([]string{"-backends", e.net.url(set...), "-backend-set-epoch", fmt.Sprint(epoch)}, e.args[2:]...)
+		e.crashProxy(p)
+		e.restartProxy(p)
+	}
+	return []phase{
+		{"old set", func(ctx context.Context, e *safetyEnv, d time.Duration) { churn(ctx, e, d) }},
+		{"proxy 1 on the new set, proxy 0 on the old", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+			restartWith(e, 1, newSet, 2)
+			churn(ctx, e, d)
+		}},
+		{"both on the new set", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+			restartWith(e, 0, newSet, 2)
+			churn(ctx, e, d)
+		}},
+	}
+}
+
+// runChangeSet runs changeSet over 5 backends, the proxies starting on
+// oldSet, and checks the history; it returns the verdict.
+func runChangeSet(t *testing.T, oldSet, newSet []int, during func(ctx context.Context, e *safetyEnv)) verdict {
+	t.Helper()
+	schedule := changeSet(oldSet, newSet)
+	run := runSafetyOn(t, oldSet, schedule, max(*safetyDuration/3, 18*time.Second), during)
+	ops, faults := run.h.snapshot()
+	report(t, ops, faults)
+	v := check(t, ops, run.res.snapshot())
+	if v.acquired == 0 {
+		t.Fatal("no acquisition succeeded: the run proves nothing")
+	}
+	granted := map[string]int{}
+	for _, o := range ops {
+		if o.Kind == opAcquire && o.Outcome == outOK {
+			granted[o.Phase]++
+		}
+	}
+	for _, ph := range schedule {
+		if granted[ph.name] == 0 {
+			t.Errorf("phase %q: no acquisition succeeded", ph.name)
+		}
+	}
+	return v
+}
+
+// TestSafetyGrowThreeToFive: the safety workload while the set grows from
+// backends {0,1,2} to {0,1,2,3,4}: zero overlaps.
+func TestSafetyGrowThreeToFive(t *testing.T) {
+	if v := runChangeSet(t, []int{0, 1, 2}, []int{0, 1, 2, 3, 4}, nil); v.violations > 0 {
+		t.Fatalf("%d safety violations", v.violations)
+	}
+}
+
+// TestSafetyReplaceOne: the safety workload while backend 2 of {0,1,2} is
+// replaced by backend 3: zero overlaps.
+func TestSafetyReplaceOne(t *testing.T) {
+	if v := runChangeSet(t, []int{0, 1, 2}, []int{0, 1, 3}, nil); v.violations > 0 {
+		t.Fatalf("%d safety violations", v.violations)
+	}
+}
+
+// TestSafetyChangeSetNegativeControl: the same growth with the set records
+// deleted from every backend as fast as the proxies write them, which is
+// what the proxies did before they kept them (each counted its own list).
+// The checker must find the overlaps the two sets cause, or the runs above
+// prove nothing.
+func TestSafetyChangeSetNegativeControl(t *testing.T) {
+	wipe := func(ctx context.Context, e *safetyEnv) {
+		var direct []*redis.Client
+		for _, b := range e.backends {
+			direct = append(direct, b.Client(e.t))
+		}
+		for ctx.Err() == nil {
+			for _, c := range direct {
+				c.Del(context.WithoutCancel(ctx), "{lockproxy}:set")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	v := runChangeSet(t, []int{0, 1, 2}, []int{0, 1, 2, 3, 4}, wipe)
+	if v.violations == 0 {
+		t.Fatal("the checker found no overlap with the set records wiped: it cannot be trusted")
+	}
+	t.Logf("negative control: with the set records wiped, the checker found %d violations, as it must", v.violations)
+}
+
+// runSafetyOn starts the 5 backends behind the fault network, two proxies
+// on backends idx of them with extra flags, the clients, during (when not
+// nil) until the schedule ends, and the nemesis over the schedule.
+func runSafetyOn(t *testing.T, idx []int, schedule []phase, total time.Duration, during func(ctx context.Context, e *safetyEnv), extra ...string) *safetyRun {
+	t.Helper()
+	backends := redistest.StartN(t, safetyBackends)
+	upstreams := make([]string, len(backends))
+	for i, b := range backends {
+		upstreams[i] = b.Addr()
+	}
+	fnet := newFaultNet(t, upstreams)
+	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms"}, extra...)
+	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, args: args}
+	e.proxies = []*proxyProcess{startProxy(t, args...), startProxy(t, args...)}
+	for _, p := range e.proxies {
+		waitForQuorum(t, p)
+	}
+
+	run := &safetyRun{h: e.h, res: newResourceLog(e.h)}
+	ctx, cancel := context.WithCancel(t.Context())
+	var clients sync.WaitGroup
+	for c := range *safetyClients {
+		// Each client stays with its proxy's address, across a restart of it.
+		addr := e.proxies[c%len(e.proxies)].Addr
+		clients.Go(func() { runClient(ctx, c, addr, run) })
+	}
+	if during != nil {
+		clients.Go(func() { during(ctx, e) })
+	}
+	per := total / time.Duration(len(schedule))
+	for _, ph := range schedule {
+		e.h.addFault(ph.name, "phase starts")
+		ph.run(t.Context(), e, per)
+	}
+	cancel()
+	clients.Wait()
+	return run
+}
