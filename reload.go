@@ -97,16 +97,17 @@ func (r *reloader) reload() {
 	r.log.Info("configuration reloaded", "changed", applied)
 }
 
-// errEngineChange is changeEngine's answer until the engine can change its
+// errEngineChange is changeEngine's answer: the engine does not change its
 // backends while it runs.
-var errEngineChange = errors.New("changing the backends or the engine's settings while running is not supported yet; restart lockproxy to apply them")
+var errEngineChange = errors.New("the backends and the engine's settings change only with a restart; a change of backends is a rolling restart of every proxy with backend_set_epoch raised by one (README: Changing the backend set)")
 
 // changeEngine is where a reload hands the running engine a configuration
 // whose backend set, backend TLS or engine settings (the keys whose reload
-// is engine) changed. Changing the backend set under locks that are held
-// takes care that the engine does not take yet (a lock granted by a
-// majority of the old set must stay exclusive under the new one), so for
-// now it refuses every change and the running engine is kept as it is.
+// is engine) changed. It refuses every change and the running engine is
+// kept as it is: a new set is safe only with a new epoch, whose records
+// fence the old set's proxies off (quorum/members.go), and a restart with
+// the new configuration does that as well as a reload could, with no
+// engine half-way between two sets.
 func changeEngine(e *quorum.Engine, next quorum.Config) error {
 	return errEngineChange
 }

@@ -60,7 +60,16 @@ func (n *node) admit(g backend.Greeting) error {
 	}
 	n.mu.Lock()
 	n.refusal, n.serverID, n.setRefused = "", g.RunID, nil
+	evictionNews := id.eviction != n.eviction
+	n.eviction = id.eviction
 	n.mu.Unlock()
+	if evictionNews && id.eviction != "" {
+		// Not refused: it evicts nothing until memory runs short, and
+		// many deployments share a server with a cache. But an evicted
+		// lock is a lock granted twice, so the operator must hear of it.
+		n.log.Warn("backend may evict locks: its maxmemory-policy evicts keys when memory runs short, and an evicted lock can be granted twice; set maxmemory-policy noeviction (or no maxmemory)",
+			"maxmemory_policy", id.eviction)
+	}
 	if idErr == nil || n.quarantine > 0 {
 		n.observe(g, id)
 	}
@@ -92,6 +101,7 @@ type identity struct {
 	left     time.Duration // until the marker's quarantine is over, by the server's clock
 	promoted bool          // a replica promoted since it started
 	record   record        // the backend set record, as it is now; none on a replica
+	eviction string        // the maxmemory-policy when it may evict locks, else ""
 }
 
 func parseIdentity(replies []backend.Reply) (identity, error) {
@@ -99,7 +109,7 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, errors.New("no identity reply")
 	}
 	a, err := replies[0].Array()
-	if err != nil || len(a) != 7 {
+	if err != nil || len(a) != 8 {
 		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
 	var id identity
@@ -111,7 +121,9 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 				if until, err = a[3].Integer(); err == nil {
 					if now, err = a[4].Integer(); err == nil {
 						if promoted, err = a[5].Integer(); err == nil {
-							rec, err = a[6].Bulk()
+							if rec, err = a[6].Bulk(); err == nil {
+								id.eviction, err = a[7].Bulk()
+							}
 						}
 					}
 				}

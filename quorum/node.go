@@ -40,6 +40,7 @@ type node struct {
 	// setRefused is set when the set check of a script refused the
 	// engine's set since the last greeting: another epoch took the backend.
 	setRefused *SetError
+	eviction   string // the server's maxmemory-policy, when it may evict locks (logged once)
 }
 
 func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func()) (*node, error) {

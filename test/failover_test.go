@@ -96,3 +96,26 @@ func TestReplicaBackendIsRefused(t *testing.T) {
 		t.Errorf("%d log lines about the replica, want 1", n)
 	}
 }
+
+// TestEvictingBackendIsLogged: a backend whose maxmemory-policy may evict
+// keys with a TTL still counts, and the log says once why it must not.
+func TestEvictingBackendIsLogged(t *testing.T) {
+	servers := redistest.StartN(t, 2)
+	evicting := redistest.Start(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
+	p := startProxy(t, "-backends", servers[0].URL()+","+servers[1].URL()+","+evicting.URL(), "-restart-quarantine=false")
+	line := p.waitLog(t, regexp.MustCompile(`.*backend may evict locks.*`))[0]
+	want := `level=WARN msg="backend may evict locks: its maxmemory-policy evicts keys when memory runs short, and an evicted lock can be granted twice; set maxmemory-policy noeviction (or no maxmemory)" backend=` +
+		evicting.Addr() + " maxmemory_policy=volatile-lru"
+	if !strings.HasSuffix(line, want) {
+		t.Fatalf("log line:\n%s\nwant it to end with:\n%s", line, want)
+	}
+	if got := do(t, p.Client(t), "SET", "job", "me", "NX", "PX", 10000); got != "OK" {
+		t.Fatalf("SET: %q", got)
+	}
+	if n := strings.Count(p.Log(), "backend may evict locks"); n != 1 {
+		t.Errorf("%d log lines about eviction, want 1:\n%s", n, p.Log())
+	}
+	if strings.Contains(p.Log(), "backend="+servers[0].Addr()+" maxmemory_policy") {
+		t.Error("a backend without maxmemory is logged as evicting")
+	}
+}

@@ -20,7 +20,9 @@
 -- is, for the proxy to judge.
 --
 -- Replies {role, run_id, previous owner ("" when unmarked), quarantined
--- until (ms), now (ms), promoted (0 or 1), record}. Only a master's marker
+-- until (ms), now (ms), promoted (0 or 1), record, eviction}, eviction
+-- being the maxmemory-policy when it may evict keys with a TTL (a
+-- maxmemory is set and the policy is not noeviction), else "". Only a master's marker
 -- and record are written; where the marker names another process it is
 -- rewritten to name this one, quarantined from now, so that every proxy
 -- agrees on when.
@@ -32,10 +34,15 @@ local promoted = 0
 if (string.match(repl, "second_repl_offset:(%-?%d+)") or "-1") ~= "-1" then
 	promoted = 1
 end
+local memory = redis.call("INFO", "memory")
+local eviction = string.match(memory, "maxmemory_policy:([%w%-]+)") or ""
+if eviction == "noeviction" or (string.match(memory, "maxmemory:(%d+)") or "0") == "0" then
+	eviction = ""
+end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if role ~= "master" or runid == "" then
-	return {role, runid, "", 0, now, promoted, ""}
+	return {role, runid, "", 0, now, promoted, "", eviction}
 end
 local record = redis.call("GET", KEYS[2])
 local epoch = record and tonumber(string.match(record, "^(%d+):"))
@@ -57,7 +64,7 @@ if marker then
 	end
 end
 if owner == runid then
-	return {role, runid, owner, quarantined, now, promoted, record}
+	return {role, runid, owner, quarantined, now, promoted, record, eviction}
 end
 local q = tonumber(ARGV[1])
 if promoted == 1 then
@@ -65,4 +72,4 @@ if promoted == 1 then
 end
 quarantined = now + q
 redis.call("SET", KEYS[1], runid .. ":" .. quarantined)
-return {role, runid, owner, quarantined, now, promoted, record}
+return {role, runid, owner, quarantined, now, promoted, record, eviction}
