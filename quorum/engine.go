@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,7 +196,12 @@ func (e *Engine) connectAll() error {
 	for i, err := range errs {
 		var dup *DuplicateError
 		if errors.As(err, &dup) {
-			return fmt.Errorf("quorum: backends %s and %s are the same redis-server (run_id %s): it would have two votes", dup.Addr, e.nodes[i].addr, dup.RunID)
+			// In the order of the configuration, whichever connected first.
+			first, second := dup.Addr, e.nodes[i].addr
+			if slices.IndexFunc(e.nodes, func(n *node) bool { return n.addr == first }) > i {
+				first, second = second, first
+			}
+			return fmt.Errorf("quorum: backends %s and %s are the same redis-server (run_id %s): it would have two votes", first, second, dup.RunID)
 		}
 	}
 	return nil

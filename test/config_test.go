@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // noBackends is what lockproxy prints, and exits 1 with, when a backend
@@ -40,6 +43,24 @@ func TestConfigEmptyBackends(t *testing.T) {
 				t.Fatalf("want exactly\n%q\ngot\n%q", exp, got)
 			}
 		})
+	}
+}
+
+// TestConfigDuplicateBackend: two URLs that reach one redis-server (an
+// address and a name for it) stop the proxy at start, naming both.
+func TestConfigDuplicateBackend(t *testing.T) {
+	servers := redistest.StartN(t, 2)
+	port := strings.Split(servers[0].Addr(), ":")[1]
+	runID := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(servers[0].Client(t).Info(t.Context(), "server").Val())[1]
+	out, err := runBinary("-backends", servers[0].URL()+",redis://localhost:"+port+","+servers[1].URL())
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("want exit status 1, got %v:\n%s", err, out)
+	}
+	want := "lockproxy: backends: quorum: backends " + servers[0].Addr() + " and localhost:" + port +
+		" are the same redis-server (run_id " + runID + "): it would have two votes\n"
+	if !strings.HasSuffix(out, "\n"+want) {
+		t.Fatalf("want the output to end with\n%q\ngot\n%s", want, out)
 	}
 }
 
