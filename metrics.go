@@ -33,7 +33,7 @@ var (
 	descUp = prometheus.NewDesc("lockproxy_backend_up",
 		"1 when the proxy is connected to the backend and its replies count toward quorum.", []string{"backend"}, nil)
 	descQuarantined = prometheus.NewDesc("lockproxy_backend_quarantined",
-		"1 when the backend answers but restarted less than max_ttl ago, so its replies do not count.", []string{"backend"}, nil)
+		"1 when the backend answers but is in quarantine (a restart, a failover or an unmarked data set, less than max_ttl ago), so its replies do not count.", []string{"backend"}, nil)
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",

@@ -17,7 +17,7 @@ type State uint8
 // The states. Their order is the order in which INFO lists them.
 const (
 	StateUp          State  = iota // connected, and its replies count
-	StateQuarantined               // connected, but restarted less than max_ttl ago
+	StateQuarantined               // connected, but in quarantine: its data set may lack locks granted less than max_ttl ago
 	StateDown                      // no connection: the last dial or connection failed
 	StateIdle                      // not dialled yet
 	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing

@@ -115,7 +115,8 @@ func (e *NodeError) Kind() string {
 }
 
 // QuarantineError marks a backend that answered but does not count toward
-// any quorum yet because it restarted less than max_ttl ago.
+// any quorum yet: its data set may lack locks granted less than max_ttl
+// ago (a restart, a failover, an unmarked data set).
 type QuarantineError struct {
 	Left time.Duration
 }
