@@ -621,7 +621,7 @@ func TestConfigREADMEReload(t *testing.T) {
 	}
 	_, section, _ := strings.Cut(string(readme), "\n### Reloading the configuration\n")
 	section, _, _ = strings.Cut(section, "\n#")
-	bullets := map[onReload]string{live: "- **Applied", restart: "- **Refused until a restart", engine: "- **Refused, for now"}
+	bullets := map[onReload]string{live: "- **Applied", restart: "- **Refused until a restart", engine: "- **Refused**"}
 	code := regexp.MustCompile("`([^`]*)`")
 	for class, head := range bullets {
 		_, text, ok := strings.Cut(section, "\n"+head)

@@ -167,7 +167,7 @@ func TestMetricsAfterLockCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(info, "backends:5\r\nquorum:3\r\nbackends_up:5\r\n") ||
+	if !regexp.MustCompile(`backends:5\r\nquorum:3\r\nbackend_set:1:5:[0-9a-f]{16}\r\nbackends_up:5\r\n`).MatchString(info) ||
 		!regexp.MustCompile(`backend4:addr=127\.0\.0\.1:\d+,state=up,latency_ms=[\d.]+,last_error=,`).MatchString(info) {
 		t.Errorf("INFO backends: %q", info)
 	}

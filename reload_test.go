@@ -78,7 +78,7 @@ log_format = %q
 	}{
 		{"nothing", func() {}, []string{`msg="configuration reloaded" changed=none`}},
 		{"backend CA rotated in place", func() { copyTo(t, ca, other.CA) }, []string{
-			`level=WARN msg="reload: the backends and engine settings are not changed; the running ones are kept" keys=backend_tls_ca_cert_file reason="changing the backends`,
+			`level=WARN msg="reload: the backends and engine settings are not changed; the running ones are kept" keys=backend_tls_ca_cert_file reason="the backends and the engine's settings change only with a restart`,
 			`changed=none`,
 		}},
 		{"refused again", func() {}, []string{`keys=backend_tls_ca_cert_file`, `changed=none`}},
