@@ -13,6 +13,9 @@ type command struct {
 	name   string // lower case; "client|setname" for a subcommand, as Redis names it in errors
 	arity  int    // Redis's convention: n means exactly n arguments, -n at least n (the name counts)
 	noAuth bool   // served before AUTH: AUTH, HELLO, QUIT and RESET as in Redis, and PING
+	// unqueued commands run at once inside MULTI, as Redis runs EXEC,
+	// DISCARD, MULTI, WATCH, QUIT and RESET; every other is queued.
+	unqueued bool
 	// concurrent commands change nothing but their keys, and may run at
 	// once with others of a pipeline on other keys (pipeline.go).
 	concurrent bool
@@ -42,10 +45,15 @@ func (s *Server) newCommands() map[string]*command {
 			&command{name: "script|exists", arity: -3, run: s.handleScriptExists},
 			&command{name: "script|flush", arity: -2, run: s.handleScriptFlush},
 		)},
+		&command{name: "watch", arity: -2, unqueued: true, run: s.handleWatch},
+		&command{name: "unwatch", arity: 1, run: s.handleUnwatch},
+		&command{name: "multi", arity: 1, unqueued: true, run: s.handleMulti},
+		&command{name: "exec", arity: 1, unqueued: true, run: s.handleExec},
+		&command{name: "discard", arity: 1, unqueued: true, run: s.handleDiscard},
 		&command{name: "ping", arity: -1, noAuth: true, run: s.handlePing},
 		&command{name: "echo", arity: 2, run: s.handleEcho},
-		&command{name: "quit", arity: -1, noAuth: true, run: s.handleQuit},
-		&command{name: "reset", arity: 1, noAuth: true, run: s.handleReset},
+		&command{name: "quit", arity: -1, noAuth: true, unqueued: true, run: s.handleQuit},
+		&command{name: "reset", arity: 1, noAuth: true, unqueued: true, run: s.handleReset},
 		&command{name: "hello", arity: -1, noAuth: true, run: s.handleHello},
 		&command{name: "auth", arity: -2, noAuth: true, run: s.handleAuth},
 		&command{name: "select", arity: 2, run: s.handleSelect},
@@ -93,12 +101,25 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	defer s.end(conn)
+	st := state(conn)
 	c, err := s.lookup(cmd.Args)
-	if err == nil && !c.noAuth && state(conn).user == nil {
+	if err == nil && !c.noAuth && st.user == nil {
 		err = errNoAuth
 	}
 	if err != nil {
+		if inMulti(st) {
+			st.tx.aborted = true // a refusal while queueing makes EXEC fail, as in Redis
+		}
+		if strings.EqualFold(string(cmd.Args[0]), "exec") {
+			// A refused EXEC discards the transaction, and says so.
+			st.tx = nil
+			err = errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(s.errorText(err), "ERR "))
+		}
 		s.writeError(conn, err)
+		return
+	}
+	if inMulti(st) && !c.unqueued {
+		s.queueCommand(conn, st, cmd)
 		return
 	}
 	s.startAhead(conn, cmd, c)

@@ -13,11 +13,14 @@ import (
 // handleGet serves GET key: the value a quorum holds, or null.
 func (s *Server) handleGet(conn redcon.Conn, cmd redcon.Command) {
 	ctx := s.ctx
-	r, err := space(conn).Read(ctx, quorum.Read{Op: quorum.OpGet, Key: string(cmd.Args[1])})
+	key := string(cmd.Args[1])
+	r, err := space(conn).Read(ctx, quorum.Read{Op: quorum.OpGet, Key: key})
 	switch {
 	case err == nil:
+		noteRead(conn, key, r.Value, true)
 		conn.WriteBulkString(r.Value)
 	case errors.Is(err, quorum.ErrNotFound):
+		noteRead(conn, key, "", false)
 		writeNull(conn)
 	default:
 		s.writeError(conn, err)

@@ -32,6 +32,12 @@ func (s *Server) startAhead(conn redcon.Conn, cmd redcon.Command, c *command) {
 		return
 	}
 	st := state(conn)
+	if st.tx != nil {
+		// A GET of a watched key must record what it read in this
+		// connection's state, in order: no command runs ahead of its turn
+		// while a transaction is under way.
+		return
+	}
 	if len(st.early) > 0 {
 		return // already started from an earlier command of this pipeline
 	}

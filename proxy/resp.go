@@ -20,6 +20,18 @@ func writeNull(conn redcon.Conn) {
 	conn.WriteNull()
 }
 
+// writeNullArray writes the nil array ("*-1" in RESP2, "_" in RESP3), as
+// Redis answers an EXEC whose watched key changed.
+func writeNullArray(conn redcon.Conn) {
+	if state(conn).proto == 3 {
+		conn.WriteRaw(resp3Null)
+		return
+	}
+	conn.WriteRaw(resp2NullArray)
+}
+
+var resp2NullArray = []byte("*-1\r\n")
+
 // writeMapLen starts a map of n pairs: "%n" in RESP3, a flat array of 2n
 // elements in RESP2, as Redis sends HELLO and CONFIG GET.
 func writeMapLen(conn redcon.Conn, n int) {

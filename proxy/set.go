@@ -42,16 +42,25 @@ var setOptions = map[string]struct {
 // parseSet parses SET key value [options] as Redis 7 and 8.4 do (syntax,
 // then the expiry value), then keeps only the two lock shapes.
 func parseSet(args [][]byte) (setReq, error) {
-	if len(args) < 3 {
-		return setReq{}, errArity("set")
+	req, opt, cmp, err := parseSetOptions(args)
+	if err != nil {
+		return setReq{}, err
 	}
-	var opt [setGroups]string
+	return checkSetShape(req, opt, cmp)
+}
+
+// parseSetOptions parses SET key value [options] as Redis does: the
+// options given, by group, the value IFEQ compares with, and the TTL.
+func parseSetOptions(args [][]byte) (req setReq, opt [setGroups]string, cmp string, err error) {
+	if len(args) < 3 {
+		return setReq{}, opt, "", errArity("set")
+	}
 	var val [setGroups][]byte
 	for i := 3; i < len(args); i++ {
 		name := strings.ToLower(string(args[i]))
 		o, ok := setOptions[name]
 		if !ok || (opt[o.group] != "" && opt[o.group] != name) || (o.value && i+1 == len(args)) {
-			return setReq{}, errSyntax
+			return setReq{}, opt, "", errSyntax
 		}
 		if o.value {
 			i++
@@ -59,15 +68,15 @@ func parseSet(args [][]byte) (setReq, error) {
 		}
 		opt[o.group] = name
 	}
-	req := setReq{key: string(args[1]), token: string(args[2])}
+	req = setReq{key: string(args[1]), token: string(args[2])}
 	if val[setExpiry] != nil {
 		ttl, err := parseTTL(val[setExpiry], opt[setExpiry] == "ex" || opt[setExpiry] == "exat", "set")
 		if err != nil {
-			return setReq{}, err
+			return setReq{}, opt, "", err
 		}
 		req.ttl = ttl
 	}
-	return checkSetShape(req, opt, string(val[setCondition]))
+	return req, opt, string(val[setCondition]), nil
 }
 
 // checkSetShape refuses what is not a lock: a lock without a TTL never

@@ -87,6 +87,7 @@ const (
 	errSyntaxR   = "-ERR syntax error\r\n"
 	errSetExpire = "-ERR invalid expire time in 'set' command\r\n"
 	errLockShape = "-ERR lockproxy only takes locks: "
+	errTxShape   = "-ERR lockproxy runs a transaction only as a lock operation: WATCH key, GET key, MULTI, then one DEL key, PEXPIRE key ms, EXPIRE key s or SET key <the value read> PX|EX ttl, EXEC; nothing was done (got "
 )
 
 var badRequests = []badRequest{
@@ -190,6 +191,33 @@ var badRequests = []badRequest{
 	{name: "EVALSHA numkeys not a number", req: resp("EVALSHA", strings.Repeat("0", 40), "x"), want: errNotInt, redis: true},
 	{name: "SCRIPT LOAD unknown script", req: resp("SCRIPT", "LOAD", "return 1"), want: "-ERR lockproxy does not run this script", prefix: true},
 	{name: "SCRIPT FLUSH bad mode", req: resp("SCRIPT", "FLUSH", "LATER"), want: "-ERR SCRIPT FLUSH only support SYNC|ASYNC option\r\n", redis: true},
+
+	// Transactions: Redis's replies, byte for byte, then the proxy's own
+	// refusal of a transaction that is not a lock operation.
+	{name: "EXEC without MULTI", req: resp("EXEC"), want: "-ERR EXEC without MULTI\r\n", redis: true},
+	{name: "DISCARD without MULTI", req: resp("DISCARD"), want: "-ERR DISCARD without MULTI\r\n", redis: true},
+	{name: "MULTI nested", req: resp("MULTI") + resp("MULTI") + resp("EXEC"),
+		want: "+OK\r\n-ERR MULTI calls can not be nested\r\n*0\r\n", redis: true},
+	{name: "WATCH inside MULTI", req: resp("MULTI") + resp("WATCH", "k") + resp("DISCARD"),
+		want: "+OK\r\n-ERR WATCH inside MULTI is not allowed\r\n+OK\r\n", redis: true},
+	{name: "queued commands", req: resp("MULTI") + resp("PING") + resp("GET", "k") + resp("DISCARD"),
+		want: "+OK\r\n+QUEUED\r\n+QUEUED\r\n+OK\r\n", redis: true},
+	{name: "unknown command while queueing", req: resp("MULTI") + resp("NOSUCH", "k") + resp("PING") + resp("EXEC"),
+		want: "+OK\r\n-ERR unknown command 'NOSUCH', with args beginning with: 'k' \r\n+QUEUED\r\n-EXECABORT Transaction discarded because of previous errors.\r\n", redis: true},
+	{name: "arity error while queueing", req: resp("MULTI") + resp("GET") + resp("EXEC"),
+		want: "+OK\r\n-ERR wrong number of arguments for 'get' command\r\n-EXECABORT Transaction discarded because of previous errors.\r\n", redis: true},
+	{name: "EXEC after EXECABORT", req: resp("MULTI") + resp("GET") + resp("EXEC") + resp("EXEC"),
+		want: "+OK\r\n-ERR wrong number of arguments for 'get' command\r\n-EXECABORT Transaction discarded because of previous errors.\r\n-ERR EXEC without MULTI\r\n", redis: true},
+	{name: "empty transaction", req: resp("WATCH", "k") + resp("MULTI") + resp("EXEC"), want: "+OK\r\n+OK\r\n*0\r\n", redis: true},
+	{name: "WATCH and UNWATCH", req: resp("WATCH", "k", "j") + resp("UNWATCH"), want: "+OK\r\n+OK\r\n", redis: true},
+	{name: "WATCH without a key", req: resp("WATCH"), want: "-ERR wrong number of arguments for 'watch' command\r\n", redis: true},
+	{name: "one lock command, no WATCH", req: resp("MULTI") + resp("EXISTS", "k") + resp("EXEC"), want: "+OK\r\n+QUEUED\r\n*1\r\n:0\r\n", redis: true},
+	{name: "transaction of two commands", req: resp("WATCH", "k") + resp("GET", "k") + resp("MULTI") + resp("DEL", "k") + resp("DEL", "j") + resp("EXEC"),
+		want: "+OK\r\n$-1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n" + errTxShape + "2 commands queued)\r\n"},
+	{name: "transaction without GET", req: resp("WATCH", "k") + resp("MULTI") + resp("DEL", "k") + resp("EXEC"),
+		want: "+OK\r\n+OK\r\n+QUEUED\r\n" + errTxShape + "no GET of the watched key after WATCH)\r\n"},
+	{name: "transaction on an absent lock", req: resp("WATCH", "k") + resp("GET", "k") + resp("MULTI") + resp("DEL", "k") + resp("EXEC"),
+		want: "+OK\r\n$-1\r\n+OK\r\n+QUEUED\r\n" + errTxShape + "the GET under WATCH found no lock)\r\n"},
 
 	// Connection commands.
 	{name: "SELECT not a number", req: resp("SELECT", "one"), want: errNotInt, redis: true},
@@ -340,6 +368,9 @@ func TestBadInputArity(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", e.name, n), func(t *testing.T) {
 				tested++
 				want := fmt.Sprintf("-ERR wrong number of arguments for '%s' command\r\n", e.name)
+				if e.name == "exec" { // a refused EXEC discards the transaction, and says so
+					want = "-EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command\r\n"
+				}
 				got, _ := exchange(t, c.proxy.Addr, req)
 				checkReply(t, req, got, want, false)
 				theirs, _ := exchange(t, plain.Addr(), req)
@@ -375,8 +406,12 @@ func TestBadInputUnauthenticated(t *testing.T) {
 		}
 		req := resp(e.request(max(e.arity, -e.arity))...)
 		t.Run(e.name, func(t *testing.T) {
+			want := noAuth
+			if e.name == "exec" {
+				want = "-EXECABORT Transaction discarded because of: NOAUTH Authentication required.\r\n"
+			}
 			got, quit := exchange(t, c.proxy.Addr, req)
-			checkReply(t, req, got, noAuth, false)
+			checkReply(t, req, got, want, false)
 			if !quit {
 				t.Errorf("%q: the proxy closed the connection", req)
 			}

@@ -22,6 +22,7 @@ func TestCompatPython(t *testing.T) {
 	compatSuite(t, []compatClient{
 		langProgram("redis-py-Lock", py, "compat/python/redispy_lock.py"),
 		langProgram("redis-py-recipe", py, "compat/python/redispy_recipe.py"),
+		langProgram("redis-py-watch-recipe", py, "compat/python/redispy_watch.py"),
 	})
 }
 
