@@ -67,6 +67,10 @@ func run(args []string, stderr io.Writer) error {
 		cfg.quorum.Backends = urls
 		// They start with the proxy, so quarantine would only delay a first try.
 		cfg.quorum.DisableRestartQuarantine = true
+		// In-process servers answer in microseconds, unless the machine is
+		// busy (their Lua is slow under the race detector): a newcomer's
+		// first lock must not fail for a hiccup of the default 50 ms.
+		cfg.quorum.NodeTimeout = max(cfg.quorum.NodeTimeout, 500*time.Millisecond)
 		cfg.proxy.Embedded = true
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
