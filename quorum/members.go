@@ -152,11 +152,17 @@ func (m *membership) eligibleAt(n *node) (at time.Time, ok bool) {
 	if !admitted {
 		return time.Time{}, true // not a member: its greeting refused it, or did not run
 	}
-	// The old set: members whose record this epoch replaced an older one's.
+	// The old set: members whose record this epoch replaced, the latest
+	// epoch replaced being the old one (an operator may have skipped a
+	// number; a member re-added after an absence carries an older one).
+	oldEpoch := 0
+	for _, rec := range m.records {
+		oldEpoch = max(oldEpoch, rec.previous)
+	}
 	var upgraded []time.Time
 	oldN := 0
 	for _, rec := range m.records {
-		if rec.previous == m.set.epoch-1 && rec.previous > 0 {
+		if rec.previous == oldEpoch && oldEpoch > 0 {
 			upgraded = append(upgraded, rec.since)
 			oldN = max(oldN, rec.previousN)
 		}
@@ -164,7 +170,7 @@ func (m *membership) eligibleAt(n *node) (at time.Time, ok bool) {
 	if oldN == 0 {
 		return time.Time{}, true // no change of set in sight: the first epoch, or long settled
 	}
-	newMember := r.previous != m.set.epoch-1
+	newMember := r.previous != oldEpoch
 	oldQ := oldN/2 + 1
 	intersecting := m.quorum+oldQ > oldN
 	if !newMember && intersecting {

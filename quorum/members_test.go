@@ -17,10 +17,17 @@ func TestMembershipEligibility(t *testing.T) {
 	const maxTTL = 10 * time.Second
 	noDrift := func(time.Duration) time.Duration { return 0 }
 	t0 := time.Now().Add(-time.Second)
+	// The new set is epoch 3; old records replaced epoch 2's.
 	old := func(at time.Duration, oldN int) record {
-		return record{epoch: 2, previous: 1, previousN: oldN, since: t0.Add(at)}
+		return record{epoch: 3, previous: 2, previousN: oldN, since: t0.Add(at)}
 	}
-	fresh := record{epoch: 2, since: t0}
+	fresh := record{epoch: 3, since: t0}
+	// Records that replaced epoch 1's: all of them when the operator went
+	// from 1 to 3, or a member re-added after sitting out epoch 2.
+	skipped := func(at time.Duration) record {
+		return record{epoch: 3, previous: 1, previousN: 3, since: t0.Add(at)}
+	}
+	older := record{epoch: 3, previous: 1, previousN: 3, since: t0}
 	type member struct {
 		rec record
 		// want: -1 never known yet, 0 counts now, else counts at t0+want.
@@ -40,11 +47,16 @@ func TestMembershipEligibility(t *testing.T) {
 			{old(0, 3), 0}, {fresh, notYet}, {fresh, notYet}}},
 		{"replace one of 3: the two old ones now, the new one later", 3, []member{
 			{old(0, 3), 0}, {old(500*time.Millisecond, 3), 0}, {fresh, 500*time.Millisecond + maxTTL}}},
+		{"grow 3 to 5, an epoch skipped: the same", 5, []member{
+			{skipped(0), 0}, {skipped(2 * time.Second), 0}, {skipped(time.Second), 0},
+			{fresh, time.Second + maxTTL}, {fresh, time.Second + maxTTL}}},
+		{"replace one of 3 by a member of an older set: it waits as a new one", 3, []member{
+			{old(0, 3), 0}, {old(500*time.Millisecond, 3), 0}, {older, 500*time.Millisecond + maxTTL}}},
 		{"shrink 5 to 3: nobody before the old epoch's locks are gone", 3, []member{
 			{old(0, 5), 2*time.Second + maxTTL}, {old(time.Second, 5), 2*time.Second + maxTTL}, {old(2*time.Second, 5), 2*time.Second + maxTTL}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m := &membership{set: backendSet{epoch: 2, n: tc.n}, maxTTL: maxTTL, drift: noDrift, quorum: tc.n/2 + 1}
+			m := &membership{set: backendSet{epoch: 3, n: tc.n}, maxTTL: maxTTL, drift: noDrift, quorum: tc.n/2 + 1}
 			nodes := make([]*node, len(tc.members))
 			// Shrinking: before the third old member carries the new
 			// record, when the old epoch stopped is not known yet.
