@@ -400,6 +400,8 @@ func FuzzServer(f *testing.F) {
 		"SETNX k v\r\nPEXPIRE k 100\r\nEXPIRE k 1\r\nEVAL x 0\r\nEVALSHA 0 0\r\nSELECT 1\r\nECHO x\r\nRESET\r\nQUIT\r\nPING\r\n",
 		"*4\r\n$4\r\nEVAL\r\n$" + strconv.Itoa(len(compareAndDeleteScript)) + "\r\n" + compareAndDeleteScript + "\r\n$1\r\n1\r\n$1\r\nk\r\n",
 		"AUTH x\r\nHELLO 3 AUTH default x\r\nCLIENT SETNAME a\r\nCLIENT SETINFO LIB-NAME x\r\nCLIENT ID\r\nCLIENT INFO\r\n",
+		"SET k v NX PX 1000\r\nWATCH k\r\nGET k\r\nMULTI\r\nDEL k\r\nEXEC\r\nWATCH k j\r\nMULTI\r\nMULTI\r\nPEXPIRE k 10\r\nNOSUCH\r\nEXEC\r\nDISCARD\r\nUNWATCH\r\n",
+		"HELLO 3\r\nSET k v NX PX 1000\r\nWATCH k\r\nGET k\r\nMULTI\r\nSET k v PX 100\r\nEXEC\r\nMULTI\r\nEXISTS k\r\nEXEC\r\nEXEC\r\n",
 	} {
 		f.Add([]byte(s))
 	}
