@@ -32,8 +32,9 @@ import (
 // Bounds on what one connection keeps for a transaction: a lock recipe
 // watches one key and queues one command.
 const (
-	maxWatched = 16
-	maxQueued  = 16
+	maxWatched     = 16
+	maxQueued      = 16
+	maxQueuedBytes = 64 << 10 // of arguments: a lock command is a few short strings
 )
 
 // txState is a connection's transaction: what it watches, and what MULTI
@@ -45,6 +46,7 @@ type txState struct {
 	// discards the transaction, as Redis does.
 	aborted bool
 	queued  [][][]byte // the queued commands' arguments, copied
+	bytes   int        // their size
 }
 
 // watchedKey is what the last GET of a watched key answered.
@@ -69,9 +71,13 @@ func inMulti(st *connState) bool { return st.tx != nil && st.tx.multi }
 // queueCommand queues cmd for EXEC and replies +QUEUED. Only commands that
 // exist with their arity checked get here, as in Redis.
 func (s *Server) queueCommand(conn redcon.Conn, st *connState, cmd redcon.Command) {
-	if len(st.tx.queued) == maxQueued {
+	size := 0
+	for _, a := range cmd.Args {
+		size += len(a)
+	}
+	if len(st.tx.queued) == maxQueued || st.tx.bytes+size > maxQueuedBytes {
 		st.tx.aborted = true
-		s.writeError(conn, errorf("ERR lockproxy queues at most %d commands in a transaction", maxQueued))
+		s.writeError(conn, errorf("ERR lockproxy queues at most %d commands of %d KiB in all in a transaction", maxQueued, maxQueuedBytes>>10))
 		return
 	}
 	args := make([][]byte, len(cmd.Args))
@@ -79,6 +85,7 @@ func (s *Server) queueCommand(conn redcon.Conn, st *connState, cmd redcon.Comman
 		args[i] = append([]byte(nil), a...)
 	}
 	st.tx.queued = append(st.tx.queued, args)
+	st.tx.bytes += size
 	conn.WriteString("QUEUED")
 }
 

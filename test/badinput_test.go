@@ -214,6 +214,8 @@ var badRequests = []badRequest{
 	{name: "one lock command, no WATCH", req: resp("MULTI") + resp("EXISTS", "k") + resp("EXEC"), want: "+OK\r\n+QUEUED\r\n*1\r\n:0\r\n", redis: true},
 	{name: "transaction of two commands", req: resp("WATCH", "k") + resp("GET", "k") + resp("MULTI") + resp("DEL", "k") + resp("DEL", "j") + resp("EXEC"),
 		want: "+OK\r\n$-1\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n" + errTxShape + "2 commands queued)\r\n"},
+	{name: "transaction beyond 64 KiB queued", req: resp("MULTI") + resp("ECHO", strings.Repeat("x", 40<<10)) + resp("ECHO", strings.Repeat("x", 40<<10)) + resp("EXEC"),
+		want: "+OK\r\n+QUEUED\r\n-ERR lockproxy queues at most 16 commands of 64 KiB in all in a transaction\r\n-EXECABORT Transaction discarded because of previous errors.\r\n"},
 	{name: "transaction without GET", req: resp("WATCH", "k") + resp("MULTI") + resp("DEL", "k") + resp("EXEC"),
 		want: "+OK\r\n+OK\r\n+QUEUED\r\n" + errTxShape + "no GET of the watched key after WATCH)\r\n"},
 	{name: "transaction on an absent lock", req: resp("WATCH", "k") + resp("GET", "k") + resp("MULTI") + resp("DEL", "k") + resp("EXEC"),
