@@ -111,6 +111,8 @@ type goRow struct {
 var goRows = []goRow{
 	{"go-redis/scenario", goRedisScenario},
 	{"go-redis/contention", goRedisContention},
+	{"go-redis-watch/scenario", goRedisWatchScenario},
+	{"go-redis-watch/contention", goRedisWatchContention},
 	{"bsm-redislock/obtain-refresh-ttl-release", bsmObtainRefreshTTLRelease},
 	{"bsm-redislock/held-elsewhere", bsmHeldElsewhere},
 	{"bsm-redislock/release-by-non-owner", bsmReleaseByNonOwner},
@@ -357,6 +359,93 @@ func goRedisContention(ctx context.Context, e *goEnv) error {
 		return func() error {
 			if n, err := recipeRelease.Run(ctx, cli, []string{e.key}, tok).Int(); err != nil || n != 1 {
 				return fmt.Errorf("release by the holder %s: %d, %v%s", tok, n, err, e.backends())
+			}
+			return nil
+		}, nil
+	})
+}
+
+// errNotOwner is what watchRecipe returns when the key holds another value.
+var errNotOwner = errors.New("the lock is not ours")
+
+// watchRecipe is go-redis's optimistic transaction (Client.Watch, Tx.Get,
+// Tx.TxPipelined) run on key when it holds tok: WATCH, GET, and MULTI, op,
+// EXEC. It returns errNotOwner when the GET saw another value, and
+// redis.TxFailedErr when EXEC answered that the key changed.
+func watchRecipe(ctx context.Context, cli *redis.Client, key, tok string, op func(redis.Pipeliner)) error {
+	return cli.Watch(ctx, func(tx *redis.Tx) error {
+		v, err := tx.Get(ctx, key).Result()
+		if errors.Is(err, redis.Nil) || (err == nil && v != tok) {
+			return errNotOwner
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			op(p)
+			return nil
+		})
+		return err
+	}, key)
+}
+
+// goRedisWatchScenario: acquire with SET NX PX, extend and release with
+// the WATCH recipe, refused for another token.
+func goRedisWatchScenario(ctx context.Context, e *goEnv) error {
+	cli, k := e.client(), e.key
+	a, b := token(), token()
+	if ok, err := cli.SetNX(ctx, k, a, 10*time.Second).Result(); err != nil || !ok {
+		return fmt.Errorf("SetNX by the first owner: %v, %v; expected true", ok, err)
+	}
+	pexpire := func(p redis.Pipeliner) { p.PExpire(ctx, k, 20*time.Second) }
+	del := func(p redis.Pipeliner) { p.Del(ctx, k) }
+	if err := watchRecipe(ctx, cli, k, a, pexpire); err != nil {
+		return fmt.Errorf("extend by the owner: %v", err)
+	}
+	if ttl, err := cli.PTTL(ctx, k).Result(); err != nil || ttl <= 10*time.Second || ttl > 20*time.Second {
+		return fmt.Errorf("PTTL after extending to 20s: %v, %v", ttl, err)
+	}
+	if err := watchRecipe(ctx, cli, k, b, pexpire); !errors.Is(err, errNotOwner) {
+		return fmt.Errorf("extend by another token: %v; expected errNotOwner", err)
+	}
+	if err := watchRecipe(ctx, cli, k, b, del); !errors.Is(err, errNotOwner) {
+		return fmt.Errorf("release by another token: %v; expected errNotOwner", err)
+	}
+	if err := expectValue(ctx, cli, k, a, "after the refused release"); err != nil {
+		return err
+	}
+	if err := watchRecipe(ctx, cli, k, a, del); err != nil {
+		return fmt.Errorf("release by the owner: %v", err)
+	}
+	if err := expectValue(ctx, cli, k, "", "after release"); err != nil {
+		return err
+	}
+	if err := watchRecipe(ctx, cli, k, a, del); !errors.Is(err, errNotOwner) {
+		return fmt.Errorf("second release: %v; expected errNotOwner", err)
+	}
+	return nil
+}
+
+func goRedisWatchContention(ctx context.Context, e *goEnv) error {
+	clients := make([]*redis.Client, contendWorkers)
+	for i := range clients {
+		clients[i] = e.client()
+	}
+	return contend(ctx, e, contendWorkers, contendRounds, func(ctx context.Context, w int) (func() error, error) {
+		cli, tok := clients[w], token()
+		for {
+			ok, err := cli.SetNX(ctx, e.key, tok, 10*time.Second).Result()
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				break
+			}
+			time.Sleep(retryPause())
+		}
+		return func() error {
+			if err := watchRecipe(ctx, cli, e.key, tok, func(p redis.Pipeliner) { p.Del(ctx, e.key) }); err != nil {
+				return fmt.Errorf("release by the holder %s: %v%s", tok, err, e.backends())
 			}
 			return nil
 		}, nil
