@@ -135,6 +135,41 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"ceb2b2062e40c51a2b3963fd078bc71f11bdc65c"},
 	},
 	{
+		// aioredlock 0.7 lock and extend: SET PX when free or held by
+		// ARGV[1], redis.error_reply('ERROR') when another id holds it.
+		name: "extend-or-acquire-or-error", keys: 1, args: 2, run: runExtendOrAcquireOrError,
+		bodies: []string{`
+			local identifier = redis.call('get', KEYS[1])
+			if not identifier or identifier == ARGV[1] then return redis.call("set", KEYS[1], ARGV[1], 'PX', ARGV[2])
+			else return redis.error_reply('ERROR') end`,
+		},
+		digests: []string{"c75a9bf1538efcdb1f383acc3e273c5089d57e58"},
+	},
+	{
+		// aioredlock 0.7 unlock: OK for a free key, 1 when deleted, the
+		// error reply when another id holds it.
+		name: "compare-and-delete-or-free-or-error", keys: 1, args: 1, run: runCompareAndDeleteOrFreeOrError,
+		bodies: []string{`
+			local identifier = redis.call('get', KEYS[1])
+			if not identifier then return redis.status_reply('OK')
+			elseif identifier == ARGV[1] then return redis.call("del", KEYS[1])
+			else return redis.error_reply('ERROR') end`,
+		},
+		digests: []string{"241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5"},
+	},
+	{
+		// aioredlock 0.7 get_lock: TTL in seconds, the error reply when the
+		// key is free or another id holds it.
+		name: "owner-ttl-seconds-or-error", keys: 1, args: 1, run: runOwnerTTLSecondsOrError,
+		bodies: []string{`
+			local identifier = redis.call('get', KEYS[1])
+			if not identifier then return redis.error_reply('ERROR')
+			elseif identifier == ARGV[1] then return redis.call("TTL", KEYS[1])
+			else return redis.error_reply('ERROR') end`,
+		},
+		digests: []string{"f908d3f43dbcabc68fc0c9ecaf1fa4a285ecdb0a"},
+	},
+	{
 		// node-redlock 3 acquire.
 		name: "acquire", keys: 1, args: 2, run: runAcquire,
 		bodies: []string{
@@ -496,6 +531,55 @@ func extendOrAcquire(ctx context.Context, l Locker, keys, args []string, yes, no
 	}
 	err = lock(ctx, l, quorum.OpExtendOrAcquire, keys[:1], args[0], ttl)
 	return answer(err, yes, no)
+}
+
+// errScriptERROR is what redis.error_reply('ERROR') replies on Redis 7.0
+// (it adds the ERR code to a message that has none): aioredlock's "held by
+// another id", which it tells from NOSCRIPT only.
+var errScriptERROR = &argError{"ERR ERROR"}
+
+// runExtendOrAcquireOrError is aioredlock's lock and extend: OK, or the
+// error reply when another id holds the key.
+func runExtendOrAcquireOrError(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	err = lock(ctx, l, quorum.OpExtendOrAcquire, keys[:1], args[0], ttl)
+	if notHeld(err) {
+		return nil, errScriptERROR
+	}
+	return answer(err, statusOK{}, nil)
+}
+
+// runCompareAndDeleteOrFreeOrError is aioredlock's unlock: 1 when released,
+// OK when a quorum found the key free, else the error reply (held by
+// another id, or no quorum agreeing that it is free).
+func runCompareAndDeleteOrFreeOrError(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
+	switch {
+	case errors.Is(err, quorum.ErrAbsent):
+		return statusOK{}, nil
+	case notHeld(err):
+		return nil, errScriptERROR
+	}
+	return answer(err, int64(1), nil)
+}
+
+// runOwnerTTLSecondsOrError is aioredlock's get_lock: the TTL in seconds,
+// rounded as Redis's TTL rounds it, -1 without expiry, or the error reply
+// when ARGV[1] does not hold the key.
+func runOwnerTTLSecondsOrError(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ms, err := ownerPTTL(ctx, l, keys[0], args[0])
+	switch {
+	case notHeld(err):
+		return nil, errScriptERROR
+	case err != nil:
+		return nil, err
+	case ms < 0:
+		return ms, nil
+	}
+	return (ms + 500) / 1000, nil
 }
 
 // runSetIfOwnerOrFree is redlock-rb's lock/extend: ARGV[3] "yes" may take

@@ -108,6 +108,12 @@ var realScripts = []struct {
 		library: "pottery 2.0-3.0.1 Redlock extend"},
 	{file: "pottery-3.0.1-acquired-pttl.lua", sha: "f5f7bd3a3aa4a63c507c1155c5ea1219b350d992", kind: "owner-pttl-or-zero",
 		library: "pottery 2.0-3.0.1 Redlock locked()"},
+	{file: "aioredlock-0.7.3-set-lock.lua", sha: "c75a9bf1538efcdb1f383acc3e273c5089d57e58", kind: "extend-or-acquire-or-error",
+		library: "aioredlock 0.7.3 lock and extend"},
+	{file: "aioredlock-0.7.3-unset-lock.lua", sha: "241e4ca540a1cc4ec1f32d9eb9f879e607d7e6e5", kind: "compare-and-delete-or-free-or-error",
+		library: "aioredlock 0.7.3 unlock"},
+	{file: "aioredlock-0.7.3-get-lock-ttl.lua", sha: "f908d3f43dbcabc68fc0c9ecaf1fa4a285ecdb0a", kind: "owner-ttl-seconds-or-error",
+		library: "aioredlock 0.7.3 get_lock"},
 	{file: "redlock-rb-2.0.6-release.lua", sha: "8e4905cee18e7c3188d10f2b8b170e403baed34f", kind: "compare-and-delete",
 		library: "redlock-rb 1.3-2.0.6 unlock"},
 	{file: "redlock-rb-2.0.6-acquire-extend.lua", sha: "ceb2b2062e40c51a2b3963fd078bc71f11bdc65c", kind: "set-if-owner-or-free",
@@ -338,6 +344,23 @@ var kindCases = map[string][]scriptCase{
 	"extend-or-acquire-or-conflict": {
 		{name: "extended", keys: []string{"redlock:r"}, args: []string{"guid", "30000"}, want: ":1\r\n", calls: []string{"extendoracquire redlock:r guid 30s"}},
 		{name: "conflicted", keys: []string{"redlock:r"}, args: []string{"guid", "30000"}, answer: fails(quorum.ErrNotHeld), want: ":-1\r\n", calls: []string{"extendoracquire redlock:r guid 30s"}},
+	},
+	"extend-or-acquire-or-error": {
+		{name: "taken or extended", keys: []string{"res"}, args: []string{"id", "10000"}, want: okReply, calls: []string{"extendoracquire res id 10s"}},
+		{name: "held by another", keys: []string{"res"}, args: []string{"id", "10000"}, answer: fails(quorum.ErrNotHeld), want: "-ERR ERROR\r\n", calls: []string{"extendoracquire res id 10s"}},
+		{name: "ttl zero", keys: []string{"res"}, args: []string{"id", "0"}, want: "-ERR invalid expire time in 'set' command\r\n"},
+	},
+	"compare-and-delete-or-free-or-error": {
+		{name: "released", keys: []string{"res"}, args: []string{"id"}, want: ":1\r\n", calls: []string{"release res id"}},
+		{name: "free", keys: []string{"res"}, args: []string{"id"}, answer: fails(quorum.ErrAbsent), want: okReply, calls: []string{"release res id"}},
+		{name: "held by another", keys: []string{"res"}, args: []string{"id"}, answer: fails(quorum.ErrNotHeld), want: "-ERR ERROR\r\n", calls: []string{"release res id"}},
+	},
+	"owner-ttl-seconds-or-error": {
+		{name: "held", keys: []string{"res"}, args: []string{"id"}, answer: returns(9500 * time.Millisecond), want: ":10\r\n", calls: []string{"ownerpttl res id"}},
+		{name: "held, rounded down", keys: []string{"res"}, args: []string{"id"}, answer: returns(9499 * time.Millisecond), want: ":9\r\n", calls: []string{"ownerpttl res id"}},
+		{name: "not held", keys: []string{"res"}, args: []string{"id"}, answer: fails(quorum.ErrNotHeld), want: "-ERR ERROR\r\n", calls: []string{"ownerpttl res id"}},
+		{name: "free", keys: []string{"res"}, args: []string{"id"}, answer: fails(quorum.ErrNotFound), want: "-ERR ERROR\r\n", calls: []string{"ownerpttl res id"}},
+		{name: "no expiry", keys: []string{"res"}, args: []string{"id"}, answer: fails(quorum.ErrNoExpiry), want: ":-1\r\n", calls: []string{"ownerpttl res id"}},
 	},
 	"set-if-owner-or-free": {
 		{name: "lock", keys: []string{"res"}, args: []string{"uuid", "3000", "yes"}, want: okReply, calls: []string{"extendoracquire res uuid 3s"}},

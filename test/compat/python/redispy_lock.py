@@ -6,7 +6,10 @@ Follows the compatibility contract of test/compat_test.go:
     redispy_lock.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_lock.py scenario ADDR
 
-Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4).
+Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or
+with the Python of a virtual environment of requirements/ (redis-py 5 and
+later). REDISPY_PROTOCOL=3 connects with protocol=3 (RESP3, HELLO 3); unset,
+the Redis() call is the one every redis-py version takes, RESP2.
 """
 
 import os
@@ -23,7 +26,11 @@ SCENARIO = "compat:scenario"
 
 def connect(addr):
     host, port = addr.rsplit(":", 1)
-    return redis.Redis(host=host, port=int(port), socket_timeout=10)
+    options = {}
+    # redis-py 4.3 has no protocol argument: pass it only when asked for.
+    if os.environ.get("REDISPY_PROTOCOL"):
+        options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
+    return redis.Redis(host=host, port=int(port), socket_timeout=10, **options)
 
 
 def contend(addr, logfile, rounds, worker):
@@ -82,6 +89,7 @@ def within(got, lo, hi):
 
 def scenario(addr):
     r = connect(addr)
+    print(f"redis-py {redis.__version__}, protocol {os.environ.get('REDISPY_PROTOCOL', 'default')}", flush=True)
     c = Checks()
     # The owner keeps its token in a plain namespace (thread_local=False) so
     # that a timer thread can release it while another Lock waits.
