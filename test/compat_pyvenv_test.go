@@ -45,6 +45,15 @@ var pyClients = func() []pyClient {
 			)
 		}
 	}
+	// redis-py's WATCH recipe (pipeline, watch, multi, execute), which the
+	// proxy serves as one quorum compare-and-delete or compare-and-pexpire:
+	// the oldest and newest redis-py, each protocol.
+	for _, v := range []struct{ venv, version string }{{"redis5", "5.3.1"}, {"redis8", "8.1.0"}} {
+		for _, protocol := range []string{"2", "3"} {
+			out = append(out, pyClient{fmt.Sprintf("redis-py-%s-watch-recipe-resp%s", v.version, protocol), v.venv,
+				"redispy_watch.py", []string{"REDISPY_PROTOCOL=" + protocol}})
+		}
+	}
 	return append(out,
 		pyClient{name: "pottery-3.0.1-Redlock", venv: "pottery", program: "pottery_redlock.py"},
 		pyClient{name: "aioredlock-0.7.3", venv: "aioredlock", program: "aioredlock_lock.py"},

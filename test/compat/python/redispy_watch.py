@@ -10,7 +10,8 @@ Follows the compatibility contract of test/compat_test.go:
     redispy_watch.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_watch.py scenario ADDR
 
-Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4).
+Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or in
+a PyPI environment; REDISPY_PROTOCOL=3 connects with RESP3 (redis-py 5+).
 """
 
 import os
@@ -27,7 +28,11 @@ SCENARIO = "compat:scenario"
 
 def connect(addr):
     host, port = addr.rsplit(":", 1)
-    return redis.Redis(host=host, port=int(port), socket_timeout=10)
+    options = {}
+    # redis-py 4.3 has no protocol argument: pass it only when asked for.
+    if os.environ.get("REDISPY_PROTOCOL"):
+        options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
+    return redis.Redis(host=host, port=int(port), socket_timeout=10, **options)
 
 
 def acquire(r, key, token, ttl_ms):
