@@ -44,6 +44,10 @@ var (
 		[]string{"backend", "reason"}, nil)
 	descClockRate = prometheus.NewDesc("lockproxy_backend_clock_rate",
 		"Rate of the backend's clock (TIME) relative to the proxy's monotonic clock over the last 10 s: 1 is the same; NaN until measured.", []string{"backend"}, nil)
+	descFencesMinted = prometheus.NewDesc("lockproxy_fencing_tokens_total",
+		"Fencing tokens of granted acquisitions.", nil, nil)
+	descFenceWriteBacks = prometheus.NewDesc("lockproxy_fencing_write_backs_total",
+		"Fencing tokens that a quorum of the backends carried only after a write-back round trip.", nil, nil)
 )
 
 // metrics exports the proxy's and the engine's state to Prometheus. It is
@@ -121,7 +125,8 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.opDuration.Describe(ch)
 	m.voteDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
-		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate} {
+		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
+		descFencesMinted, descFenceWriteBacks} {
 		ch <- d
 	}
 }
@@ -146,6 +151,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.engine.Quorum()))
 	ch <- prometheus.MustNewConstMetric(descQuorumAvailable, prometheus.GaugeValue, boolValue(m.engine.QuorumAvailable()))
+	minted, writeBacks := m.engine.Fences()
+	ch <- prometheus.MustNewConstMetric(descFencesMinted, prometheus.CounterValue, float64(minted))
+	ch <- prometheus.MustNewConstMetric(descFenceWriteBacks, prometheus.CounterValue, float64(writeBacks))
 	for _, b := range m.engine.Backends() {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)

@@ -38,6 +38,7 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "expire", concurrent: true, arity: -3, run: s.handleExpire},
 		&command{name: "delex", concurrent: true, arity: -2, run: s.handleDelEx},
 		&command{name: "delifeq", concurrent: true, arity: 3, run: s.handleDelIfEq},
+		&command{name: "fence", concurrent: true, arity: 3, run: s.handleFence},
 		&command{name: "eval", concurrent: true, arity: -3, run: s.handleEval},
 		&command{name: "evalsha", concurrent: true, arity: -3, run: s.handleEvalSHA},
 		&command{name: "script", arity: -2, subs: table(
@@ -65,6 +66,7 @@ func (s *Server) newCommands() map[string]*command {
 			&command{name: "client|setinfo", arity: 4, run: s.handleClientSetInfo},
 			&command{name: "client|maint_notifications", arity: -3, run: replyOK},
 			&command{name: "client|capa", arity: -3, run: replyOK},
+			&command{name: "client|fencing", arity: 3, run: s.handleClientFencing},
 		)},
 		&command{name: "command", arity: -1, run: s.handleCommand, subs: table(
 			&command{name: "command|count", arity: 2, run: s.handleCommandCount},

@@ -27,6 +27,9 @@ type connState struct {
 	// early are the commands of the current pipeline started ahead of
 	// their turn, in order (pipeline.go).
 	early []*early
+	// fencing is set by CLIENT FENCING ON: an acquisition by SET ... NX
+	// answers its fencing token instead of +OK (fence.go).
+	fencing bool
 	// tx is the transaction under way: watched keys, MULTI's queue
 	// (multi.go). Nil when there is none.
 	tx *txState

@@ -118,8 +118,10 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 	if req.extend {
 		op = quorum.OpExtend
 	}
-	_, err = space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
+	r, err := space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
 	switch {
+	case err == nil && op == quorum.OpAcquire && state(conn).fencing && r.Fence > 0:
+		conn.WriteInt64(r.Fence)
 	case err == nil:
 		conn.WriteString("OK")
 	case errors.Is(err, quorum.ErrNotAcquired), errors.Is(err, quorum.ErrNotHeld):

@@ -118,6 +118,9 @@ type Result struct {
 	// Validity is how long the lock is known held from now on:
 	// TTL − elapsed − drift.
 	Validity time.Duration
+	// Fence is the lock's fencing token, for an acquisition that mints one
+	// (fence.go); 0 otherwise.
+	Fence int64
 }
 
 // Engine runs Redlock operations over its backends. It keeps no lock state
@@ -132,6 +135,10 @@ type Engine struct {
 	clocks    clocks         // each backend's clock rate (clock.go)
 	order     [64]sync.Mutex // fanout's send order, striped by key
 	members   membership     // the backend set, and its changes
+	fences    fenceCounts
+	// skipFenceWriteBack grants a lock whose token too few backends carry
+	// (tests: the control that shows why the write-back is there).
+	skipFenceWriteBack bool
 
 	// Whether a quorum of backends counts, as last logged (quorum.go).
 	built      atomic.Bool // New has returned: the nodes are all there

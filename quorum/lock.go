@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,10 +26,23 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
-		cmd:     e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
+		fenced:  true,
+		cmd: e.checkedCommand(acquireScript, []string{key, fenceCounterKey, fenceKey(key)},
+			token, ttl.Milliseconds(), strconv.FormatInt(time.Now().UnixMicro(), 10)),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
-			stamp, err := r.Integer()
-			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
+			a, err := r.Array()
+			if err == nil && len(a) != 2 {
+				err = errors.New("quorum: acquire script: unexpected reply")
+			}
+			if err != nil {
+				return ack{}, err
+			}
+			stamp, err := a[0].Integer()
+			if err != nil {
+				return ack{}, err
+			}
+			fence, err := a[1].Integer()
+			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp, fence: fence}, err
 		},
 		undo: func(ctx context.Context, n *node, v ack) {
 			if v.yes {
@@ -61,6 +75,12 @@ type lockOp struct {
 	// newly took (ack.fresh), since the holder's lock may still be valid on
 	// a quorum that counts the backends that did not answer.
 	renews bool
+	// fenced is set when the yes voters minted a fencing token (ack.fence)
+	// that a quorum of them must agree on before the lock is granted.
+	fenced bool
+	// scriptKeys are the keys of scriptOp's command, when more than keys
+	// (the fencing token's key beside the lock's).
+	scriptKeys []string
 }
 
 func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
@@ -71,7 +91,11 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	f := fanout(e, op.cmd, op.decode)
 	t, seen := collect(ctx, f, len(e.nodes), e.quorum)
 	var res Result
-	if t.succeeded() {
+	var fenceErr error
+	if t.succeeded() && op.fenced {
+		res.Fence, t.quorumAt, fenceErr = e.settleFence(ctx, op, seen)
+	}
+	if t.succeeded() && fenceErr == nil {
 		ttl := op.ttl
 		if ttl == 0 {
 			ttl = t.minTTL
@@ -82,7 +106,10 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		}
 	}
 	err := op.refused // too slow: the lock may already be expiring
-	if !t.succeeded() {
+	switch {
+	case fenceErr != nil:
+		err = fenceErr
+	case !t.succeeded():
 		err = t.err(op.refused)
 	}
 	onlyFresh := op.renews && errors.Is(err, ErrNoQuorum)
@@ -100,7 +127,11 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
 	}
-	op.cmd = e.checkedCommand(s, op.keys, args...)
+	keys := op.keys
+	if op.scriptKeys != nil {
+		keys = op.scriptKeys
+	}
+	op.cmd = e.checkedCommand(s, keys, args...)
 	if op.decode == nil {
 		op.decode = decodeAllKeys(len(op.keys))
 	}
@@ -131,7 +162,8 @@ func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
 // An undecided one (*NoQuorumError) is not: the lock may still be held on
 // a quorum, the silent backends included.
 func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
+	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, scriptKeys: []string{key, fenceKey(key)},
+		token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
 		token, ttl.Milliseconds())
 }
 

@@ -29,12 +29,13 @@ const (
 	OpExtendOrAcquire               // extend where the token holds the key, take it where free
 	OpAcquireOrRenew                // take a free key, or renew one held by the same owner
 	OpOwnerPTTL                     // how long the token still holds a key
+	OpFence                         // the fencing token of a key the token holds
 	NumOps            = iota        // how many Ops there are
 )
 
 var opNames = [NumOps]string{
 	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
-	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl",
+	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl", "fence",
 }
 
 // String is the operation's name, e.g. "acquire_all", as metrics label it.
@@ -60,7 +61,7 @@ func (o Op) Takes() bool {
 // ErrNotHeld when the token does not hold the key.
 func (o Op) ForToken() bool {
 	switch o {
-	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL:
+	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence:
 		return true
 	}
 	return false
@@ -91,8 +92,9 @@ type Unlock struct {
 }
 
 // Read asks what a quorum holds of a key: its value (OpGet), how long that
-// value stays held (OpPTTL), whether it exists (OpExists), or how long
-// Token still holds it (OpOwnerPTTL).
+// value stays held (OpPTTL), whether it exists (OpExists), how long Token
+// still holds it (OpOwnerPTTL), or the fencing token of Token's lock
+// (OpFence).
 type Read struct {
 	Op    Op
 	Key   string
@@ -100,11 +102,12 @@ type Read struct {
 }
 
 // Reading answers a Read, in the field its Op asks for: Value for OpGet,
-// TTL for OpPTTL and OpOwnerPTTL, Exists for OpExists.
+// TTL for OpPTTL and OpOwnerPTTL, Exists for OpExists, Fence for OpFence.
 type Reading struct {
 	Value  string
 	TTL    time.Duration
 	Exists bool
+	Fence  int64
 }
 
 // Write asks to change a key whoever holds it, as an administrator would:
@@ -220,6 +223,8 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 		r.Exists, err = e.exists(ctx, req.Key)
 	case OpOwnerPTTL:
 		r.TTL, err = e.ownerPTTL(ctx, req.Key, req.Token)
+	case OpFence:
+		r.Fence, err = e.fence(ctx, req.Key, req.Token)
 	default:
 		err = &OpError{Op: req.Op, Request: "read", Keys: 1}
 	}

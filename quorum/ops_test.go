@@ -19,7 +19,7 @@ func TestOpNames(t *testing.T) {
 			t.Errorf("%s both takes free keys and is about the token's own", op)
 		}
 	}
-	if got := Op(NumOps).String(); got != "op(15)" {
+	if got := Op(NumOps).String(); got != "op(16)" {
 		t.Errorf("an op out of range is named %q", got)
 	}
 }

@@ -31,6 +31,9 @@ type ack struct {
 	absent bool          // it refused because the key does not exist
 	ttl    time.Duration // the TTL it set, where that varies by backend
 	stamp  int64         // the expiry it gave the key (ms), where known
+	// fence is the fencing token it minted (yes), or its counter (no),
+	// where the operation mints one.
+	fence int64
 }
 
 // tally counts the votes of a lock operation, where each backend that

@@ -26,11 +26,14 @@ var (
 	extendOrAcquireScript = checkedScript("extend_or_acquire")
 	acquireOrRenewScript  = checkedScript("acquire_or_renew")
 	identityScript        = luaScript("identity")
+	fenceRaiseScript      = luaScript("fence_raise")
+	fenceReadScript       = luaScript("fence_read")
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript, identityScript,
+		fenceRaiseScript, fenceReadScript,
 	}
 )
 

@@ -1,0 +1,173 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
+)
+
+// Fencing tokens. A holder paused past its lease still writes; the
+// resource it writes to can refuse it if every grant carries a number
+// larger than every earlier grant's, and the resource keeps the largest it
+// has seen. Each backend keeps a counter (fenceCounterKey, no TTL) and, for
+// each held lock, the token it minted for the holder (fenceKey, expiring
+// with the lock). An acquisition mints on every backend that grants it
+// max(counter+1, the proxy's clock in µs) in the same script that sets the
+// key (lua/acquire.lua); the lock's token t is the largest minted by the
+// backends that granted it before the decision, and the lock is granted
+// only once a quorum of them (W) carry t: those that minted less get t
+// written back (lua/fence_raise.lua), and only where the token still
+// holds the key. In the steady state every backend mints the same clock
+// value and no write-back is needed: no extra round trip.
+//
+// Why t only grows (the argument of wave2.md §1.4): any later grant L is
+// voted by a quorum, which meets W in some backend j. L's SET NX there ran
+// after the key was free, so after this lock was released or expired, so
+// after j's counter reached t; j minted L at least t+1, and L's token is
+// at least that. It holds while fewer than a quorum lose data at once, as
+// mutual exclusion does: a backend restarted empty loses its counter, and
+// counts again only after its quarantine. Until it is re-seeded from the
+// others on leaving quarantine, the clock floor keeps its tokens above
+// those of locks granted more than the proxies' clock skew earlier.
+const (
+	fenceCounterKey = ReservedPrefix + "fence"
+	fenceKeyPrefix  = ReservedPrefix + "fence:"
+)
+
+// fenceKey is where a backend keeps the token of key's holder.
+func fenceKey(key string) string { return fenceKeyPrefix + key }
+
+// settleFence decides the fencing token of a granted acquisition from the
+// yes votes seen when a quorum was reached, and writes it back where too
+// few carry it. It returns the token and when a quorum carried it, or a
+// *NoQuorumError when fewer than a quorum of the holders could be made to.
+func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (int64, time.Time, error) {
+	var token int64
+	for _, v := range seen {
+		if v.err == nil && v.val.yes {
+			token = max(token, v.val.fence)
+		}
+	}
+	var behind []*node
+	carry := 0
+	for _, v := range seen {
+		switch {
+		case v.err != nil || !v.val.yes:
+		case v.val.fence == token:
+			carry++
+		default:
+			behind = append(behind, e.nodes[v.node])
+		}
+	}
+	e.fences.minted.Add(1)
+	if carry >= e.quorum || e.skipFenceWriteBack {
+		return token, time.Now(), nil
+	}
+	// Every holder behind gets the token; the answer waits only for enough
+	// of them (each within one backend timeout).
+	key := op.keys[0]
+	acks := make(chan bool, len(behind))
+	for _, n := range behind {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.NodeTimeout)
+			defer cancel()
+			r, err := n.run(ctx, fenceRaiseScript, []string{key, fenceCounterKey, fenceKey(key)}, op.token, strconv.FormatInt(token, 10))
+			done, _ := r.Integer()
+			acks <- err == nil && done == 1
+		}()
+	}
+	e.fences.writeBacks.Add(1)
+	for range behind {
+		if <-acks {
+			if carry++; carry == e.quorum {
+				return token, time.Now(), nil
+			}
+		}
+	}
+	return 0, time.Time{}, &NoQuorumError{Counted: carry, Agreed: carry, Needed: e.quorum, Total: len(e.nodes)}
+}
+
+// ErrNoFence is Read's answer to OpFence for a lock that a quorum holds
+// for the token but that has no fencing token: it was taken by an
+// operation that mints none, or before fencing.
+var ErrNoFence = errors.New("quorum: the lock has no fencing token")
+
+// fence answers the fencing token of key as token holds it: the token a
+// quorum of its holders carry. ErrNotHeld when token does not hold key on a
+// quorum, even counting the backends that did not answer; ErrNoFence when
+// it does but no quorum carries one token; a *NoQuorumError when the
+// backends that did not answer could change the answer.
+func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
+	cmd := backend.ScriptCommand(fenceReadScript, []string{key, fenceKey(key)}, token)
+	type held struct {
+		holds bool
+		fence int64 // 0: none
+	}
+	f := fanout(e, cmd, func(_ *node, r backend.Reply) (held, error) {
+		a, err := r.Array()
+		if err == nil && len(a) != 2 {
+			err = errors.New("quorum: fence script: unexpected reply")
+		}
+		if err != nil {
+			return held{}, err
+		}
+		n, err := a[0].Integer()
+		if err != nil {
+			return held{}, err
+		}
+		s, err := a[1].Bulk()
+		if err != nil || s == "" {
+			return held{holds: n == 1}, err
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		return held{holds: n == 1, fence: v}, err
+	})
+	votes := collectAll(ctx, f, len(e.nodes))
+	holders, silent := 0, len(e.nodes)-len(votes)
+	count := map[int64]int{}
+	var failures []*NodeError
+	for _, v := range votes {
+		switch {
+		case v.err != nil:
+			silent++
+			failures = append(failures, v.err.(*NodeError))
+		case v.val.holds:
+			holders++
+			if v.val.fence > 0 {
+				count[v.val.fence]++
+			}
+		}
+	}
+	for fence, n := range count {
+		if n >= e.quorum {
+			return fence, nil
+		}
+	}
+	if holders+silent < e.quorum {
+		return 0, ErrNotHeld
+	}
+	best := 0
+	for _, n := range count {
+		best = max(best, n)
+	}
+	if best+silent < e.quorum {
+		return 0, ErrNoFence
+	}
+	return 0, cut(ctx, &NoQuorumError{Counted: len(votes) - len(failures), Agreed: best, Needed: e.quorum, Total: len(e.nodes), Nodes: failures})
+}
+
+// fenceCounts counts what fencing did, for metrics.
+type fenceCounts struct {
+	minted     atomic.Uint64 // tokens of granted acquisitions
+	writeBacks atomic.Uint64 // of them, those that needed a write-back
+}
+
+// Fences reports how many fencing tokens the engine minted, and how many of
+// them took a write-back round trip.
+func (e *Engine) Fences() (minted, writeBacks uint64) {
+	return e.fences.minted.Load(), e.fences.writeBacks.Load()
+}

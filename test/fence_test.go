@@ -1,0 +1,72 @@
+package test
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestFenceThroughClients: FENCE through go-redis's Do, redis-py's
+// execute_command and redis-cli answers the holder's fencing token, nil to
+// another token and after the release, and NOQUORUM with a majority down;
+// CLIENT FENCING ON makes SET NX answer the token itself; the next holder's
+// token is larger.
+func TestFenceThroughClients(t *testing.T) {
+	c := newCluster(t, 5)
+	ctx := t.Context()
+	cli := c.proxy.Client(t)
+
+	if got := do(t, cli, "SET", "job", "first", "NX", "PX", 30000); got != "OK" {
+		t.Fatalf("SET NX: %q", got)
+	}
+	first, err := cli.Do(ctx, "FENCE", "job", "first").Int64()
+	if err != nil || first <= 0 {
+		t.Fatalf("go-redis FENCE: %d, %v", first, err)
+	}
+	if got := redisCLI(t, c.proxy.Addr, "FENCE", "job", "first"); got != strconv.FormatInt(first, 10) {
+		t.Errorf("redis-cli FENCE: %q, want %d", got, first)
+	}
+	py := exec.Command(debianPython, "-c", `import redis, sys
+r = redis.Redis(host=sys.argv[1], port=int(sys.argv[2]))
+print(r.execute_command("FENCE", "job", "first"), r.execute_command("FENCE", "job", "someone"))`,
+		strings.Split(c.proxy.Addr, ":")[0], strings.Split(c.proxy.Addr, ":")[1])
+	if out, err := py.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != strconv.FormatInt(first, 10)+" None" {
+		t.Errorf("redis-py execute_command FENCE: %q, %v; want %d None", out, err, first)
+	}
+	if _, err := cli.Do(ctx, "FENCE", "job", "someone").Result(); err != redis.Nil {
+		t.Errorf("FENCE by another token: %v, want nil", err)
+	}
+
+	// Opted in, SET NX answers the token; released and taken again, the
+	// token is larger.
+	opted := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, MaxRetries: -1,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.Do(ctx, "CLIENT", "FENCING", "ON").Err() }})
+	t.Cleanup(func() { opted.Close() })
+	if n, err := opted.Do(ctx, "SET", "job", "second", "NX", "PX", 30000).Result(); err != redis.Nil {
+		t.Fatalf("SET NX while held, fencing on: %v, %v; want nil", n, err)
+	}
+	if got := do(t, cli, "EVAL", compareAndDelete, 1, "job", "first"); got != "1" {
+		t.Fatalf("release: %q", got)
+	}
+	if _, err := cli.Do(ctx, "FENCE", "job", "first").Result(); err != redis.Nil {
+		t.Errorf("FENCE after the release: %v, want nil", err)
+	}
+	second, err := opted.Do(ctx, "SET", "job", "second", "NX", "PX", 30000).Int64()
+	if err != nil || second <= first {
+		t.Fatalf("SET NX with fencing on: %d, %v; want a token above %d", second, err, first)
+	}
+	if got, err := cli.Do(ctx, "FENCE", "job", "second").Int64(); err != nil || got != second {
+		t.Errorf("FENCE of the second holder: %d, %v; want %d", got, err, second)
+	}
+
+	for _, s := range c.servers[:3] {
+		s.Kill()
+	}
+	if _, err := cli.Do(ctx, "FENCE", "job", "second").Result(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM ") {
+		t.Errorf("FENCE with a majority down: %v, want NOQUORUM", err)
+	}
+}
