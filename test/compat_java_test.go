@@ -30,7 +30,8 @@ var javaClients = []struct {
 	{"jedis-8-recipe", "jedis-8", "compat.JedisRecipe", nil},
 	{"lettuce-6-recipe-resp3", "lettuce-6", "compat.LettuceRecipe", []string{"-Dcompat.resp=3"}},
 	{"lettuce-6-recipe-resp2", "lettuce-6", "compat.LettuceRecipe", []string{"-Dcompat.resp=2"}},
-	{"spring-integration-RedisLockRegistry", "spring-integration", "compat.SpringLockRegistry", nil},
+	{"spring-integration-6-RedisLockRegistry", "spring-integration-6", "compat.SpringLockRegistry", nil},
+	{"spring-integration-7-RedisLockRegistry", "spring-integration", "compat.SpringLockRegistry", nil},
 	{"shedlock-redis-spring-safeUpdate", "shedlock", "compat.ShedLockRedis", nil},
 }
 
