@@ -74,7 +74,7 @@ public final class SpringLockRegistry implements Contract.Program {
         long pttl = redis.getExpire(key, TimeUnit.MILLISECONDS);
         check("the key holds it with the registry's expireAfter", pttl > 0 && pttl <= 10_000, pttl);
         // renewLock sets the TTL back to expireAfter: let some of it pass first.
-        Thread.sleep(500);
+        Thread.sleep(800);
         long before = redis.getExpire(key, TimeUnit.MILLISECONDS);
         mine.renewLock("scenario");
         pttl = redis.getExpire(key, TimeUnit.MILLISECONDS);
