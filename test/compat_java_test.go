@@ -52,6 +52,24 @@ func TestCompatJava(t *testing.T) {
 	t.Logf("the Java compatibility suite took %v", time.Since(start).Round(100*time.Millisecond))
 }
 
+// TestCompatJavaShedLockDefaultModeRefused shows the README's "not supported
+// yet" row: ShedLock's default mode extends with an unconditional
+// SET k v XX PX, which ignores ownership, and lockproxy refuses it by name.
+func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {
+	dir := javaBuild(t)
+	c := newCluster(t, 5)
+	jvm := slices.Concat(javaFlags, []string{"-Dcompat.shedlock.safeUpdate=false",
+		"-cp", javaClasspath(dir, "shedlock"), "compat.ShedLockRedis", "scenario", c.proxy.Addr})
+	out, err := exec.Command("java", jvm...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("ShedLock's default mode ran through the proxy:\n%s", out)
+	}
+	const refusal = "lockproxy only takes locks: SET key token NX PX|EX ttl, or SET key token IFEQ token PX|EX ttl to extend (got XX)"
+	if !strings.Contains(string(out), "ok lock takes the free lock") || !strings.Contains(string(out), refusal) {
+		t.Fatalf("ShedLock's default mode should take the lock, then have its extension refused with %q; its output:\n%s", refusal, out)
+	}
+}
+
 // TestCompatJavaProgramsOnRedis runs every Java program against one real
 // redis-server: what the library does without the proxy, so that a failure
 // through the proxy is the proxy's.
@@ -71,14 +89,19 @@ func TestCompatJavaProgramsOnRedis(t *testing.T) {
 func javaCompatClients(dir string) []compatClient {
 	clients := make([]compatClient, len(javaClients))
 	for i, c := range javaClients {
-		classpath := filepath.Join(dir, c.module, "target", "classes") + string(os.PathListSeparator) +
-			filepath.Join(dir, c.module, "target", "lib", "*")
 		clients[i] = compatClient{name: c.name, command: func(args ...string) *exec.Cmd {
-			jvm := slices.Concat(javaFlags, c.props, []string{"-cp", classpath, c.main}, args)
+			jvm := slices.Concat(javaFlags, c.props, []string{"-cp", javaClasspath(dir, c.module), c.main}, args)
 			return exec.Command("java", jvm...)
 		}}
 	}
 	return clients
+}
+
+// javaClasspath is the classpath of module in the project built in dir: its
+// classes and the jars dependency:copy-dependencies put in target/lib.
+func javaClasspath(dir, module string) string {
+	return filepath.Join(dir, module, "target", "classes") + string(os.PathListSeparator) +
+		filepath.Join(dir, module, "target", "lib", "*")
 }
 
 // javaBuild checks for java and mvn, builds the Maven project unless its

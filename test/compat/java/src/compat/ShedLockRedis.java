@@ -21,10 +21,19 @@ import org.springframework.data.redis.core.StringRedisTemplate;
  * mode extends with an unconditional SET XX PX, which lockproxy refuses.)
  * ShedLock's keys are PREFIX:ENVIRONMENT:NAME, so the contract's locks are
  * compat:shedlock:contended and compat:shedlock:scenario.
+ *
+ * <p>The system property compat.shedlock.safeUpdate=false runs the default
+ * mode instead, so that a test can show lockproxy refusing it.
  */
 public final class ShedLockRedis implements Contract.Program {
+    private final boolean safeUpdate;
+
+    private ShedLockRedis(boolean safeUpdate) {
+        this.safeUpdate = safeUpdate;
+    }
+
     public static void main(String[] args) {
-        Contract.main(args, new ShedLockRedis());
+        Contract.main(args, new ShedLockRedis(Boolean.parseBoolean(System.getProperty("compat.shedlock.safeUpdate", "true"))));
     }
 
     private static LettuceConnectionFactory connect(String addr) {
@@ -33,8 +42,8 @@ public final class ShedLockRedis implements Contract.Program {
         return factory;
     }
 
-    private static RedisLockProvider provider(LettuceConnectionFactory factory) {
-        return new RedisLockProvider.Builder(factory).keyPrefix("compat").environment("shedlock").safeUpdate(true).build();
+    private RedisLockProvider provider(LettuceConnectionFactory factory) {
+        return new RedisLockProvider.Builder(factory).keyPrefix("compat").environment("shedlock").safeUpdate(safeUpdate).build();
     }
 
     private static LockConfiguration config(String name, Duration atMost, Duration atLeast) {
