@@ -1,0 +1,194 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// javaDir is the Maven project of the Java programs: one module per client
+// library and version (its own classpath), the programs' sources shared in
+// src/compat, exact versions in each module's pom.xml and what they resolve
+// to locked in its dependencies.txt.
+const javaDir = "compat/java"
+
+// javaClients are the Java rows of the compatibility suite, each a main
+// class of src/compat run on its module's classpath with props (system
+// properties), following the contract in compat_test.go.
+var javaClients = []struct {
+	name, module, main string
+	props              []string
+}{
+	{"jedis-5-recipe", "jedis-5", "compat.JedisRecipe", nil},
+	{"jedis-7-recipe", "jedis-7", "compat.JedisRecipe", nil},
+	{"jedis-8-recipe", "jedis-8", "compat.JedisRecipe", nil},
+	{"lettuce-6-recipe-resp3", "lettuce-6", "compat.LettuceRecipe", []string{"-Dcompat.resp=3"}},
+	{"lettuce-6-recipe-resp2", "lettuce-6", "compat.LettuceRecipe", []string{"-Dcompat.resp=2"}},
+	{"spring-integration-6-RedisLockRegistry", "spring-integration-6", "compat.SpringLockRegistry", nil},
+	{"spring-integration-7-RedisLockRegistry", "spring-integration", "compat.SpringLockRegistry", nil},
+	{"shedlock-redis-spring-safeUpdate", "shedlock", "compat.ShedLockRedis", nil},
+}
+
+// javaFlags keep a JVM's start short: the contract runs every worker as its
+// own process, so the suite starts about a hundred JVMs that each live a
+// second or two. C1 alone compiles soon enough for that, the class-data
+// sharing archive saves loading the JDK's classes, and the serial collector
+// starts no GC threads: a Spring worker's run drops from about 2.7 s to 1.9 s.
+var javaFlags = []string{"-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC"}
+
+// TestCompatJava runs the Java client libraries, unchanged, through the
+// proxy (compatSuite: contention and scenario, all backends up and one
+// killed).
+func TestCompatJava(t *testing.T) {
+	start := time.Now()
+	dir := javaBuild(t)
+	compatSuite(t, javaCompatClients(dir))
+	t.Logf("the Java compatibility suite took %v", time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestCompatJavaShedLockDefaultModeRefused shows the README's "not supported
+// yet" row: ShedLock's default mode extends with an unconditional
+// SET k v XX PX, which ignores ownership, and lockproxy refuses it by name.
+func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {
+	dir := javaBuild(t)
+	c := newCluster(t, 5)
+	jvm := slices.Concat(javaFlags, []string{"-Dcompat.shedlock.safeUpdate=false",
+		"-cp", javaClasspath(dir, "shedlock"), "compat.ShedLockRedis", "scenario", c.proxy.Addr})
+	out, err := exec.Command("java", jvm...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("ShedLock's default mode ran through the proxy:\n%s", out)
+	}
+	const refusal = "lockproxy only takes locks: SET key token NX PX|EX ttl, or SET key token IFEQ token PX|EX ttl to extend (got XX)"
+	if !strings.Contains(string(out), "ok lock takes the free lock") || !strings.Contains(string(out), refusal) {
+		t.Fatalf("ShedLock's default mode should take the lock, then have its extension refused with %q; its output:\n%s", refusal, out)
+	}
+}
+
+// TestCompatJavaProgramsOnRedis runs every Java program against one real
+// redis-server: what the library does without the proxy, so that a failure
+// through the proxy is the proxy's.
+func TestCompatJavaProgramsOnRedis(t *testing.T) {
+	dir := javaBuild(t)
+	addr := redistest.Start(t).Addr()
+	for _, client := range javaCompatClients(dir) {
+		t.Run(client.name, func(t *testing.T) {
+			t.Run("contention", func(t *testing.T) { runContention(t, addr, client, 4, 25) })
+			t.Run("scenario", func(t *testing.T) { runScenario(t, addr, client) })
+		})
+	}
+}
+
+// javaCompatClients are javaClients as compatClients of the project built in
+// dir.
+func javaCompatClients(dir string) []compatClient {
+	clients := make([]compatClient, len(javaClients))
+	for i, c := range javaClients {
+		clients[i] = compatClient{name: c.name, command: func(args ...string) *exec.Cmd {
+			jvm := slices.Concat(javaFlags, c.props, []string{"-cp", javaClasspath(dir, c.module), c.main}, args)
+			return exec.Command("java", jvm...)
+		}}
+	}
+	return clients
+}
+
+// javaClasspath is the classpath of module in the project built in dir: its
+// classes and the jars dependency:copy-dependencies put in target/lib.
+func javaClasspath(dir, module string) string {
+	return filepath.Join(dir, module, "target", "classes") + string(os.PathListSeparator) +
+		filepath.Join(dir, module, "target", "lib", "*")
+}
+
+// javaBuild checks for java and mvn, builds the Maven project unless its
+// build is newer than every pom.xml and source, and checks that what Maven
+// resolved is what each module's dependencies.txt locks. Maven's local
+// repository is javaDir/.m2, inside the clone: CI caches nothing outside it.
+// It returns the absolute path of the project.
+func javaBuild(t *testing.T) string {
+	t.Helper()
+	requireTool(t, "java", "apt-get install -y openjdk-17-jdk-headless (Java 17 or later)")
+	mvn := requireTool(t, "mvn", "apt-get install -y maven")
+	dir, err := filepath.Abs(javaDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := make([]string, 0, len(javaClients))
+	for _, c := range javaClients {
+		if !slices.Contains(modules, c.module) {
+			modules = append(modules, c.module)
+		}
+	}
+	if !javaBuildFresh(t, dir, modules) {
+		start := time.Now()
+		cmd := exec.Command(mvn, "-B", "-q", "-Dmaven.repo.local="+filepath.Join(dir, ".m2"), "process-classes")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mvn process-classes in %s: %v\n%s", javaDir, err, out)
+		}
+		t.Logf("mvn process-classes in %s took %v", javaDir, time.Since(start).Round(100*time.Millisecond))
+	}
+	for _, m := range modules {
+		locked := dependencyLines(t, filepath.Join(dir, m, "dependencies.txt"))
+		resolved := dependencyLines(t, filepath.Join(dir, m, "target", "dependencies.txt"))
+		if !slices.Equal(locked, resolved) {
+			t.Fatalf("%s/%s: Maven resolved\n%s\nbut dependencies.txt locks\n%s\n(after an intended change of its pom.xml, copy target/dependencies.txt over dependencies.txt)",
+				javaDir, m, strings.Join(resolved, "\n"), strings.Join(locked, "\n"))
+		}
+	}
+	return dir
+}
+
+// javaBuildFresh tells whether every module's build (its resolved list,
+// written last) is newer than the project's pom.xml files and sources. It
+// stats them all, so that go test's cache also sees an edit to one.
+func javaBuildFresh(t *testing.T, dir string, modules []string) bool {
+	t.Helper()
+	inputs, err := filepath.Glob(filepath.Join(dir, "src", "compat", "*.java"))
+	if err != nil || len(inputs) == 0 {
+		t.Fatalf("no programs in %s/src/compat: %v", javaDir, err)
+	}
+	inputs = append(inputs, filepath.Join(dir, "pom.xml"))
+	for _, m := range modules {
+		inputs = append(inputs, filepath.Join(dir, m, "pom.xml"), filepath.Join(dir, m, "dependencies.txt"))
+	}
+	var newest time.Time
+	for _, f := range inputs {
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ModTime().After(newest) {
+			newest = st.ModTime()
+		}
+	}
+	for _, m := range modules {
+		st, err := os.Stat(filepath.Join(dir, m, "target", "dependencies.txt"))
+		if err != nil || !st.ModTime().After(newest) {
+			return false
+		}
+	}
+	return true
+}
+
+// dependencyLines reads the dependency lines of a Maven dependency:list
+// file: its header and blank lines do not count.
+func dependencyLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasSuffix(line, ":") {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
