@@ -281,6 +281,9 @@ func keysOf(c *respConn, prefix string) (map[string]keyView, error) {
 		if strings.HasPrefix(name, "c") && strings.Contains(name, ":") && !strings.HasPrefix(name, prefix) {
 			continue // a late write of an earlier case
 		}
+		if strings.HasPrefix(name, quorum.ReservedPrefix) {
+			continue // lockproxy's own: its marker, set record and fencing tokens
+		}
 		var v keyView
 		if r, err := c.do("TYPE", name); err == nil {
 			v.typ = parseRESP(r).str

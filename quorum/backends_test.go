@@ -32,6 +32,9 @@ func TestBackendStates(t *testing.T) {
 			t.Fatalf("acquire: %v", err)
 		}
 	}
+	// Each acquisition answers with the quorum of the two live backends; the
+	// refusal of the killed one is recorded as it completes, maybe after.
+	waitFor(t, func() bool { return c.engine.Backends()[2].Failures[KindRefused] >= 5 })
 	states := c.engine.Backends()
 	for i, st := range states[:2] {
 		if st.State != StateUp || st.Replies != 5 || st.LastError != "" {

@@ -443,3 +443,40 @@ func describeOp(o op) string {
 func msString(d time.Duration) string {
 	return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
 }
+
+// checkFences checks the fencing tokens: a grant's token must be above the
+// token of every grant of the same key that returned before it was asked
+// for (in real time, across clients and proxies). It returns what breaks
+// that; a grant without a token is one too.
+func checkFences(ops []op) []string {
+	byKey := map[string][]op{}
+	for _, o := range ops {
+		if o.Kind == opAcquire && o.Outcome == outOK {
+			byKey[o.Key] = append(byKey[o.Key], o)
+		}
+	}
+	var found []string
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		grants := byKey[key]
+		slices.SortFunc(grants, func(a, b op) int { return cmp.Compare(a.Return, b.Return) })
+		for _, b := range grants {
+			if b.Fence <= 0 {
+				found = append(found, fmt.Sprintf("key %q: token %s was granted without a fencing token", key, b.Token))
+				continue
+			}
+			for _, a := range grants {
+				if a.Return >= b.Call {
+					break // sorted by Return: the rest did not return before b was asked for
+				}
+				if a.Fence >= b.Fence {
+					found = append(found, fmt.Sprintf("key %q: %s got fencing token %d at %.1fms, not above %d of %s granted at %.1fms",
+						key, b.Token, b.Fence, millis(b.Return), a.Fence, a.Token, millis(a.Return)))
+				}
+			}
+		}
+	}
+	return found
+}
+
+// millis shows a history time in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -517,3 +517,33 @@ func TestCheckerSimulatedServer(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckerFences: checkFences finds a grant whose token is not above
+// that of a grant which returned before it was asked for, and a grant
+// without a token; grants that overlap in time may come in either order.
+func TestCheckerFences(t *testing.T) {
+	grant := func(token string, call, ret time.Duration, fence int64) op {
+		return op{Key: "k", Token: token, Kind: opAcquire, Outcome: outOK, Call: call * time.Millisecond, Return: ret * time.Millisecond, Fence: fence}
+	}
+	for _, tc := range []struct {
+		name  string
+		ops   []op
+		found int
+	}{
+		{"increasing", []op{grant("a", 0, 1, 10), grant("b", 2, 3, 11), grant("c", 4, 5, 30)}, 0},
+		{"concurrent, either order", []op{grant("a", 0, 5, 20), grant("b", 1, 4, 10)}, 0},
+		{"regression", []op{grant("a", 0, 1, 10), grant("b", 2, 3, 9)}, 1},
+		{"equal", []op{grant("a", 0, 1, 10), grant("b", 2, 3, 10)}, 1},
+		{"regression behind an earlier one", []op{grant("a", 0, 1, 50), grant("b", 2, 3, 60), grant("c", 4, 5, 55)}, 1},
+		{"no token", []op{grant("a", 0, 1, 10), grant("b", 2, 3, 0)}, 1},
+		{"other keys and outcomes ignored", []op{grant("a", 0, 1, 10),
+			{Key: "j", Token: "x", Kind: opAcquire, Outcome: outOK, Call: 2 * time.Millisecond, Return: 3 * time.Millisecond, Fence: 1},
+			{Key: "k", Token: "y", Kind: opAcquire, Outcome: outHeld, Call: 2 * time.Millisecond, Return: 3 * time.Millisecond}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := checkFences(tc.ops); len(got) != tc.found {
+				t.Errorf("found %d, want %d: %q", len(got), tc.found, got)
+			}
+		})
+	}
+}

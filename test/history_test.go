@@ -38,6 +38,7 @@ type op struct {
 	Return  time.Duration // just after the reply was received
 	Outcome outcome
 	Phase   string // the nemesis phase in force at Call
+	Fence   int64  // an acquisition's fencing token, when the reply carried one
 }
 
 // history is safe for concurrent appends.

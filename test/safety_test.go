@@ -251,6 +251,8 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 	cli := redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, PoolSize: 1,
 		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
+		// SET NX answers the lock's fencing token, which checkFences checks.
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.Do(ctx, "CLIENT", "FENCING", "ON").Err() },
 	})
 	defer cli.Close()
 	h := run.h
@@ -260,6 +262,9 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 		token := fmt.Sprintf("c%d-%d", id, n)
 		acquire := h.call(id, key, token, opAcquire, lockTTL)
 		reply, err := cli.Do(ctx, "SET", key, token, "NX", "PX", lockTTL.Milliseconds()).Result()
+		if fence, ok := reply.(int64); ok && err == nil {
+			acquire.Fence, reply = fence, "OK"
+		}
 		if h.done(acquire, reply, err) != outOK {
 			// Back off as lock libraries do, so that the figures show the
 			// system, not a retry storm.
@@ -390,12 +395,20 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 		}
 		t.Logf("  %s", il)
 	}
+	fences := checkFences(ops)
+	t.Logf("fencing tokens not above an earlier grant's: %d", len(fences))
+	for i, f := range fences {
+		if i == 5 {
+			break
+		}
+		t.Logf("  %s", f)
+	}
 	result, info := checkLinearizable(ops, time.Minute)
 	t.Logf("linearizability (porcupine, lease-register model): %v", result)
 	for _, line := range describeLinearization(ops, result, info) {
 		t.Logf("  %s", line)
 	}
-	v.violations = len(overlaps) + len(interleavings)
+	v.violations = len(overlaps) + len(interleavings) + len(fences)
 	if result == porcupine.Illegal {
 		v.violations++
 	}
