@@ -63,6 +63,8 @@ var keys = []key{
 		ratio(0.01, 0, 0.5, func(s *settings, v float64) { s.quorum.DriftFactor = v })},
 	{"max_ttl", engine, "longest lock TTL accepted; also the restart quarantine",
 		duration("60s", func(s *settings, v time.Duration) { s.quorum.MaxTTL = v })},
+	{"fencing", engine, "mint a fencing token for every SET NX acquisition (FENCE key token reads it); every proxy of a deployment sets the same",
+		boolean(false, func(s *settings, v bool) { s.quorum.Fencing, s.proxy.Fencing = v, v })},
 	{"restart_quarantine", engine, "ignore a restarted backend for max-ttl (turn off only with appendfsync always)",
 		boolean(true, func(s *settings, v bool) { s.quorum.DisableRestartQuarantine = !v })},
 	{"max_request_bytes", live, "largest request accepted",

@@ -35,6 +35,10 @@ func (s *Server) handleFence(conn redcon.Conn, cmd redcon.Command) {
 func (s *Server) handleClientFencing(conn redcon.Conn, cmd redcon.Command) {
 	switch strings.ToUpper(string(cmd.Args[2])) {
 	case "ON":
+		if !s.fencing {
+			s.writeError(conn, errorf("ERR fencing is off: set fencing = true on every lockproxy of this deployment"))
+			return
+		}
 		state(conn).fencing = true
 	case "OFF":
 		state(conn).fencing = false

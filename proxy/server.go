@@ -63,6 +63,9 @@ type Config struct {
 	// in-memory ones of lockproxy run with no configuration), which INFO
 	// tells as backends_embedded:1. Default: false.
 	Embedded bool
+	// Fencing says the Locker mints fencing tokens: CLIENT FENCING ON is
+	// refused without it. Default: false.
+	Fencing bool
 }
 
 // MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
@@ -106,6 +109,7 @@ type Server struct {
 	started  time.Time
 	version  string
 	embedded bool // Config.Embedded
+	fencing  bool // Config.Fencing
 
 	// ctx is the context of every Locker call: no deadline of its own, as
 	// the engine bounds each call by its backend timeout (and a timer per
@@ -146,6 +150,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		started:  time.Now(),
 		version:  buildVersion(),
 		embedded: cfg.Embedded,
+		fencing:  cfg.Fencing,
 		stopped:  make(chan struct{}),
 		release:  make(chan struct{}),
 	}

@@ -31,7 +31,7 @@ func readFence(t *testing.T, e *Engine, key, token string) (int64, error) {
 // its holder only; an extension keeps it and keeps it readable past the
 // first TTL; no write-back was needed.
 func TestFenceSteadyState(t *testing.T) {
-	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true})
 	other := newEngine(t, c.cfg)
 	key := uniqueKey(t)
 	var last int64
@@ -85,7 +85,7 @@ func TestFenceSteadyState(t *testing.T) {
 // before the grant, FENCE answers it, and the next acquisition's token is
 // larger still.
 func TestFenceWriteBack(t *testing.T) {
-	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true})
 	key := uniqueKey(t)
 	ahead := time.Now().Add(time.Hour).UnixMicro()
 	for _, i := range []int{0, 1} {
@@ -134,7 +134,7 @@ func TestFenceWriteBack(t *testing.T) {
 func TestFenceWithoutWriteBackRegresses(t *testing.T) {
 	for _, writeBack := range []bool{false, true} {
 		t.Run(map[bool]string{false: "control: no write-back", true: "write-back"}[writeBack], func(t *testing.T) {
-			c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+			c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true})
 			c.engine.skipFenceWriteBack = !writeBack
 			key := uniqueKey(t)
 			ahead := time.Now().Add(time.Hour).UnixMicro()
@@ -170,9 +170,28 @@ func TestFenceWithoutWriteBackRegresses(t *testing.T) {
 	}
 }
 
+// TestFenceOff: without Fencing, an acquisition mints nothing and FENCE
+// answers that its lock has none.
+func TestFenceOff(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	r, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: 10 * time.Second})
+	if err != nil || r.Fence != 0 {
+		t.Fatalf("acquire without fencing: %+v, %v", r, err)
+	}
+	if _, err := readFence(t, c.engine, key, "me"); !errors.Is(err, ErrNoFence) {
+		t.Fatalf("FENCE without fencing: %v, want ErrNoFence", err)
+	}
+	for i, d := range c.direct {
+		if n := d.Exists(t.Context(), fenceCounterKey, fenceKey(key)).Val(); n != 0 {
+			t.Errorf("backend %d holds %d fencing keys", i, n)
+		}
+	}
+}
+
 // TestFenceNoQuorum: with a majority of backends down, FENCE cannot tell.
 func TestFenceNoQuorum(t *testing.T) {
-	c := newCluster(t, 5, Config{DisableRestartQuarantine: true})
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true})
 	key := uniqueKey(t)
 	lockFence(t, c.engine, key, "me")
 	for _, s := range c.servers[:3] {

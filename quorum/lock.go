@@ -21,28 +21,15 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
-	return e.lockOp(ctx, lockOp{
+	op := lockOp{
 		keys:    []string{key},
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
-		fenced:  true,
-		cmd: e.checkedCommand(acquireScript, []string{key, fenceCounterKey, fenceKey(key)},
-			token, ttl.Milliseconds(), strconv.FormatInt(time.Now().UnixMicro(), 10)),
+		cmd:     e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
-			a, err := r.Array()
-			if err == nil && len(a) != 2 {
-				err = errors.New("quorum: acquire script: unexpected reply")
-			}
-			if err != nil {
-				return ack{}, err
-			}
-			stamp, err := a[0].Integer()
-			if err != nil {
-				return ack{}, err
-			}
-			fence, err := a[1].Integer()
-			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp, fence: fence}, err
+			stamp, err := r.Integer()
+			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
 		},
 		undo: func(ctx context.Context, n *node, v ack) {
 			if v.yes {
@@ -53,7 +40,32 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 			}
 			n.release(ctx, key, token)
 		},
-	})
+	}
+	if e.cfg.Fencing {
+		op.fenced = true
+		op.cmd = e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fenceKey(key)},
+			token, ttl.Milliseconds(), strconv.FormatInt(time.Now().UnixMicro(), 10))
+		op.decode = decodeFenced
+	}
+	return e.lockOp(ctx, op)
+}
+
+// decodeFenced reads the answer of lua/acquire_fenced.lua: {expiry, token}
+// when the key was set, {0, counter} when not.
+func decodeFenced(_ *node, r backend.Reply) (ack, error) {
+	a, err := r.Array()
+	if err == nil && len(a) != 2 {
+		err = errors.New("quorum: acquire script: unexpected reply")
+	}
+	if err != nil {
+		return ack{}, err
+	}
+	stamp, err := a[0].Integer()
+	if err != nil {
+		return ack{}, err
+	}
+	fence, err := a[1].Integer()
+	return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp, fence: fence}, err
 }
 
 // lockOp is an acquisition or extension: it holds with a quorum of yes
@@ -162,9 +174,13 @@ func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
 // An undecided one (*NoQuorumError) is not: the lock may still be held on
 // a quorum, the silent backends included.
 func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendScript, lockOp{keys: []string{key}, scriptKeys: []string{key, fenceKey(key)},
-		token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
-		token, ttl.Milliseconds())
+	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
+	script := extendScript
+	if e.cfg.Fencing {
+		// The lock's fencing token expires with it.
+		script, op.scriptKeys = extendFencedScript, []string{key, fenceKey(key)}
+	}
+	return e.scriptOp(ctx, script, op, token, ttl.Milliseconds())
 }
 
 // acquireAll takes every key for token on a quorum of backends; a backend

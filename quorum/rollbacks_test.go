@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -93,27 +92,14 @@ func TestStampedRollbackSparesRetry(t *testing.T) {
 		}
 		return r.Integer()
 	}
-	// acquire answers the stamp of an acquisition (0: not taken).
-	acquire := func(token string, ttl int, set string) (int64, error) {
-		r, err := n.run(t.Context(), acquireScript, []string{key, fenceCounterKey, fenceKey(key)},
-			token, ttl, strconv.FormatInt(time.Now().UnixMicro(), 10), set)
-		if err != nil {
-			return 0, err
-		}
-		a, err := r.Array()
-		if err != nil {
-			return 0, err
-		}
-		return a[0].Integer()
-	}
-	first, err := acquire("tok", 10000, set)
+	first, err := run(acquireScript, "tok", 10000, set)
 	if err != nil || first <= 0 {
 		t.Fatalf("first acquisition: %d, %v", first, err)
 	}
 	// The first attempt's key is gone (rolled back or expired) and the retry
 	// takes it again with the same token.
 	c.direct[0].Del(t.Context(), key)
-	retry, err := acquire("tok", 20000, set)
+	retry, err := run(acquireScript, "tok", 20000, set)
 	if err != nil || retry <= first {
 		t.Fatalf("retry: stamp %d after %d, %v", retry, first, err)
 	}
@@ -123,10 +109,10 @@ func TestStampedRollbackSparesRetry(t *testing.T) {
 	if deleted, err := run(releaseStampedScript, "tok", retry); err != nil || deleted != 1 {
 		t.Fatalf("the retry's own rollback: %d, %v", deleted, err)
 	}
-	if got, err := acquire("other", 10000, set); err != nil || got <= 0 {
+	if got, err := run(acquireScript, "other", 10000, set); err != nil || got <= 0 {
 		t.Fatalf("acquisition after the rollback: %d, %v", got, err)
 	}
-	if got, _ := acquire("tok", 10000, set); got != 0 {
+	if got, _ := run(acquireScript, "tok", 10000, set); got != 0 {
 		t.Fatalf("acquisition of a held key answered %d, want 0", got)
 	}
 }

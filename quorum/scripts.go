@@ -15,6 +15,8 @@ import (
 // proxy whose backend set the backends no longer record is refused.
 var (
 	acquireScript         = checkedScript("acquire")
+	acquireFencedScript   = checkedScript("acquire_fenced")
+	extendFencedScript    = checkedScript("extend_fenced")
 	releaseScript         = luaScript("release")
 	releaseStampedScript  = luaScript("release_stamped")
 	extendScript          = checkedScript("extend")
@@ -33,7 +35,7 @@ var (
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript, identityScript,
-		fenceRaiseScript, fenceReadScript,
+		fenceRaiseScript, fenceReadScript, acquireFencedScript, extendFencedScript,
 	}
 )
 

@@ -16,7 +16,7 @@ import (
 // CLIENT FENCING ON makes SET NX answer the token itself; the next holder's
 // token is larger.
 func TestFenceThroughClients(t *testing.T) {
-	c := newCluster(t, 5)
+	c := newCluster(t, 5, "-fencing")
 	ctx := t.Context()
 	cli := c.proxy.Client(t)
 
@@ -68,5 +68,21 @@ print(r.execute_command("FENCE", "job", "first"), r.execute_command("FENCE", "jo
 	}
 	if _, err := cli.Do(ctx, "FENCE", "job", "second").Result(); err == nil || !strings.HasPrefix(err.Error(), "NOQUORUM ") {
 		t.Errorf("FENCE with a majority down: %v, want NOQUORUM", err)
+	}
+}
+
+// TestFenceOff: without -fencing, CLIENT FENCING ON says so and FENCE
+// answers nil: no lock has a token.
+func TestFenceOff(t *testing.T) {
+	c := newCluster(t, 3)
+	cli := c.proxy.Client(t)
+	if got := do(t, cli, "CLIENT", "FENCING", "ON"); got != "ERR:ERR fencing is off: set fencing = true on every lockproxy of this deployment" {
+		t.Errorf("CLIENT FENCING ON with fencing off: %q", got)
+	}
+	if got := do(t, cli, "SET", "job", "me", "NX", "PX", 30000); got != "OK" {
+		t.Fatalf("SET NX: %q", got)
+	}
+	if got := do(t, cli, "FENCE", "job", "me"); got != "nil" {
+		t.Errorf("FENCE with fencing off: %q, want nil", got)
 	}
 }

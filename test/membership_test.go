@@ -198,7 +198,8 @@ func runSafetyOn(t *testing.T, idx []int, schedule []phase, total time.Duration,
 		upstreams[i] = b.Addr()
 	}
 	fnet := newFaultNet(t, upstreams)
-	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms"}, extra...)
+	// Fencing on: the checkers check every grant's token (checkFences).
+	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms", "-fencing"}, extra...)
 	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, args: args}
 	e.proxies = []*proxyProcess{startProxy(t, args...), startProxy(t, args...)}
 	for _, p := range e.proxies {
