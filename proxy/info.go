@@ -43,6 +43,13 @@ type BackendSetReporter interface {
 	BackendSet() string
 }
 
+// FenceReporter is what a BackendReporter implements to show, with
+// fencing on, how many fencing tokens it minted and how many of them took
+// a write-back.
+type FenceReporter interface {
+	Fences() (minted, writeBacks uint64)
+}
+
 // infoSection is one section of INFO: its name as shown, and its
 // "field:value\r\n" lines. A shared section tells of every user's
 // activity or of the backends, and is left out for users with a key
@@ -145,6 +152,10 @@ func (s *Server) infoBackends(b *strings.Builder) {
 	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
 	if sr, ok := r.(BackendSetReporter); ok {
 		fmt.Fprintf(b, "backend_set:%s\r\n", sr.BackendSet())
+	}
+	if fr, ok := r.(FenceReporter); ok && s.fencing {
+		minted, writeBacks := fr.Fences()
+		fmt.Fprintf(b, "fencing_tokens:%d\r\nfencing_write_backs:%d\r\n", minted, writeBacks)
 	}
 	if s.embedded {
 		b.WriteString("backends_embedded:1\r\n") // only then, as Redis shows some fields only when they apply

@@ -63,6 +63,10 @@ print(r.execute_command("FENCE", "job", "first"), r.execute_command("FENCE", "jo
 		t.Errorf("FENCE of the second holder: %d, %v; want %d", got, err, second)
 	}
 
+	info := redisCLI(t, c.proxy.Addr, "INFO", "backends")
+	if !strings.Contains(info, "fencing_tokens:2\r\nfencing_write_backs:0\r\n") && !strings.Contains(info, "fencing_tokens:2\nfencing_write_backs:0\n") {
+		t.Errorf("INFO backends does not count the two tokens minted:\n%s", info)
+	}
 	for _, s := range c.servers[:3] {
 		s.Kill()
 	}
@@ -84,5 +88,8 @@ func TestFenceOff(t *testing.T) {
 	}
 	if got := do(t, cli, "FENCE", "job", "me"); got != "nil" {
 		t.Errorf("FENCE with fencing off: %q, want nil", got)
+	}
+	if info := redisCLI(t, c.proxy.Addr, "INFO", "backends"); strings.Contains(info, "fencing_tokens") {
+		t.Errorf("INFO backends shows fencing counters with fencing off:\n%s", info)
 	}
 }
