@@ -164,9 +164,9 @@ func noteRead(conn redcon.Conn, key string, value string, present bool) {
 // lockTx is a transaction understood as a lock operation.
 type lockTx struct {
 	key, token string
-	release    bool          // DEL; else an extension to ttl
-	ttl        time.Duration //
-	okReply    bool          // the queued command answers +OK (SET), not :1
+	release    bool // DEL; else an extension to ttl
+	ttl        time.Duration
+	okReply    bool // the queued command answers +OK (SET), not :1
 }
 
 // handleExec serves EXEC: the transaction runs as one lock operation, or

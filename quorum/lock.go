@@ -26,11 +26,6 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
-		cmd:     e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds()),
-		decode: func(_ *node, r backend.Reply) (ack, error) {
-			stamp, err := r.Integer()
-			return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
-		},
 		undo: func(ctx context.Context, n *node, v ack) {
 			if v.yes {
 				// Exactly this acquisition: a retry with the same token,
@@ -46,8 +41,18 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		op.cmd = e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fenceKey(key)},
 			token, ttl.Milliseconds(), strconv.FormatInt(time.Now().UnixMicro(), 10))
 		op.decode = decodeFenced
+	} else {
+		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
+		op.decode = decodeStamp
 	}
 	return e.lockOp(ctx, op)
+}
+
+// decodeStamp reads the answer of lua/acquire.lua: the key's expiry when
+// it was set, 0 when not.
+func decodeStamp(_ *node, r backend.Reply) (ack, error) {
+	stamp, err := r.Integer()
+	return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
 }
 
 // decodeFenced reads the answer of lua/acquire_fenced.lua: {expiry, token}

@@ -338,6 +338,17 @@ func goRedisScenario(ctx context.Context, e *goEnv) error {
 }
 
 func goRedisContention(ctx context.Context, e *goEnv) error {
+	return setNXContention(ctx, e, func(cli *redis.Client, tok string) error {
+		if n, err := recipeRelease.Run(ctx, cli, []string{e.key}, tok).Int(); err != nil || n != 1 {
+			return fmt.Errorf("%d, %v", n, err)
+		}
+		return nil
+	})
+}
+
+// setNXContention is the contention row of a recipe that acquires with
+// SetNX and releases with release, which returns what went wrong.
+func setNXContention(ctx context.Context, e *goEnv, release func(cli *redis.Client, tok string) error) error {
 	clients := make([]*redis.Client, contendWorkers)
 	for i := range clients {
 		clients[i] = e.client()
@@ -357,8 +368,8 @@ func goRedisContention(ctx context.Context, e *goEnv) error {
 			time.Sleep(retryPause())
 		}
 		return func() error {
-			if n, err := recipeRelease.Run(ctx, cli, []string{e.key}, tok).Int(); err != nil || n != 1 {
-				return fmt.Errorf("release by the holder %s: %d, %v%s", tok, n, err, e.backends())
+			if err := release(cli, tok); err != nil {
+				return fmt.Errorf("release by the holder %s: %v%s", tok, err, e.backends())
 			}
 			return nil
 		}, nil
@@ -427,28 +438,8 @@ func goRedisWatchScenario(ctx context.Context, e *goEnv) error {
 }
 
 func goRedisWatchContention(ctx context.Context, e *goEnv) error {
-	clients := make([]*redis.Client, contendWorkers)
-	for i := range clients {
-		clients[i] = e.client()
-	}
-	return contend(ctx, e, contendWorkers, contendRounds, func(ctx context.Context, w int) (func() error, error) {
-		cli, tok := clients[w], token()
-		for {
-			ok, err := cli.SetNX(ctx, e.key, tok, 10*time.Second).Result()
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				break
-			}
-			time.Sleep(retryPause())
-		}
-		return func() error {
-			if err := watchRecipe(ctx, cli, e.key, tok, func(p redis.Pipeliner) { p.Del(ctx, e.key) }); err != nil {
-				return fmt.Errorf("release by the holder %s: %v%s", tok, err, e.backends())
-			}
-			return nil
-		}, nil
+	return setNXContention(ctx, e, func(cli *redis.Client, tok string) error {
+		return watchRecipe(ctx, cli, e.key, tok, func(p redis.Pipeliner) { p.Del(ctx, e.key) })
 	})
 }
 

@@ -8,7 +8,10 @@ Follows the compatibility contract of test/compat_test.go:
     redispy_recipe.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_recipe.py scenario ADDR
 
-Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4).
+Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or in
+a PyPI environment; REDISPY_PROTOCOL=3 connects with RESP3 (redis-py 5+).
+Other recipes (redispy_watch.py) run its checks with their own release and
+extend: main(argv, release, extend).
 """
 
 import os
@@ -37,7 +40,11 @@ end"""
 
 def connect(addr):
     host, port = addr.rsplit(":", 1)
-    return redis.Redis(host=host, port=int(port), socket_timeout=10)
+    options = {}
+    # redis-py 4.3 has no protocol argument: pass it only when asked for.
+    if os.environ.get("REDISPY_PROTOCOL"):
+        options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
+    return redis.Redis(host=host, port=int(port), socket_timeout=10, **options)
 
 
 def acquire(r, key, token, ttl_ms):
@@ -52,7 +59,7 @@ def extend(r, key, token, ttl_ms):
     return r.eval(EXTEND, 1, key, token, ttl_ms)
 
 
-def contend(addr, logfile, rounds, worker):
+def contend(addr, logfile, rounds, worker, release):
     r = connect(addr)
     log = os.open(logfile, os.O_APPEND | os.O_WRONLY | os.O_CREAT, 0o644)
     for n in range(rounds):
@@ -71,7 +78,7 @@ def contend(addr, logfile, rounds, worker):
     os.close(log)
 
 
-def scenario(addr):
+def scenario(addr, release, extend):
     r = connect(addr)
     failed = []
 
@@ -101,11 +108,11 @@ def scenario(addr):
         sys.exit(f"{len(failed)} checks failed: {', '.join(failed)}")
 
 
-def main(argv):
+def main(argv, release=release, extend=extend):
     if len(argv) == 6 and argv[1] == "contend":
-        contend(argv[2], argv[3], int(argv[4]), argv[5])
+        contend(argv[2], argv[3], int(argv[4]), argv[5], release)
     elif len(argv) == 3 and argv[1] == "scenario":
-        scenario(argv[2])
+        scenario(argv[2], release, extend)
     else:
         sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR")
 

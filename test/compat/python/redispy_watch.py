@@ -12,31 +12,16 @@ Follows the compatibility contract of test/compat_test.go:
 
 Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or in
 a PyPI environment; REDISPY_PROTOCOL=3 connects with RESP3 (redis-py 5+).
+The checks are redispy_recipe.py's, with these release and extend.
 """
 
-import os
-import random
 import sys
-import time
-import uuid
 
 import redis
 
-CONTENDED = "compat:contended"
-SCENARIO = "compat:scenario"
-
-
-def connect(addr):
-    host, port = addr.rsplit(":", 1)
-    options = {}
-    # redis-py 4.3 has no protocol argument: pass it only when asked for.
-    if os.environ.get("REDISPY_PROTOCOL"):
-        options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
-    return redis.Redis(host=host, port=int(port), socket_timeout=10, **options)
-
-
-def acquire(r, key, token, ttl_ms):
-    return r.set(key, token, nx=True, px=ttl_ms)
+# No __pycache__ beside the programs when importing the recipe's checks.
+sys.dont_write_bytecode = True
+import redispy_recipe  # noqa: E402
 
 
 def release(r, key, token):
@@ -64,63 +49,5 @@ def transact(r, key, token, op):
             return 0
 
 
-def contend(addr, logfile, rounds, worker):
-    r = connect(addr)
-    log = os.open(logfile, os.O_APPEND | os.O_WRONLY | os.O_CREAT, 0o644)
-    for n in range(rounds):
-        token = uuid.uuid4().hex
-        deadline = time.monotonic() + 60
-        while not acquire(r, CONTENDED, token, 10000):
-            if time.monotonic() > deadline:
-                sys.exit(f"worker {worker} round {n}: not acquired within 60 s")
-            time.sleep(random.uniform(0.002, 0.005))
-        os.write(log, f"enter {worker}-{n}\n".encode())
-        time.sleep(0.002)
-        os.write(log, f"exit {worker}-{n}\n".encode())
-        got = release(r, CONTENDED, token)
-        if got != 1:
-            sys.exit(f"worker {worker} round {n}: release as owner returned {got!r}")
-    os.close(log)
-
-
-def scenario(addr):
-    r = connect(addr)
-    failed = []
-
-    def check(name, got, want):
-        if got == want:
-            print(f"ok   {name}", flush=True)
-        else:
-            print(f"FAIL {name}: got {got!r}, want {want!r}", flush=True)
-            failed.append(name)
-
-    owner, other = uuid.uuid4().hex, uuid.uuid4().hex
-    check("acquire", acquire(r, SCENARIO, owner, 10000), True)
-    check("acquire with another token while held", acquire(r, SCENARIO, other, 10000), None)
-    check("extend as owner", extend(r, SCENARIO, owner, 20000), 1)
-    pttl = r.pttl(SCENARIO)
-    check("PTTL after extend above the first TTL", 10000 < pttl <= 20000, True)
-    check("extend with another token", extend(r, SCENARIO, other, 20000), 0)
-    check("release with another token", release(r, SCENARIO, other), 0)
-    check("still held by the owner", r.get(SCENARIO), owner.encode())
-    check("release as owner", release(r, SCENARIO, owner), 1)
-    check("free after release", r.get(SCENARIO), None)
-    check("release again as owner", release(r, SCENARIO, owner), 0)
-    check("acquire again", acquire(r, SCENARIO, other, 10000), True)
-    check("release the new holding", release(r, SCENARIO, other), 1)
-
-    if failed:
-        sys.exit(f"{len(failed)} checks failed: {', '.join(failed)}")
-
-
-def main(argv):
-    if len(argv) == 6 and argv[1] == "contend":
-        contend(argv[2], argv[3], int(argv[4]), argv[5])
-    elif len(argv) == 3 and argv[1] == "scenario":
-        scenario(argv[2])
-    else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR")
-
-
 if __name__ == "__main__":
-    main(sys.argv)
+    redispy_recipe.main(sys.argv, release, extend)
