@@ -48,6 +48,8 @@ var (
 		"Fencing tokens of granted acquisitions.", nil, nil)
 	descFenceWriteBacks = prometheus.NewDesc("lockproxy_fencing_write_backs_total",
 		"Fencing tokens that a quorum of the backends carried only after a write-back round trip.", nil, nil)
+	descFenceReseeds = prometheus.NewDesc("lockproxy_fencing_reseeds_total",
+		"Backends whose fencing counter was re-seeded from the other backends before they counted again (after a restart, a failover, or a first start).", nil, nil)
 )
 
 // metrics exports the proxy's and the engine's state to Prometheus. It is
@@ -126,7 +128,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.voteDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
 		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
-		descFencesMinted, descFenceWriteBacks} {
+		descFencesMinted, descFenceWriteBacks, descFenceReseeds} {
 		ch <- d
 	}
 }
@@ -151,9 +153,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.engine.Quorum()))
 	ch <- prometheus.MustNewConstMetric(descQuorumAvailable, prometheus.GaugeValue, boolValue(m.engine.QuorumAvailable()))
-	minted, writeBacks := m.engine.Fences()
-	ch <- prometheus.MustNewConstMetric(descFencesMinted, prometheus.CounterValue, float64(minted))
-	ch <- prometheus.MustNewConstMetric(descFenceWriteBacks, prometheus.CounterValue, float64(writeBacks))
+	fences := m.engine.Fences()
+	ch <- prometheus.MustNewConstMetric(descFencesMinted, prometheus.CounterValue, float64(fences.Minted))
+	ch <- prometheus.MustNewConstMetric(descFenceWriteBacks, prometheus.CounterValue, float64(fences.WriteBacks))
+	ch <- prometheus.MustNewConstMetric(descFenceReseeds, prometheus.CounterValue, float64(fences.Reseeds))
 	for _, b := range m.engine.Backends() {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)

@@ -44,10 +44,10 @@ type BackendSetReporter interface {
 }
 
 // FenceReporter is what a BackendReporter implements to show, with
-// fencing on, how many fencing tokens it minted and how many of them took
-// a write-back.
+// fencing on, how many fencing tokens it minted, how many of them took a
+// write-back, and how many backends' counters it re-seeded.
 type FenceReporter interface {
-	Fences() (minted, writeBacks uint64)
+	Fences() quorum.FenceStats
 }
 
 // infoSection is one section of INFO: its name as shown, and its
@@ -154,8 +154,8 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		fmt.Fprintf(b, "backend_set:%s\r\n", sr.BackendSet())
 	}
 	if fr, ok := r.(FenceReporter); ok && s.fencing {
-		minted, writeBacks := fr.Fences()
-		fmt.Fprintf(b, "fencing_tokens:%d\r\nfencing_write_backs:%d\r\n", minted, writeBacks)
+		f := fr.Fences()
+		fmt.Fprintf(b, "fencing_tokens:%d\r\nfencing_write_backs:%d\r\nfencing_reseeds:%d\r\n", f.Minted, f.WriteBacks, f.Reseeds)
 	}
 	if s.embedded {
 		b.WriteString("backends_embedded:1\r\n") // only then, as Redis shows some fields only when they apply

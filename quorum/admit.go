@@ -102,6 +102,7 @@ type identity struct {
 	promoted bool          // a replica promoted since it started
 	record   record        // the backend set record, as it is now; none on a replica
 	eviction string        // the maxmemory-policy when it may evict locks, else ""
+	seeded   bool          // its fencing counter was re-seeded since the process started (seed.go)
 }
 
 func parseIdentity(replies []backend.Reply) (identity, error) {
@@ -109,38 +110,49 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, errors.New("no identity reply")
 	}
 	a, err := replies[0].Array()
-	if err != nil || len(a) != 8 {
+	if err != nil || len(a) != 9 {
 		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
-	var id identity
-	var until, now, promoted int64
-	var rec string
-	if id.role, err = a[0].Bulk(); err == nil {
-		if id.runID, err = a[1].Bulk(); err == nil {
-			if id.previous, err = a[2].Bulk(); err == nil {
-				if until, err = a[3].Integer(); err == nil {
-					if now, err = a[4].Integer(); err == nil {
-						if promoted, err = a[5].Integer(); err == nil {
-							if rec, err = a[6].Bulk(); err == nil {
-								id.eviction, err = a[7].Bulk()
-							}
-						}
-					}
-				}
-			}
-		}
-	}
+	f := fields{replies: a}
+	id := identity{role: f.bulk(), runID: f.bulk(), previous: f.bulk()}
+	until, now, promoted := f.integer(), f.integer(), f.integer()
+	rec := f.bulk()
+	id.eviction = f.bulk()
+	seeded := f.integer()
+	err = f.err
 	if err != nil {
 		return identity{}, fmt.Errorf("identity script: %w", err)
 	}
 	id.left = time.Duration(until-now) * time.Millisecond
 	id.promoted = promoted == 1
+	id.seeded = seeded == 1
 	if rec != "" {
 		if id.record, err = parseRecord(rec, time.Now(), now); err != nil {
 			return identity{}, err
 		}
 	}
 	return id, nil
+}
+
+// fields reads an array reply's elements in order, keeping the first error.
+type fields struct {
+	replies []backend.Reply
+	next    int
+	err     error
+}
+
+func (f *fields) bulk() string {
+	s, err := f.replies[f.next].Bulk()
+	f.next++
+	f.err = cmp.Or(f.err, err)
+	return s
+}
+
+func (f *fields) integer() int64 {
+	n, err := f.replies[f.next].Integer()
+	f.next++
+	f.err = cmp.Or(f.err, err)
+	return n
 }
 
 // minVersion is the first Redis with PEXPIRETIME, which the acquire and
@@ -276,6 +288,9 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	previous := n.runID
 	n.runID = g.RunID
 	n.eligibleAt = eligibleAt
+	// Without the identity script's word (a server that is not Redis, or
+	// the tests' control) there is nothing to re-seed by.
+	n.unseeded = n.fencing && !n.skipIdentity && id.runID != "" && !id.seeded
 	n.mu.Unlock()
 	n.scheduleCount(eligibleAt)
 	if previous == g.RunID {
@@ -332,17 +347,35 @@ func (n *node) scheduleCount(eligibleAt time.Time) {
 	left := time.Until(eligibleAt)
 	if left <= 0 {
 		n.countTimer = nil
+		n.startSeedLocked()
 		return
 	}
 	n.countTimer = time.AfterFunc(left, func() {
 		n.mu.Lock()
 		still := n.eligibleAt.Equal(eligibleAt)
-		n.mu.Unlock()
+		unseeded := n.unseeded
 		if still {
+			n.startSeedLocked()
+		}
+		n.mu.Unlock()
+		switch {
+		case !still:
+		case unseeded:
+			n.log.Info("backend's quarantine is over; it counts toward quorum once its fencing counter is re-seeded")
+		default:
 			n.log.Info("backend leaves quarantine: its replies count toward quorum")
 			n.changed()
 		}
 	})
+}
+
+// startSeedLocked starts the re-seed of the fencing counter, unless it is
+// not needed or already under way. n.mu is held.
+func (n *node) startSeedLocked() {
+	if n.unseeded && !n.seeding {
+		n.seeding = true
+		go n.reseed(n)
+	}
 }
 
 // quarantined returns a *QuarantineError while the backend's replies must
@@ -351,6 +384,7 @@ func (n *node) quarantined() error {
 	n.mu.Lock()
 	left := time.Until(n.eligibleAt)
 	refused := n.setRefused
+	unseeded := n.unseeded
 	n.mu.Unlock()
 	if refused != nil {
 		return refused
@@ -363,6 +397,9 @@ func (n *node) quarantined() error {
 	}
 	if left > 0 {
 		return &QuarantineError{Left: left}
+	}
+	if unseeded {
+		return &QuarantineError{Seeding: true}
 	}
 	return nil
 }

@@ -9,7 +9,7 @@ package quorum
 func (e *Engine) counting() int {
 	n := 0
 	for i, nd := range e.nodes {
-		if st, _ := nd.pipe.Status(); stateOf(st) == StateUp && nd.quarantined() == nil && e.clocks.err(i) == nil {
+		if e.counts(i, nd) {
 			n++
 		}
 	}

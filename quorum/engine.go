@@ -61,6 +61,9 @@ type Config struct {
 	// skipIdentity turns the identity checks of admit.go off: the tests'
 	// control run, which shows what they prevent.
 	skipIdentity bool
+	// skipReseed lets a backend that may have lost its fencing counter
+	// count without a re-seed (seed.go): the tests' control.
+	skipReseed bool
 	// clock is how the backends' clocks are sampled; tests shorten it.
 	// Default: defaultClockParams.
 	clock clockParams
@@ -144,6 +147,10 @@ type Engine struct {
 	// (tests: the control that shows why the write-back is there).
 	skipFenceWriteBack bool
 
+	closed    chan struct{} // closed by Close: background work ends
+	closeOnce sync.Once
+	seedNews  chan struct{} // a re-seed ended (seed.go)
+
 	// Whether a quorum of backends counts, as last logged (quorum.go).
 	built      atomic.Bool // New has returned: the nodes are all there
 	countingMu sync.Mutex
@@ -162,7 +169,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1}
+	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1, closed: make(chan struct{}), seedNews: make(chan struct{}, 1)}
 	where := make([]string, len(cfg.Backends))
 	for i, u := range cfg.Backends {
 		var err error
@@ -172,7 +179,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum}
 	for i, u := range cfg.Backends {
-		n, err := newNode(i, u, cfg, &e.servers, &e.members, e.noteCounting)
+		n, err := newNode(i, u, cfg, &e.servers, &e.members, e.noteCounting, e.seed)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -184,6 +191,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.clocks.start(e.nodes, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
+	e.awaitSeeds(2 * cfg.NodeTimeout)
 	e.built.Store(true)
 	e.noteCounting()
 	return e, nil
@@ -221,6 +229,7 @@ func (e *Engine) connectAll() error {
 // Close stops sampling the backends' clocks and closes every backend
 // connection.
 func (e *Engine) Close() error {
+	e.closeOnce.Do(func() { close(e.closed) })
 	e.clocks.close()
 	// Concurrently: a backend being dialled holds its close for up to the
 	// backend timeout, and one should not add to another.

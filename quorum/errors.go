@@ -116,12 +116,17 @@ func (e *NodeError) Kind() string {
 
 // QuarantineError marks a backend that answered but does not count toward
 // any quorum yet: its data set may lack locks granted less than max_ttl
-// ago (a restart, a failover, an unmarked data set).
+// ago (a restart, a failover, an unmarked data set), or, with fencing on,
+// the fencing counter, until it is re-seeded from the other backends.
 type QuarantineError struct {
-	Left time.Duration
+	Left    time.Duration
+	Seeding bool // Left is over; the fencing counter is not re-seeded yet
 }
 
 func (e *QuarantineError) Error() string {
+	if e.Seeding {
+		return "quarantined after restart until its fencing counter is re-seeded from the other backends"
+	}
 	return fmt.Sprintf("quarantined for %s after restart", e.Left.Round(time.Second))
 }
 

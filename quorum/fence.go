@@ -30,9 +30,8 @@ import (
 // after j's counter reached t; j minted L at least t+1, and L's token is
 // at least that. It holds while fewer than a quorum lose data at once, as
 // mutual exclusion does: a backend restarted empty loses its counter, and
-// counts again only after its quarantine. Until it is re-seeded from the
-// others on leaving quarantine, the clock floor keeps its tokens above
-// those of locks granted more than the proxies' clock skew earlier.
+// counts again only once its counter is re-seeded from the others
+// (seed.go).
 const (
 	fenceCounterKey = ReservedPrefix + "fence"
 	fenceKeyPrefix  = ReservedPrefix + "fence:"
@@ -164,10 +163,21 @@ func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
 type fenceCounts struct {
 	minted     atomic.Uint64 // tokens of granted acquisitions
 	writeBacks atomic.Uint64 // of them, those that needed a write-back
+	reseeds    atomic.Uint64 // backends' counters re-seeded (seed.go)
 }
 
-// Fences reports how many fencing tokens the engine minted, and how many of
-// them took a write-back round trip.
-func (e *Engine) Fences() (minted, writeBacks uint64) {
-	return e.fences.minted.Load(), e.fences.writeBacks.Load()
+// FenceStats is what fencing did since the engine started.
+type FenceStats struct {
+	Minted     uint64 // fencing tokens of granted acquisitions
+	WriteBacks uint64 // of them, those that took a write-back round trip
+	Reseeds    uint64 // backends' counters re-seeded before they counted again
+}
+
+// Fences reports what fencing did since the engine started.
+func (e *Engine) Fences() FenceStats {
+	return FenceStats{
+		Minted:     e.fences.minted.Load(),
+		WriteBacks: e.fences.writeBacks.Load(),
+		Reseeds:    e.fences.reseeds.Load(),
+	}
 }

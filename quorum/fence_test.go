@@ -2,15 +2,19 @@ package quorum
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // lockFence takes key for token and returns its fencing token.
 func lockFence(t *testing.T, e *Engine, key, token string) int64 {
 	t.Helper()
-	r, err := e.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: token, TTL: 10 * time.Second})
+	r, err := e.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: token, TTL: min(10*time.Second, e.MaxTTL())})
 	if err != nil {
 		t.Fatalf("acquire %s for %s: %v", key, token, err)
 	}
@@ -73,7 +77,7 @@ func TestFenceSteadyState(t *testing.T) {
 		t.Fatalf("FENCE after the extension: %d, %v; want %d", got, err, fence)
 	}
 	for _, e := range []*Engine{c.engine, other} {
-		if _, wb := e.Fences(); wb != 0 {
+		if wb := e.Fences().WriteBacks; wb != 0 {
 			t.Errorf("%d write-backs in the steady state", wb)
 		}
 	}
@@ -100,7 +104,7 @@ func TestFenceWriteBack(t *testing.T) {
 	if fence != ahead+1 {
 		t.Fatalf("token %d, want the largest minted, %d", fence, ahead+1)
 	}
-	if _, wb := c.engine.Fences(); wb != 1 {
+	if wb := c.engine.Fences().WriteBacks; wb != 1 {
 		t.Errorf("%d write-backs, want 1", wb)
 	}
 	carry := 0
@@ -200,4 +204,98 @@ func TestFenceNoQuorum(t *testing.T) {
 	if _, err := readFence(t, c.engine, key, "me"); !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("FENCE with a majority down: %v, want NOQUORUM", err)
 	}
+}
+
+// TestFenceReseed: backends 0 and 1 carry a token far above the clock
+// (their counters ran ahead); backend 0 restarts empty. Once it counts
+// again, and with 1 down, the next holder is voted by 0 and 2, neither of
+// which minted that token: only the re-seed of 0's counter from 1 and 2
+// keeps the next token above it. The control lets 0 count without a
+// re-seed, and the token goes back.
+func TestFenceReseed(t *testing.T) {
+	for _, reseed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "control: no re-seed", true: "re-seed"}[reseed], func(t *testing.T) {
+			var logs syncBuffer
+			cfg := Config{MaxTTL: shortMaxTTL, Fencing: true, skipReseed: !reseed,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+			c := newCluster(t, 3, cfg)
+			waitAllCount(t, c.engine)
+			key := uniqueKey(t)
+			ahead := time.Now().Add(time.Hour).UnixMicro()
+			for _, i := range []int{0, 1} {
+				c.direct[i].Set(t.Context(), fenceCounterKey, ahead, 0)
+			}
+			first := lockFence(t, c.engine, key, "first")
+			if first != ahead+1 {
+				t.Fatalf("first token %d, want %d", first, ahead+1)
+			}
+			if _, err := c.engine.Unlock(t.Context(), Unlock{Op: OpRelease, Keys: []string{key}, Token: "first"}); err != nil {
+				t.Fatal(err)
+			}
+			seeds := c.engine.Fences().Reseeds
+			c.servers[0].Restart()
+			waitAllCount(t, c.engine)
+			c.servers[1].Kill()
+			next := lockFence(t, c.engine, key, "next")
+			if !reseed {
+				if next > first {
+					t.Fatalf("without the re-seed the token %d is still above %d: the scenario no longer shows the hazard", next, first)
+				}
+				return
+			}
+			if next <= first {
+				t.Fatalf("token %d after the restart is not above %d", next, first)
+			}
+			if got := c.engine.Fences().Reseeds - seeds; got != 1 {
+				t.Errorf("%d re-seeds after the restart, want 1", got)
+			}
+			if !strings.Contains(logs.String(), "re-seeded from a quorum of the other backends") {
+				t.Errorf("no log line of the re-seed:\n%s", logs.String())
+			}
+		})
+	}
+}
+
+// TestFenceReseedOnce: on the first start with fencing on, no backend
+// carries the mark of a re-seed and none counts yet: they are re-seeded from
+// each other, or the start would wait for ever. An engine started later
+// finds them re-seeded and counts them at once; a restarted backend is
+// re-seeded again, once.
+func TestFenceReseedOnce(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, Fencing: true})
+	waitAllCount(t, c.engine)
+	if got := c.engine.Fences().Reseeds; got != 3 {
+		t.Errorf("first start: %d re-seeds, want 3", got)
+	}
+	later := newEngine(t, c.cfg)
+	waitAllCount(t, later)
+	c.servers[2].Restart()
+	waitAllCount(t, c.engine)
+	waitAllCount(t, later)
+	if got := c.engine.Fences().Reseeds + later.Fences().Reseeds; got < 4 || got > 5 {
+		t.Errorf("%d re-seeds in all, want the first start's 3 and the restart's one by each engine at most", got)
+	}
+	lockFence(t, later, uniqueKey(t), "me")
+}
+
+// TestFenceReseedFromTooFew: a backend restarted while another is down
+// finds only one other that counts, fewer than a quorum; it is re-seeded
+// from that one rather than wait for the one that is down, and says so.
+func TestFenceReseedFromTooFew(t *testing.T) {
+	var logs syncBuffer
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, Fencing: true,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	waitAllCount(t, c.engine)
+	c.servers[1].Kill()
+	c.servers[0].Restart()
+	redistest.Eventually(t, func() string {
+		if err := c.engine.Probe(t.Context())[0].Err; err != nil {
+			return "backend 0 does not count: " + err.Error()
+		}
+		return ""
+	})
+	if !strings.Contains(logs.String(), "re-seeded from fewer than a quorum of the other backends") {
+		t.Errorf("no warning of the re-seed from too few:\n%s", logs.String())
+	}
+	lockFence(t, c.engine, uniqueKey(t), "me")
 }

@@ -30,6 +30,11 @@ type node struct {
 	changed func()
 	// skipIdentity is Config.skipIdentity.
 	skipIdentity bool
+	// fencing is Config.Fencing: a server whose data set may have lost the
+	// fencing counter counts only once it is re-seeded (seed.go), which
+	// reseed starts.
+	fencing bool
+	reseed  func(*node)
 
 	mu         sync.Mutex
 	runID      string      // the backend process last seen
@@ -41,15 +46,19 @@ type node struct {
 	// engine's set since the last greeting: another epoch took the backend.
 	setRefused *SetError
 	eviction   string // the server's maxmemory-policy, when it may evict locks (logged once)
+	// unseeded is set while the fencing counter of the server runID must be
+	// re-seeded before its replies count; seeding while that is under way.
+	unseeded bool
+	seeding  bool
 }
 
-func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func()) (*node, error) {
-	n := &node{index: index, servers: srv, members: members, changed: changed}
+func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func(), reseed func(*node)) (*node, error) {
+	n := &node{index: index, servers: srv, members: members, changed: changed, fencing: cfg.Fencing && !cfg.skipReseed, reseed: reseed}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}
 	set := members.set
-	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey, setKey},
+	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey, setKey, fenceSeedKey},
 		n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds(), set.epoch, set.n, set.fingerprint)}
 	if cfg.skipIdentity {
 		hello = nil

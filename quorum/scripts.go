@@ -30,12 +30,14 @@ var (
 	identityScript        = luaScript("identity")
 	fenceRaiseScript      = luaScript("fence_raise")
 	fenceReadScript       = luaScript("fence_read")
+	fenceSeedScript       = luaScript("fence_seed")
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript, identityScript,
 		fenceRaiseScript, fenceReadScript, acquireFencedScript, extendFencedScript,
+		fenceSeedScript,
 	}
 )
 

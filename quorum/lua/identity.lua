@@ -19,10 +19,15 @@
 -- the older epoch can no longer take locks here), any other is left as it
 -- is, for the proxy to judge.
 --
+-- KEYS[3] names the redis-server process whose fencing counter lockproxy
+-- last re-seeded from the other backends (seed.go): a data set that
+-- another process wrote may have lost its counter.
+--
 -- Replies {role, run_id, previous owner ("" when unmarked), quarantined
--- until (ms), now (ms), promoted (0 or 1), record, eviction}, eviction
--- being the maxmemory-policy when it may evict keys with a TTL (a
--- maxmemory is set and the policy is not noeviction), else "". Only a master's marker
+-- until (ms), now (ms), promoted (0 or 1), record, eviction, seeded},
+-- eviction being the maxmemory-policy when it may evict keys with a TTL (a
+-- maxmemory is set and the policy is not noeviction), else "", and seeded
+-- 1 when KEYS[3] names this process, else 0. Only a master's marker
 -- and record are written; where the marker names another process it is
 -- rewritten to name this one, quarantined from now, so that every proxy
 -- agrees on when.
@@ -42,7 +47,7 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if role ~= "master" or runid == "" then
-	return {role, runid, "", 0, now, promoted, "", eviction}
+	return {role, runid, "", 0, now, promoted, "", eviction, 0}
 end
 local record = redis.call("GET", KEYS[2])
 local epoch = record and tonumber(string.match(record, "^(%d+):"))
@@ -55,6 +60,10 @@ if not epoch or epoch < ours then
 	record = ARGV[3] .. ":" .. ARGV[4] .. ":" .. ARGV[5] .. ":" .. now .. ":" .. previous
 	redis.call("SET", KEYS[2], record)
 end
+local seeded = 0
+if redis.call("GET", KEYS[3]) == runid then
+	seeded = 1
+end
 local owner, quarantined = "", 0
 local marker = redis.call("GET", KEYS[1])
 if marker then
@@ -64,7 +73,7 @@ if marker then
 	end
 end
 if owner == runid then
-	return {role, runid, owner, quarantined, now, promoted, record, eviction}
+	return {role, runid, owner, quarantined, now, promoted, record, eviction, seeded}
 end
 local q = tonumber(ARGV[1])
 if promoted == 1 then
@@ -72,4 +81,4 @@ if promoted == 1 then
 end
 quarantined = now + q
 redis.call("SET", KEYS[1], runid .. ":" .. quarantined)
-return {role, runid, owner, quarantined, now, promoted, record, eviction}
+return {role, runid, owner, quarantined, now, promoted, record, eviction, seeded}
