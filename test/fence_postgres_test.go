@@ -133,6 +133,8 @@ type holder struct {
 	out    strings.Builder // the lines read from lines so far
 }
 
+// startHolder starts the example at bin with args; the test's cleanup
+// kills it.
 func startHolder(t *testing.T, bin string, args ...string) *holder {
 	t.Helper()
 	h := &holder{cmd: exec.Command(bin, args...), lines: make(chan string)}
@@ -222,6 +224,7 @@ func runHolder(t *testing.T, bin string, args ...string) (string, int) {
 	return string(out), 0
 }
 
+// parseToken returns the token of the example's "acquired token=N" line.
 func parseToken(t *testing.T, out string) int64 {
 	t.Helper()
 	m := acquiredLine.FindStringSubmatch(out)
