@@ -1,10 +1,12 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -245,8 +247,9 @@ func waitForQuorum(t *testing.T, p *proxyProcess) {
 
 // runClient loops until ctx ends: acquire a random key with a fresh token,
 // hold it for a random time (sometimes past its TTL), writing to the
-// protected resource while it believes it holds the lock, sometimes extend,
-// then release.
+// protected resource with the lock's fencing token until the resource
+// refuses it, sometimes extend, then release. It does not stop writing at
+// its own deadline: the resource's fencing has to.
 func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 	cli := redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, PoolSize: 1,
@@ -275,13 +278,13 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 		hold, extend := time.Duration(rng.Int64N(int64(lockTTL/3))), false
 		switch r := rng.IntN(20); {
 		case r < 3:
-			hold = lockTTL * 3 / 2 // past expiry: its writes must stop on their own
+			hold = lockTTL * 3 / 2 // past expiry: the next holder's token must stop its writes
 		case r < 8:
 			hold, extend = lockTTL, true // extended halfway through its validity
 		}
 		holding := true
 		for until := h.now() + hold; holding && h.now() < until && ctx.Err() == nil; {
-			holding = run.res.append(key, token, deadline)
+			holding = run.res.write(key, token, acquire.Fence)
 			if now := h.now(); extend && holding && now > deadline-lockTTL/2 && now < deadline {
 				extend = false
 				ext := h.call(id, key, token, opExtend, lockTTL)
@@ -367,9 +370,11 @@ func TestSafetyNegativeControl(t *testing.T) {
 	t.Logf("negative control: the checker caught the restart hazard (%d violations), as it must", verdict.violations)
 }
 
-type verdict struct{ acquired, violations int }
+// verdict is what the checkers found: violations counts them all, fences
+// and resource those of checkFences and of the resource checks.
+type verdict struct{ acquired, violations, fences, resource int }
 
-// check runs the three checkers and logs what each found.
+// check runs the checkers and logs what each found.
 func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 	t.Helper()
 	var v verdict
@@ -387,6 +392,7 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 		}
 		t.Logf("  %s", o)
 	}
+	reportResource(t, log, ops)
 	interleavings := checkResource(log)
 	t.Logf("protected resource interleavings: %d", len(interleavings))
 	for i, il := range interleavings {
@@ -394,6 +400,14 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 			break
 		}
 		t.Logf("  %s", il)
+	}
+	fenced := checkFencedWrites(log, ops)
+	t.Logf("protected resource writes fenced wrongly: %d", len(fenced))
+	for i, f := range fenced {
+		if i == 5 {
+			break
+		}
+		t.Logf("  %s", f)
 	}
 	fences := checkFences(ops)
 	t.Logf("fencing tokens not above an earlier grant's: %d", len(fences))
@@ -408,7 +422,8 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 	for _, line := range describeLinearization(ops, result, info) {
 		t.Logf("  %s", line)
 	}
-	v.violations = len(overlaps) + len(interleavings) + len(fences)
+	v.fences, v.resource = len(fences), len(interleavings)+len(fenced)
+	v.violations = len(overlaps) + v.resource + v.fences
 	if result == porcupine.Illegal {
 		v.violations++
 	}
@@ -451,6 +466,60 @@ func report(t *testing.T, ops []op, faults []fault) {
 		fmt.Fprintf(&fb, "  %8.3fs  %-44s %s\n", f.At.Seconds(), f.Phase, f.What)
 	}
 	t.Logf("nemesis schedule:\n%s", fb.String())
+}
+
+// reportResource prints, per phase, how many writes the protected
+// resource accepted and refused, and how many of them came after the
+// writer's holding (holdings) had ended: a run in which it never refused
+// a late write did not test its fencing.
+func reportResource(t *testing.T, log map[string][]resourceEntry, ops []op) {
+	t.Helper()
+	type counts struct {
+		first                                  time.Duration
+		accepted, refused, lateOK, lateRefused int
+	}
+	held := map[[2]string]holding{}
+	for key, hs := range holdings(ops) {
+		for _, h := range hs {
+			held[[2]string{key, h.Token}] = h
+		}
+	}
+	byPhase := map[string]*counts{}
+	var total counts
+	for key, entries := range log {
+		for _, e := range entries {
+			c := byPhase[e.Phase]
+			if c == nil {
+				c = &counts{first: e.At}
+				byPhase[e.Phase] = c
+			}
+			c.first = min(c.first, e.At)
+			late := e.At >= held[[2]string{key, e.Token}].End
+			for _, c := range []*counts{c, &total} {
+				switch {
+				case e.Refused && late:
+					c.lateRefused++
+					fallthrough
+				case e.Refused:
+					c.refused++
+				case late:
+					c.lateOK++
+					fallthrough
+				default:
+					c.accepted++
+				}
+			}
+		}
+	}
+	order := slices.SortedFunc(maps.Keys(byPhase), func(a, b string) int { return cmp.Compare(byPhase[a].first, byPhase[b].first) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-44s %9s %8s %14s %14s\n", "phase", "accepted", "refused", "late accepted", "late refused")
+	for _, name := range order {
+		c := byPhase[name]
+		fmt.Fprintf(&b, "%-44s %9d %8d %14d %14d\n", name, c.accepted, c.refused, c.lateOK, c.lateRefused)
+	}
+	t.Logf("protected resource, fenced by token: %d writes accepted, %d refused; late: after the writer's holding ended:\n%s",
+		total.accepted, total.refused, b.String())
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
