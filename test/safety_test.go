@@ -518,7 +518,7 @@ func reportResource(t *testing.T, log map[string][]resourceEntry, ops []op) {
 		c := byPhase[name]
 		fmt.Fprintf(&b, "%-44s %9d %8d %14d %14d\n", name, c.accepted, c.refused, c.lateOK, c.lateRefused)
 	}
-	t.Logf("protected resource, fenced by token: %d writes accepted, %d refused; late: after the writer's holding ended:\n%s",
+	t.Logf("protected resource, fenced by token: %d writes accepted, %d refused (late: made after the writer's holding ended):\n%s",
 		total.accepted, total.refused, b.String())
 }
 
