@@ -47,7 +47,16 @@ type safetyEnv struct {
 	backends []*redistest.Server
 	net      *faultNet
 	proxies  []*proxyProcess
+	binary   string   // the proxies' binary
 	args     []string // the proxies' flags, to restart one
+}
+
+// safetySetup is what a safety run varies besides its schedule.
+type safetySetup struct {
+	binary   string                                  // the lockproxy to run; "": the one TestMain built
+	backends []int                                   // the proxies' backends, of the 5; nil: all
+	during   func(ctx context.Context, e *safetyEnv) // runs beside the clients while the schedule does; may be nil
+	flags    []string                                // the proxies' flags, besides those of every run
 }
 
 // phase is one stretch of the run with its own faults. run acts for about
@@ -212,7 +221,7 @@ func (e *safetyEnv) crashProxy(i int) {
 func (e *safetyEnv) restartProxy(i int) {
 	e.record("restart proxy", i)
 	addr := e.proxies[i].Addr
-	e.proxies[i] = startProxy(e.t, append(slices.Clone(e.args), "-listen", addr)...)
+	e.proxies[i] = startBinary(e.t, e.binary, addr, listeningLine, nil, e.args...)
 }
 
 // safetyRun is one run: its history and resource log when it ended.
@@ -224,11 +233,7 @@ type safetyRun struct {
 // runSafety runs the schedule with the proxies on all 5 backends.
 func runSafety(t *testing.T, schedule []phase, total time.Duration, extra ...string) *safetyRun {
 	t.Helper()
-	all := make([]int, safetyBackends)
-	for i := range all {
-		all[i] = i
-	}
-	return runSafetyOn(t, all, schedule, total, nil, extra...)
+	return runSafetyOn(t, safetySetup{flags: extra}, schedule, total)
 }
 
 // waitForQuorum waits until the proxy takes locks: fresh backends are in
@@ -369,6 +374,82 @@ func TestSafetyNegativeControl(t *testing.T) {
 	}
 	t.Logf("negative control: the checker caught the restart hazard (%d violations), as it must", verdict.violations)
 }
+
+// TestSafetyBrokenFenceNegativeControl: the checkers must catch fencing
+// tokens that go back, on the binary. Backend 0's fencing counter is put an
+// hour ahead of the others', then backend 0 is killed. lockproxy carries
+// the largest token minted to a quorum, so its tokens stay above the hour
+// once backend 0 is gone: no violation. The build with
+// quorum/fence_broken.go takes the token of the lowest-numbered backend
+// that granted and writes nothing back: every grant after the kill gets a
+// token an hour below those granted on backend 0 before it, so checkFences
+// and the fenced resource must both report it, or they prove nothing.
+func TestSafetyBrokenFenceNegativeControl(t *testing.T) {
+	go brokenFenceBinary() // compiles while the sound binary runs
+	t.Run("lockproxy", func(t *testing.T) {
+		if v := runFenceDrift(t, binary); v.violations > 0 {
+			t.Fatalf("%d safety violations", v.violations)
+		}
+	})
+	t.Run("broken fencing", func(t *testing.T) {
+		broken, err := brokenFenceBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := runFenceDrift(t, broken)
+		if v.fences == 0 || v.resource == 0 {
+			t.Fatalf("with tokens that go back, checkFences found %d violations and the resource checks %d: they cannot be trusted", v.fences, v.resource)
+		}
+		t.Logf("negative control: with tokens that go back, checkFences found %d violations and the resource checks %d, as they must", v.fences, v.resource)
+	})
+}
+
+// runFenceDrift is the run of TestSafetyBrokenFenceNegativeControl with
+// the lockproxy binary bin; it fails t unless the scenario took place, and
+// returns the verdict.
+func runFenceDrift(t *testing.T, bin string) verdict {
+	t.Helper()
+	var ahead int64 // what backend 0's counter was set to
+	schedule := []phase{
+		{"backend 0's fencing counter an hour ahead", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+			ahead = time.Now().Add(time.Hour).UnixMicro()
+			e.record(fmt.Sprintf("SET %s %d on backend", fenceCounterKey, ahead), 0)
+			if err := e.backends[0].Client(e.t).Set(ctx, fenceCounterKey, ahead, 0).Err(); err != nil {
+				e.t.Errorf("setting backend 0's fencing counter: %v", err)
+			}
+			wait(ctx, d)
+		}},
+		{"backend 0 killed", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+			e.kill(0)
+			wait(ctx, d)
+		}},
+	}
+	run := runSafetyOn(t, safetySetup{binary: bin}, schedule, 8*time.Second)
+	ops, faults := run.h.snapshot()
+	report(t, ops, faults)
+	v := check(t, ops, run.res.snapshot())
+	// A token minted from backend 0's counter was granted before the kill,
+	// and locks were granted after it.
+	var aheadBefore, after int
+	for _, o := range ops {
+		if o.Kind == opAcquire && o.Outcome == outOK {
+			switch {
+			case o.Phase == schedule[1].name:
+				after++
+			case o.Phase == schedule[0].name && o.Fence > ahead:
+				aheadBefore++
+			}
+		}
+	}
+	if aheadBefore == 0 || after == 0 {
+		t.Fatalf("%d grants with a token from backend 0's counter before the kill, %d grants after it: the scenario did not happen", aheadBefore, after)
+	}
+	return v
+}
+
+// fenceCounterKey is where a backend keeps its fencing counter
+// (quorum/fence.go).
+const fenceCounterKey = "{lockproxy}:fence"
 
 // verdict is what the checkers found: violations counts them all, fences
 // and resource those of checkFences and of the resource checks.
