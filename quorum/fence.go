@@ -63,6 +63,9 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 		}
 	}
 	e.fences.minted.Add(1)
+	if t, broken := brokenFence(seen); broken { // a negative control's build only
+		return t, time.Now(), nil
+	}
 	if carry >= e.quorum || e.skipFenceWriteBack {
 		return token, time.Now(), nil
 	}

@@ -1,6 +1,6 @@
 package test
 
-// The checker of the safety run. It judges a recorded history three ways,
+// The checker of the safety run. It judges a recorded history four ways,
 // because each way sees something the others cannot:
 //
 //   - The interval check (holdings, checkOverlaps) states mutual exclusion
@@ -16,11 +16,20 @@ package test
 //     token that does not hold the lock being reported OK, and an extension
 //     reported OK after the lock was already someone else's. It judges what the
 //     proxy said; the intervals judge what the clients relied on.
-//   - The resource check (checkResource) looks at what holders actually did
-//     under the lock: every holder appends to a per-key log while it believes
-//     it holds the lock, and once a second token has written, the first may
-//     never write again. It catches a workload whose idea of "holding" is
-//     wrong even where the two checks above, which trust that idea, cannot.
+//   - The fencing check (checkFences) reads the tokens: each grant's must be
+//     above that of every grant of the key that returned before it was asked
+//     for.
+//   - The resource checks (checkResource, checkFencedWrites) look at what
+//     holders actually did under the lock: every holder writes to a per-key
+//     resource with its fencing token, at any time, even past its lease,
+//     and the resource refuses a token below the largest it accepted, as a
+//     real fenced resource does. Since such a resource orders writers by
+//     token whatever the tokens are, what it accepted is judged against the
+//     grants: once a second holder has written, the first may never write
+//     again; no write may be accepted after one by a holder granted later;
+//     and no holder may be refused while it holds the lock. They catch
+//     what tokens that go back do to a resource, where checkFences sees
+//     only the numbers.
 
 import (
 	"cmp"
@@ -162,11 +171,13 @@ func (i interleaving) String() string {
 		i.Key, i.First.Token, msString(i.First.At), i.Second.Token, msString(i.Second.At), i.Again.Token, msString(i.Again.At))
 }
 
-// checkResource returns every interleaving in the per-key resource logs,
-// keys in order: once token B has written after token A, A must never write
-// again (A…B…A). Each time a token resumes after being cut off, that is one
-// interleaving. The log's order is the order of appends, which the
-// resourceLog serialises, not the At times.
+// checkResource returns every interleaving of accepted writes in the
+// per-key resource logs, keys in order: once token B has written after
+// token A, A must never write again (A…B…A). Each time a token resumes
+// after being cut off, that is one interleaving. The log's order is the
+// order of writes, which the resourceLog serialises, not the At times. The
+// fenced resource lets A resume only if B's fencing token is not above
+// A's: two holders with one token.
 func checkResource(log map[string][]resourceEntry) []interleaving {
 	var found []interleaving
 	for _, key := range slices.Sorted(maps.Keys(log)) {
@@ -174,7 +185,7 @@ func checkResource(log map[string][]resourceEntry) []interleaving {
 		// and that other token's write.
 		type cutOff struct{ last, next resourceEntry }
 		cut := map[string]cutOff{}
-		entries := log[key]
+		entries := slices.DeleteFunc(slices.Clone(log[key]), func(e resourceEntry) bool { return e.Refused })
 		for i := 1; i < len(entries); i++ {
 			prev, e := entries[i-1], entries[i]
 			if e.Token == prev.Token {
@@ -183,6 +194,65 @@ func checkResource(log map[string][]resourceEntry) []interleaving {
 			cut[prev.Token] = cutOff{last: prev, next: e}
 			if c, ok := cut[e.Token]; ok {
 				found = append(found, interleaving{Key: key, First: c.last, Second: c.next, Again: e})
+			}
+		}
+	}
+	return found
+}
+
+// checkFencedWrites judges what the fenced resource accepted and refused
+// against the grants in ops, keys in order, and returns what breaks
+// fencing, at most once per writer:
+//   - a stale write accepted: holder A wrote after holder B had, B's grant
+//     having been asked for after A's returned. B's token must be the
+//     larger, so the resource should have refused A. This holds whatever
+//     the clocks did.
+//   - a holder refused during its holding (holdings): the resource had
+//     accepted a token at least as large from another holder. With tokens
+//     that follow the order of grants, that holder was granted after this
+//     holding ended, so wrote after it, unless the holdings overlap. So
+//     this rests on the drift allowance, as checkOverlaps does.
+//
+// A run in which every token goes back shows as the second: the resource
+// keeps the largest token it saw and shuts every later holder out.
+func checkFencedWrites(log map[string][]resourceEntry, ops []op) []string {
+	type lockRef struct{ key, token string }
+	grants := map[lockRef]op{}
+	for _, o := range ops {
+		if o.Kind == opAcquire && o.Outcome == outOK {
+			grants[lockRef{o.Key, o.Token}] = o
+		}
+	}
+	held := map[lockRef]holding{}
+	for key, hs := range holdings(ops) {
+		for _, h := range hs {
+			held[lockRef{key, h.Token}] = h
+		}
+	}
+	within := func(key string, e resourceEntry) bool {
+		h, ok := held[lockRef{key, e.Token}]
+		return ok && h.Start <= e.At && e.At < h.End
+	}
+	var found []string
+	for _, key := range slices.Sorted(maps.Keys(log)) {
+		reported := map[string]bool{}
+		var newest op // of the writers accepted so far, the one asked for last
+		var newestAt time.Duration
+		for _, e := range log[key] {
+			g, ok := grants[lockRef{key, e.Token}]
+			switch {
+			case !ok || reported[e.Token]:
+			case e.Refused && within(key, e):
+				reported[e.Token] = true
+				found = append(found, fmt.Sprintf("key %q: %s (fencing token %d) was refused at %s while it held the lock",
+					key, e.Token, e.Fence, msString(e.At)))
+			case !e.Refused && newest.Call > g.Return:
+				reported[e.Token] = true
+				found = append(found, fmt.Sprintf("key %q: %s (fencing token %d, granted at %s) wrote at %s after %s (fencing token %d, asked for at %s) had written at %s",
+					key, e.Token, e.Fence, msString(g.Return), msString(e.At), newest.Token, newest.Fence, msString(newest.Call), msString(newestAt)))
+			}
+			if ok && !e.Refused && g.Call > newest.Call {
+				newest, newestAt = g, e.At
 			}
 		}
 	}

@@ -290,6 +290,9 @@ func TestCheckerResource(t *testing.T) {
 		log:  map[string][]resourceEntry{"k": {e("a", 1), e("b", 2), e("c", 3), e("a", 4)}},
 		exp:  []interleaving{{Key: "k", First: e("a", 1), Second: e("b", 2), Again: e("a", 4)}},
 	}, {
+		name: "A B A refused",
+		log:  map[string][]resourceEntry{"k": {e("a", 1), e("b", 2), {Token: "a", At: msDur(3), Refused: true}, e("b", 4)}},
+	}, {
 		name: "the same tokens on different keys",
 		log: map[string][]resourceEntry{
 			"k1": {e("a", 1), e("b", 3)},
@@ -299,6 +302,77 @@ func TestCheckerResource(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if exp, got := tc.exp, checkResource(tc.log); !slices.Equal(exp, got) {
 				t.Errorf("expected %v, got %v", exp, got)
+			}
+		})
+	}
+}
+
+// TestResourceFenced: the protected resource keeps the largest token it
+// accepted per key, accepts it again and refuses a smaller one, whenever
+// the write comes.
+func TestResourceFenced(t *testing.T) {
+	r := newResourceLog(newHistory())
+	for _, w := range []struct {
+		key, token string
+		fence      int64
+		exp        bool
+	}{
+		{"k", "a", 10, true},
+		{"k", "a", 10, true}, // the holder again
+		{"k", "b", 20, true},
+		{"k", "a", 10, false}, // cut off by b
+		{"j", "a", 10, true},  // another key, another resource
+		{"k", "c", 15, false}, // a token that went back
+		{"k", "b", 20, true},
+	} {
+		if got := r.write(w.key, w.token, w.fence); got != w.exp {
+			t.Errorf("%s writes %d to %s: accepted %v, want %v", w.token, w.fence, w.key, got, w.exp)
+		}
+	}
+	var refused []string
+	for _, e := range r.snapshot()["k"] {
+		if e.Refused {
+			refused = append(refused, e.Token)
+		}
+	}
+	if exp, got := []string{"a", "c"}, refused; !slices.Equal(exp, got) {
+		t.Errorf("refused writes in the log: expected %v, got %v", exp, got)
+	}
+}
+
+// TestCheckerFencedWrites: a write accepted after one by a holder granted
+// later, and a holder refused while it holds the lock, are each reported
+// once per writer; a stale holder refused after its holding is fencing
+// doing its job.
+func TestCheckerFencedWrites(t *testing.T) {
+	grant := func(client int, token string, call, ret float64, fence int64) op {
+		o := synthAcquire(client, token, call, ret, outOK)
+		o.Fence = fence
+		return o
+	}
+	// a holds [1, 97], b [201, 297].
+	inOrder := []op{grant(1, "a", 0, 1, 10), grant(2, "b", 200, 201, 20)}
+	backwards := []op{grant(1, "a", 0, 1, 30), grant(2, "b", 200, 201, 20)}
+	w := func(token string, at float64, fence int64, refused bool) resourceEntry {
+		return resourceEntry{Token: token, At: msDur(at), Fence: fence, Refused: refused}
+	}
+	for _, tc := range []struct {
+		name  string
+		ops   []op
+		log   []resourceEntry
+		found int
+	}{
+		{"the stale holder refused late", inOrder, []resourceEntry{w("a", 5, 10, false), w("b", 205, 20, false), w("a", 210, 10, true)}, 0},
+		{"the stale holder accepted late, nobody after it", inOrder, []resourceEntry{w("a", 5, 10, false), w("a", 150, 10, false), w("b", 205, 20, false)}, 0},
+		{"the stale holder accepted after the next", backwards, []resourceEntry{w("a", 5, 30, false), w("b", 205, 20, false), w("a", 210, 30, false), w("a", 220, 30, false)}, 1},
+		{"the next holder refused while it holds", backwards, []resourceEntry{w("a", 5, 30, false), w("b", 205, 20, true), w("b", 215, 20, true)}, 1},
+		{"the next holder refused after its holding", backwards, []resourceEntry{w("a", 5, 30, false), w("b", 300, 20, true)}, 0},
+		{"a holder without a holding refused", []op{grant(1, "a", 0, 1, 30), grant(2, "b", 200, 300, 20)}, []resourceEntry{w("a", 5, 30, false), w("b", 305, 20, true)}, 0},
+		{"a write by no grant", inOrder, []resourceEntry{w("b", 205, 20, false), w("x", 210, 1, false)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := checkFencedWrites(map[string][]resourceEntry{"k": tc.log}, tc.ops); len(got) != tc.found {
+				t.Errorf("found %d, want %d: %q", len(got), tc.found, got)
 			}
 		})
 	}

@@ -43,6 +43,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// brokenFenceBinary builds, once, lockproxy with the deliberate fencing
+// bug of quorum/fence_broken.go, for the negative control that shows the
+// checkers catch it. No other test runs it.
+var brokenFenceBinary = sync.OnceValues(func() (string, error) {
+	bin := binary + "-broken-fence"
+	out, err := exec.Command("go", "build", "-race", "-tags", "lockproxy_broken_fence", "-o", bin, "..").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building lockproxy with the broken fencing: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
 // proxyProcess is one running lockproxy binary.
 type proxyProcess struct {
 	Addr string
@@ -67,8 +79,14 @@ func startProxy(t *testing.T, args ...string) *proxyProcess {
 // that addrLine matches.
 func startProxyOn(t *testing.T, listen string, addrLine *regexp.Regexp, env []string, args ...string) *proxyProcess {
 	t.Helper()
+	return startBinary(t, binary, listen, addrLine, env, args...)
+}
+
+// startBinary is startProxyOn for the lockproxy binary bin.
+func startBinary(t *testing.T, bin, listen string, addrLine *regexp.Regexp, env []string, args ...string) *proxyProcess {
+	t.Helper()
 	p := &proxyProcess{done: make(chan struct{})}
-	p.cmd = exec.Command(binary, append([]string{"-listen", listen}, args...)...)
+	p.cmd = exec.Command(bin, append([]string{"-listen", listen}, args...)...)
 	p.cmd.Env = proxyEnv(env)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {

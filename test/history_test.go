@@ -88,35 +88,43 @@ func driftOf(ttl time.Duration) time.Duration {
 }
 
 // resourceLog is the protected resource: a per-key log that holders append
-// to while they believe they hold the lock. Appends past the holder's own
-// deadline are refused inside the lock, as a fenced resource would refuse
-// them, so that only writes made within validity are judged.
+// to while they believe they hold the lock, fenced as a real resource must
+// be. It keeps the largest fencing token it accepted per key and refuses a
+// write with a smaller one; an equal one is the same holder writing again.
+// It looks at no clock: a holder paused or slow past its lease still
+// writes, and only the token can stop it, which is what fencing is for.
+// Refused writes stay in the log, marked, for the checker and the report.
 type resourceLog struct {
 	h       *history
 	mu      sync.Mutex
 	entries map[string][]resourceEntry
+	fence   map[string]int64 // per key, the largest token accepted
 }
 
+// resourceEntry is one write offered to the resource.
 type resourceEntry struct {
-	Token string
-	At    time.Duration
+	Token   string
+	Fence   int64
+	At      time.Duration
+	Phase   string
+	Refused bool
 }
 
 func newResourceLog(h *history) *resourceLog {
-	return &resourceLog{h: h, entries: map[string][]resourceEntry{}}
+	return &resourceLog{h: h, entries: map[string][]resourceEntry{}, fence: map[string]int64{}}
 }
 
-// append records that token wrote to key, unless deadline (on the
-// history's clock) has passed; it reports whether it wrote.
-func (r *resourceLog) append(key, token string, deadline time.Duration) bool {
+// write offers token's write, carrying fencing token fence, to key's
+// resource and reports whether the resource accepted it.
+func (r *resourceLog) write(key, token string, fence int64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now := r.h.now()
-	if now >= deadline {
-		return false
+	refused := fence < r.fence[key]
+	if !refused {
+		r.fence[key] = fence
 	}
-	r.entries[key] = append(r.entries[key], resourceEntry{Token: token, At: now})
-	return true
+	r.entries[key] = append(r.entries[key], resourceEntry{Token: token, Fence: fence, At: r.h.now(), Phase: r.h.phase(), Refused: refused})
+	return !refused
 }
 
 func (r *resourceLog) snapshot() map[string][]resourceEntry {

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -125,7 +126,7 @@ func changeSet(oldSet, newSet []int) []phase {
 func runChangeSet(t *testing.T, oldSet, newSet []int, during func(ctx context.Context, e *safetyEnv)) verdict {
 	t.Helper()
 	schedule := changeSet(oldSet, newSet)
-	run := runSafetyOn(t, oldSet, schedule, max(*safetyDuration/3, 18*time.Second), during)
+	run := runSafetyOn(t, safetySetup{backends: oldSet, during: during}, schedule, max(*safetyDuration/3, 18*time.Second))
 	ops, faults := run.h.snapshot()
 	report(t, ops, faults)
 	v := check(t, ops, run.res.snapshot())
@@ -188,20 +189,27 @@ func TestSafetyChangeSetNegativeControl(t *testing.T) {
 }
 
 // runSafetyOn starts the 5 backends behind the fault network, two proxies
-// on backends idx of them with extra flags, the clients, during (when not
-// nil) until the schedule ends, and the nemesis over the schedule.
-func runSafetyOn(t *testing.T, idx []int, schedule []phase, total time.Duration, during func(ctx context.Context, e *safetyEnv), extra ...string) *safetyRun {
+// as setup says, the clients, setup.during until the schedule ends, and
+// the nemesis over the schedule.
+func runSafetyOn(t *testing.T, setup safetySetup, schedule []phase, total time.Duration) *safetyRun {
 	t.Helper()
 	backends := redistest.StartN(t, safetyBackends)
 	upstreams := make([]string, len(backends))
+	idx := setup.backends
 	for i, b := range backends {
 		upstreams[i] = b.Addr()
+		if setup.backends == nil {
+			idx = append(idx, i)
+		}
 	}
 	fnet := newFaultNet(t, upstreams)
 	// Fencing on: the checkers check every grant's token (checkFences).
-	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms", "-fencing"}, extra...)
-	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, args: args}
-	e.proxies = []*proxyProcess{startProxy(t, args...), startProxy(t, args...)}
+	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms", "-fencing"}, setup.flags...)
+	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, binary: cmp.Or(setup.binary, binary), args: args}
+	e.proxies = []*proxyProcess{
+		startBinary(t, e.binary, "127.0.0.1:0", listeningLine, nil, args...),
+		startBinary(t, e.binary, "127.0.0.1:0", listeningLine, nil, args...),
+	}
 	for _, p := range e.proxies {
 		waitForQuorum(t, p)
 	}
@@ -214,8 +222,8 @@ func runSafetyOn(t *testing.T, idx []int, schedule []phase, total time.Duration,
 		addr := e.proxies[c%len(e.proxies)].Addr
 		clients.Go(func() { runClient(ctx, c, addr, run) })
 	}
-	if during != nil {
-		clients.Go(func() { during(ctx, e) })
+	if setup.during != nil {
+		clients.Go(func() { setup.during(ctx, e) })
 	}
 	per := total / time.Duration(len(schedule))
 	for _, ph := range schedule {

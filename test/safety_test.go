@@ -1,10 +1,12 @@
 package test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -45,7 +47,16 @@ type safetyEnv struct {
 	backends []*redistest.Server
 	net      *faultNet
 	proxies  []*proxyProcess
+	binary   string   // the proxies' binary
 	args     []string // the proxies' flags, to restart one
+}
+
+// safetySetup is what a safety run varies besides its schedule.
+type safetySetup struct {
+	binary   string                                  // the lockproxy to run; "": the one TestMain built
+	backends []int                                   // the proxies' backends, of the 5; nil: all
+	during   func(ctx context.Context, e *safetyEnv) // runs beside the clients while the schedule does; may be nil
+	flags    []string                                // the proxies' flags, besides those of every run
 }
 
 // phase is one stretch of the run with its own faults. run acts for about
@@ -210,7 +221,7 @@ func (e *safetyEnv) crashProxy(i int) {
 func (e *safetyEnv) restartProxy(i int) {
 	e.record("restart proxy", i)
 	addr := e.proxies[i].Addr
-	e.proxies[i] = startProxy(e.t, append(slices.Clone(e.args), "-listen", addr)...)
+	e.proxies[i] = startBinary(e.t, e.binary, addr, listeningLine, nil, e.args...)
 }
 
 // safetyRun is one run: its history and resource log when it ended.
@@ -222,11 +233,7 @@ type safetyRun struct {
 // runSafety runs the schedule with the proxies on all 5 backends.
 func runSafety(t *testing.T, schedule []phase, total time.Duration, extra ...string) *safetyRun {
 	t.Helper()
-	all := make([]int, safetyBackends)
-	for i := range all {
-		all[i] = i
-	}
-	return runSafetyOn(t, all, schedule, total, nil, extra...)
+	return runSafetyOn(t, safetySetup{flags: extra}, schedule, total)
 }
 
 // waitForQuorum waits until the proxy takes locks: fresh backends are in
@@ -245,8 +252,9 @@ func waitForQuorum(t *testing.T, p *proxyProcess) {
 
 // runClient loops until ctx ends: acquire a random key with a fresh token,
 // hold it for a random time (sometimes past its TTL), writing to the
-// protected resource while it believes it holds the lock, sometimes extend,
-// then release.
+// protected resource with the lock's fencing token until the resource
+// refuses it, sometimes extend, then release. It does not stop writing at
+// its own deadline: the resource's fencing has to.
 func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 	cli := redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, PoolSize: 1,
@@ -275,13 +283,13 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 		hold, extend := time.Duration(rng.Int64N(int64(lockTTL/3))), false
 		switch r := rng.IntN(20); {
 		case r < 3:
-			hold = lockTTL * 3 / 2 // past expiry: its writes must stop on their own
+			hold = lockTTL * 3 / 2 // past expiry: the next holder's token must stop its writes
 		case r < 8:
 			hold, extend = lockTTL, true // extended halfway through its validity
 		}
 		holding := true
 		for until := h.now() + hold; holding && h.now() < until && ctx.Err() == nil; {
-			holding = run.res.append(key, token, deadline)
+			holding = run.res.write(key, token, acquire.Fence)
 			if now := h.now(); extend && holding && now > deadline-lockTTL/2 && now < deadline {
 				extend = false
 				ext := h.call(id, key, token, opExtend, lockTTL)
@@ -367,9 +375,87 @@ func TestSafetyNegativeControl(t *testing.T) {
 	t.Logf("negative control: the checker caught the restart hazard (%d violations), as it must", verdict.violations)
 }
 
-type verdict struct{ acquired, violations int }
+// TestSafetyBrokenFenceNegativeControl: the checkers must catch fencing
+// tokens that go back, on the binary. Backend 0's fencing counter is put an
+// hour ahead of the others', then backend 0 is killed. lockproxy carries
+// the largest token minted to a quorum, so its tokens stay above the hour
+// once backend 0 is gone: no violation. The build with
+// quorum/fence_broken.go takes the token of the lowest-numbered backend
+// that granted and writes nothing back: every grant after the kill gets a
+// token an hour below those granted on backend 0 before it, so checkFences
+// and the fenced resource must both report it, or they prove nothing.
+func TestSafetyBrokenFenceNegativeControl(t *testing.T) {
+	go brokenFenceBinary() // compiles while the sound binary runs
+	t.Run("lockproxy", func(t *testing.T) {
+		if v := runFenceDrift(t, binary); v.violations > 0 {
+			t.Fatalf("%d safety violations", v.violations)
+		}
+	})
+	t.Run("broken fencing", func(t *testing.T) {
+		broken, err := brokenFenceBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := runFenceDrift(t, broken)
+		if v.fences == 0 || v.resource == 0 {
+			t.Fatalf("with tokens that go back, checkFences found %d violations and the resource checks %d: they cannot be trusted", v.fences, v.resource)
+		}
+		t.Logf("negative control: with tokens that go back, checkFences found %d violations and the resource checks %d, as they must", v.fences, v.resource)
+	})
+}
 
-// check runs the three checkers and logs what each found.
+// runFenceDrift is the run of TestSafetyBrokenFenceNegativeControl with
+// the lockproxy binary bin; it fails t unless the scenario took place, and
+// returns the verdict.
+func runFenceDrift(t *testing.T, bin string) verdict {
+	t.Helper()
+	var ahead int64 // what backend 0's counter was set to
+	schedule := []phase{
+		{"backend 0's fencing counter an hour ahead", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+			ahead = time.Now().Add(time.Hour).UnixMicro()
+			e.record(fmt.Sprintf("SET %s %d on backend", fenceCounterKey, ahead), 0)
+			if err := e.backends[0].Client(e.t).Set(ctx, fenceCounterKey, ahead, 0).Err(); err != nil {
+				e.t.Errorf("setting backend 0's fencing counter: %v", err)
+			}
+			wait(ctx, d)
+		}},
+		{"backend 0 killed", func(ctx context.Context, e *safetyEnv, d time.Duration) {
+			e.kill(0)
+			wait(ctx, d)
+		}},
+	}
+	run := runSafetyOn(t, safetySetup{binary: bin}, schedule, 8*time.Second)
+	ops, faults := run.h.snapshot()
+	report(t, ops, faults)
+	v := check(t, ops, run.res.snapshot())
+	// A token minted from backend 0's counter was granted before the kill,
+	// and locks were granted after it.
+	var aheadBefore, after int
+	for _, o := range ops {
+		if o.Kind == opAcquire && o.Outcome == outOK {
+			switch {
+			case o.Phase == schedule[1].name:
+				after++
+			case o.Phase == schedule[0].name && o.Fence > ahead:
+				aheadBefore++
+			}
+		}
+	}
+	if aheadBefore == 0 || after == 0 {
+		t.Fatalf("%d grants with a token from backend 0's counter before the kill, %d grants after it: the scenario did not happen", aheadBefore, after)
+	}
+	return v
+}
+
+// fenceCounterKey is where a backend keeps its fencing counter
+// (quorum/fence.go).
+const fenceCounterKey = "{lockproxy}:fence"
+
+// verdict is what the checkers found: violations counts them all, fences
+// and resource those of checkFences and of the resource checks.
+type verdict struct{ acquired, violations, fences, resource int }
+
+// check runs the checkers and logs what each found.
 func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 	t.Helper()
 	var v verdict
@@ -387,6 +473,7 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 		}
 		t.Logf("  %s", o)
 	}
+	reportResource(t, log, ops)
 	interleavings := checkResource(log)
 	t.Logf("protected resource interleavings: %d", len(interleavings))
 	for i, il := range interleavings {
@@ -394,6 +481,14 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 			break
 		}
 		t.Logf("  %s", il)
+	}
+	fenced := checkFencedWrites(log, ops)
+	t.Logf("protected resource writes fenced wrongly: %d", len(fenced))
+	for i, f := range fenced {
+		if i == 5 {
+			break
+		}
+		t.Logf("  %s", f)
 	}
 	fences := checkFences(ops)
 	t.Logf("fencing tokens not above an earlier grant's: %d", len(fences))
@@ -408,7 +503,8 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 	for _, line := range describeLinearization(ops, result, info) {
 		t.Logf("  %s", line)
 	}
-	v.violations = len(overlaps) + len(interleavings) + len(fences)
+	v.fences, v.resource = len(fences), len(interleavings)+len(fenced)
+	v.violations = len(overlaps) + v.resource + v.fences
 	if result == porcupine.Illegal {
 		v.violations++
 	}
@@ -451,6 +547,60 @@ func report(t *testing.T, ops []op, faults []fault) {
 		fmt.Fprintf(&fb, "  %8.3fs  %-44s %s\n", f.At.Seconds(), f.Phase, f.What)
 	}
 	t.Logf("nemesis schedule:\n%s", fb.String())
+}
+
+// reportResource prints, per phase, how many writes the protected
+// resource accepted and refused, and how many of them came after the
+// writer's holding (holdings) had ended: a run in which it never refused
+// a late write did not test its fencing.
+func reportResource(t *testing.T, log map[string][]resourceEntry, ops []op) {
+	t.Helper()
+	type counts struct {
+		first                                  time.Duration
+		accepted, refused, lateOK, lateRefused int
+	}
+	held := map[[2]string]holding{}
+	for key, hs := range holdings(ops) {
+		for _, h := range hs {
+			held[[2]string{key, h.Token}] = h
+		}
+	}
+	byPhase := map[string]*counts{}
+	var total counts
+	for key, entries := range log {
+		for _, e := range entries {
+			c := byPhase[e.Phase]
+			if c == nil {
+				c = &counts{first: e.At}
+				byPhase[e.Phase] = c
+			}
+			c.first = min(c.first, e.At)
+			late := e.At >= held[[2]string{key, e.Token}].End
+			for _, c := range []*counts{c, &total} {
+				switch {
+				case e.Refused && late:
+					c.lateRefused++
+					fallthrough
+				case e.Refused:
+					c.refused++
+				case late:
+					c.lateOK++
+					fallthrough
+				default:
+					c.accepted++
+				}
+			}
+		}
+	}
+	order := slices.SortedFunc(maps.Keys(byPhase), func(a, b string) int { return cmp.Compare(byPhase[a].first, byPhase[b].first) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-44s %9s %8s %14s %14s\n", "phase", "accepted", "refused", "late accepted", "late refused")
+	for _, name := range order {
+		c := byPhase[name]
+		fmt.Fprintf(&b, "%-44s %9d %8d %14d %14d\n", name, c.accepted, c.refused, c.lateOK, c.lateRefused)
+	}
+	t.Logf("protected resource, fenced by token: %d writes accepted, %d refused (late: made after the writer's holding ended):\n%s",
+		total.accepted, total.refused, b.String())
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
