@@ -38,7 +38,10 @@ func startTestProxy(t *testing.T) *testProxy {
 	t.Cleanup(stop)
 	log := slog.New(slog.DiscardHandler)
 	obs := newMetrics()
-	engine, err := quorum.New(quorum.Config{Backends: urls, DisableRestartQuarantine: true, Logger: log, Observer: obs})
+	// A generous backend timeout: these tests are about what the metrics
+	// say, and a loaded machine running -race can take longer than the
+	// default 50ms to dial.
+	engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true, Logger: log, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
