@@ -46,9 +46,11 @@ func fenceKey(key string) string { return fenceKeyPrefix + key }
 // *NoQuorumError when fewer than a quorum of the holders could be made to.
 func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (int64, time.Time, error) {
 	var token int64
+	minted := false // else every voter renewed the holder's lock, keeping its token
 	for _, v := range seen {
 		if v.err == nil && v.val.yes {
 			token = max(token, v.val.fence)
+			minted = minted || v.val.fresh
 		}
 	}
 	var behind []*node
@@ -62,7 +64,9 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 			behind = append(behind, e.nodes[v.node])
 		}
 	}
-	e.fences.minted.Add(1)
+	if minted {
+		e.fences.minted.Add(1)
+	}
 	if t, broken := brokenFence(seen); broken { // a negative control's build only
 		return t, time.Now(), nil
 	}
@@ -71,13 +75,13 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	}
 	// Every holder behind gets the token; the answer waits only for enough
 	// of them (each within one backend timeout).
-	key := op.keys[0]
+	keys := fencedKeys(op.keys, true)
 	acks := make(chan bool, len(behind))
 	for _, n := range behind {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.NodeTimeout)
 			defer cancel()
-			r, err := n.run(ctx, fenceRaiseScript, []string{key, fenceCounterKey, fenceKey(key)}, op.token, strconv.FormatInt(token, 10))
+			r, err := n.run(ctx, fenceRaiseScript, keys, op.token, strconv.FormatInt(token, 10))
 			done, _ := r.Integer()
 			acks <- err == nil && done == 1
 		}()
@@ -91,6 +95,21 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 		}
 	}
 	return 0, time.Time{}, &NoQuorumError{Counted: carry, Agreed: carry, Needed: e.quorum, Total: len(e.nodes)}
+}
+
+// fencedKeys are the keys of the scripts that take or extend several keys
+// with their fencing token: the lock's keys, their fence keys, and the
+// counter when withCounter.
+func fencedKeys(keys []string, withCounter bool) []string {
+	out := make([]string, 0, 2*len(keys)+1)
+	out = append(out, keys...)
+	for _, k := range keys {
+		out = append(out, fenceKey(k))
+	}
+	if withCounter {
+		out = append(out, fenceCounterKey)
+	}
+	return out
 }
 
 // ErrNoFence is Read's answer to OpFence for a lock that a quorum holds

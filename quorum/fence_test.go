@@ -299,3 +299,108 @@ func TestFenceReseedFromTooFew(t *testing.T) {
 	}
 	lockFence(t, c.engine, uniqueKey(t), "me")
 }
+
+// TestFenceOtherOperations: every operation that takes a lock mints a token
+// above the one before, readable with FENCE (for each key of a multi-key
+// lock); every one that extends a lock keeps its token, and keeps it
+// readable for as long as the lock lives.
+func TestFenceOtherOperations(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, Fencing: true})
+	e := c.engine
+	ctx := t.Context()
+	key, other := uniqueKey(t), uniqueKey(t)
+	var last int64
+	take := func(name string, req Lock) int64 {
+		t.Helper()
+		r, err := e.Lock(ctx, req)
+		if err != nil || r.Fence <= last {
+			t.Fatalf("%s: token %d, %v; want one above %d", name, r.Fence, err, last)
+		}
+		for _, k := range req.Keys {
+			if got, err := readFence(t, e, k, req.Token); err != nil || got != r.Fence {
+				t.Fatalf("%s: FENCE %s: %d, %v; want %d", name, k, got, err, r.Fence)
+			}
+		}
+		last = r.Fence
+		return r.Fence
+	}
+	// keep extends with req and checks that the token stays, on every
+	// backend, as long as the lock.
+	keep := func(name string, req Lock, fence int64) {
+		t.Helper()
+		r, err := e.Lock(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if r.Fence != 0 && r.Fence != fence {
+			t.Fatalf("%s: token %d, want the lock's %d", name, r.Fence, fence)
+		}
+		for _, k := range req.Keys {
+			for i, d := range c.direct {
+				waitFor(t, func() bool {
+					lock, token := d.PTTL(ctx, k).Val(), d.PTTL(ctx, fenceKey(k)).Val()
+					return lock > 5*time.Second && token >= lock-time.Second
+				})
+				if got := d.Get(ctx, fenceKey(k)).Val(); got != strconv.FormatInt(fence, 10) {
+					t.Fatalf("%s: backend %d carries token %s for %s, want %d", name, i, got, k, fence)
+				}
+			}
+			if got, err := readFence(t, e, k, req.Token); err != nil || got != fence {
+				t.Fatalf("%s: FENCE %s: %d, %v; want %d", name, k, got, err, fence)
+			}
+		}
+	}
+	release := func(token string, keys ...string) {
+		t.Helper()
+		if _, err := e.Unlock(ctx, Unlock{Op: OpReleaseAll, Keys: keys, Token: token}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	short, long := time.Second, 20*time.Second
+
+	plain := lockFence(t, e, key, "plain")
+	last = plain
+	keep("extend by (redis-py's extend)", Lock{Op: OpExtendBy, Keys: []string{key}, Token: "plain", TTL: long}, plain)
+	release("plain", key)
+	// PEXPIRE, whoever holds the key (an administrator's, or a client's
+	// that extends so).
+	expired := lockFence(t, e, key, "expired")
+	last = expired
+	if ok, err := e.Write(ctx, Write{Op: OpExpire, Key: key, TTL: long}); !ok || err != nil {
+		t.Fatalf("PEXPIRE: %v, %v", ok, err)
+	}
+	for _, d := range c.direct {
+		waitFor(t, func() bool { return d.PTTL(ctx, fenceKey(key)).Val() > 5*time.Second })
+	}
+	keep("extend (SET XX, IFEQ)", Lock{Op: OpExtend, Keys: []string{key}, Token: "expired", TTL: long}, expired)
+	release("expired", key)
+
+	all := take("acquire all (node-redlock)", Lock{Op: OpAcquireAll, Keys: []string{key, other}, Token: "all", TTL: short})
+	keep("extend all", Lock{Op: OpExtendAll, Keys: []string{key, other}, Token: "all", TTL: long}, all)
+	release("all", key, other)
+
+	taken := take("extend or acquire, taking", Lock{Op: OpExtendOrAcquire, Keys: []string{key}, Token: "redsync", TTL: short})
+	keep("extend or acquire, renewing", Lock{Op: OpExtendOrAcquire, Keys: []string{key}, Token: "redsync", TTL: long}, taken)
+	release("redsync", key)
+
+	obtained := take("acquire or renew, taking", Lock{Op: OpAcquireOrRenew, Keys: []string{key}, Token: "bsm-token:meta1", TokenLen: 9, TTL: short})
+	keep("acquire or renew, renewing", Lock{Op: OpAcquireOrRenew, Keys: []string{key}, Token: "bsm-token:meta2", TokenLen: 9, TTL: long}, obtained)
+	release("bsm-token:meta2", key)
+
+	// Renewed on one backend, taken afresh on the two that lost the key
+	// (the lock lapsed there): a lock taken again, with a token above
+	// every earlier one, carried by a quorum. (Renewed on a quorum, it
+	// would keep its token: no other holder can have been granted it
+	// since.)
+	renewed := take("extend or acquire, taking again", Lock{Op: OpExtendOrAcquire, Keys: []string{key}, Token: "mixed", TTL: short})
+	for _, i := range []int{1, 2} {
+		c.direct[i].Del(ctx, key)
+	}
+	r, err := e.Lock(ctx, Lock{Op: OpExtendOrAcquire, Keys: []string{key}, Token: "mixed", TTL: long})
+	if err != nil || r.Fence <= renewed {
+		t.Fatalf("extend or acquire, renewed on 1 and taken on 2: token %d, %v; want one above %d", r.Fence, err, renewed)
+	}
+	if got, err := readFence(t, e, key, "mixed"); err != nil || got != r.Fence {
+		t.Fatalf("FENCE after the mixed extension: %d, %v; want %d", got, err, r.Fence)
+	}
+}

@@ -193,15 +193,62 @@ func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duratio
 // @sesamecare-oss/redlock). Errors as Acquire; a failure is rolled back key
 // by key.
 func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, acquireAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotAcquired},
-		token, ttl.Milliseconds())
+	op := lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotAcquired}
+	if e.cfg.Fencing {
+		// One token for the lock, whichever of its keys FENCE is asked of.
+		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(keys, true), decodeFencedCount(len(keys))
+		return e.scriptOp(ctx, acquireAllFencedScript, op, token, ttl.Milliseconds(), proxyMicros())
+	}
+	return e.scriptOp(ctx, acquireAllScript, op, token, ttl.Milliseconds())
+}
+
+// proxyMicros is the clock floor of the fencing tokens minted now.
+func proxyMicros() string { return strconv.FormatInt(time.Now().UnixMicro(), 10) }
+
+// decodeFencedCount reads {keys taken, token} from a script that takes
+// keys keys and mints their fencing token: yes when it took them all.
+func decodeFencedCount(keys int) func(*node, backend.Reply) (ack, error) {
+	return func(_ *node, r backend.Reply) (ack, error) {
+		done, fence, err := pairOfIntegers(r)
+		yes := done == int64(keys)
+		return ack{yes: yes, fresh: yes, fence: fence}, err
+	}
+}
+
+// decodeTakeOrRenewFenced reads {2, token minted} when a script took a free
+// key, {1, token its holder carried} when it renewed the token's own, and
+// {0, 0} when it did neither.
+func decodeTakeOrRenewFenced(_ *node, r backend.Reply) (ack, error) {
+	n, fence, err := pairOfIntegers(r)
+	return ack{yes: n > 0, fresh: n == 2, fence: fence}, err
+}
+
+func pairOfIntegers(r backend.Reply) (int64, int64, error) {
+	a, err := r.Array()
+	if err == nil && len(a) != 2 {
+		err = errors.New("quorum: script: unexpected reply")
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	x, err := a[0].Integer()
+	if err != nil {
+		return 0, 0, err
+	}
+	y, err := a[1].Integer()
+	return x, y, err
 }
 
 // extendAll sets the TTL of every key on the backends where token holds all
 // of them. Errors as Extend; a refusal is rolled back key by key.
 func (e *Engine) extendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendAllScript, lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotHeld, renews: true},
-		token, ttl.Milliseconds())
+	op := lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
+	script := extendAllScript
+	if e.cfg.Fencing {
+		// The lock's fencing token expires with it.
+		script, op.scriptKeys = extendAllFencedScript, fencedKeys(keys, false)
+	}
+	return e.scriptOp(ctx, script, op, token, ttl.Milliseconds())
 }
 
 // extendBy adds add to key's remaining TTL where token holds it and the key
@@ -215,12 +262,17 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 	}
 	// Backends that refused because the sum would exceed MaxTTL say so here.
 	tooLong := make(chan time.Duration, len(e.nodes))
+	script, keys := extendByScript, []string{key}
+	if e.cfg.Fencing {
+		// The lock's fencing token expires with it.
+		script, keys = extendByFencedScript, fencedKeys(keys, false)
+	}
 	res, err := e.lockOp(ctx, lockOp{
 		keys:    []string{key},
 		token:   token,
 		refused: ErrNotHeld,
 		renews:  true,
-		cmd:     e.checkedCommand(extendByScript, []string{key}, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		cmd:     e.checkedCommand(script, keys, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
 			ms, err := r.Integer()
 			if ms < 0 {
@@ -243,20 +295,35 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 // extendOrAcquire sets key's TTL where token holds it and takes it where it
 // is free (redsync WithSetNXOnExtend, RedLock.net, Spring's obtain). Errors
 // as Extend: undecided, it undoes only where it took the key.
+//
+// With fencing, the lock keeps its token when the quorum that decided it
+// renewed it: no other holder can have been granted the key since it was
+// taken, as that quorum held it all along. When some of them took the key
+// afresh (the lock had lapsed there), it gets the largest token of its
+// voters, as an acquisition does; fence.go's argument holds for a renewing
+// voter too, whose token is above every grant of the key before it held
+// the key there.
 func (e *Engine) extendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, extendOrAcquireScript,
-		lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew},
-		token, ttl.Milliseconds())
+	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew}
+	if e.cfg.Fencing {
+		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(op.keys, true), decodeTakeOrRenewFenced
+		return e.scriptOp(ctx, extendOrAcquireFencedScript, op, token, ttl.Milliseconds(), proxyMicros())
+	}
+	return e.scriptOp(ctx, extendOrAcquireScript, op, token, ttl.Milliseconds())
 }
 
 // acquireOrRenew takes key for value, or renews it with value where the
 // value held starts with the same first tokenLen bytes (bsm/redislock's
 // obtain with a caller-chosen token). Errors as Acquire; undecided, it
 // undoes only where it took the key, as a renewal may be of a valid lock.
+// Its fencing token is decided as extendOrAcquire's.
 func (e *Engine) acquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
-	return e.scriptOp(ctx, acquireOrRenewScript,
-		lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew},
-		value, tokenLen, ttl.Milliseconds())
+	op := lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew}
+	if e.cfg.Fencing {
+		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(op.keys, true), decodeTakeOrRenewFenced
+		return e.scriptOp(ctx, acquireOrRenewFencedScript, op, value, tokenLen, ttl.Milliseconds(), proxyMicros())
+	}
+	return e.scriptOp(ctx, acquireOrRenewScript, op, value, tokenLen, ttl.Milliseconds())
 }
 
 // decodeTakeOrRenew reads the answer of a script that takes a free key (2)

@@ -32,12 +32,20 @@ var (
 	fenceReadScript       = luaScript("fence_read")
 	fenceSeedScript       = luaScript("fence_seed")
 
+	acquireAllFencedScript      = fencedScript("acquire_all_fenced")
+	extendAllFencedScript       = checkedScript("extend_all_fenced")
+	extendByFencedScript        = checkedScript("extend_by_fenced")
+	extendOrAcquireFencedScript = fencedScript("extend_or_acquire_fenced")
+	acquireOrRenewFencedScript  = fencedScript("acquire_or_renew_fenced")
+	expireFencedScript          = luaScript("expire_fenced")
+
 	allScripts = []*backend.Script{
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript, identityScript,
 		fenceRaiseScript, fenceReadScript, acquireFencedScript, extendFencedScript,
-		fenceSeedScript,
+		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript, extendByFencedScript,
+		extendOrAcquireFencedScript, acquireOrRenewFencedScript, expireFencedScript,
 	}
 )
 
@@ -50,6 +58,12 @@ func luaScript(name string) *backend.Script { return backend.NewScript(luaSource
 // checkedScript is lua/name.lua after lua/setcheck.lua.
 func checkedScript(name string) *backend.Script {
 	return backend.NewScript(luaSource("setcheck") + luaSource(name))
+}
+
+// fencedScript is lua/name.lua after lua/setcheck.lua and lua/mint.lua,
+// for the scripts that mint a fencing token.
+func fencedScript(name string) *backend.Script {
+	return backend.NewScript(luaSource("setcheck") + luaSource("mint") + luaSource(name))
 }
 
 // luaSource reads lua/name.lua; a missing file is a build mistake, caught

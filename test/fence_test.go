@@ -6,7 +6,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -93,5 +97,54 @@ func TestFenceOff(t *testing.T) {
 	}
 	if info := redisCLI(t, c.proxy.Addr, "INFO", "backends"); strings.Contains(info, "fencing_tokens") {
 		t.Errorf("INFO backends shows fencing counters with fencing off:\n%s", info)
+	}
+}
+
+// TestFenceThroughLockLibraries: locks taken by lock libraries' own scripts
+// get a fencing token too, read with FENCE key value: bsm/redislock's
+// obtain (acquire-or-renew) and its refresh keep it; redsync's extension
+// with WithSetNXOnExtend (extend-or-acquire) keeps it; the next
+// acquisition's token is larger.
+func TestFenceThroughLockLibraries(t *testing.T) {
+	c := newCluster(t, 3, "-fencing")
+	ctx := t.Context()
+	cli := c.proxy.Client(t)
+	fence := func(key, value string) int64 {
+		t.Helper()
+		n, err := cli.Do(ctx, "FENCE", key, value).Int64()
+		if err != nil || n <= 0 {
+			t.Fatalf("FENCE %s %s: %d, %v", key, value, n, err)
+		}
+		return n
+	}
+
+	lock, err := redislock.New(cli).Obtain(ctx, "bsm", 10*time.Second, &redislock.Options{Metadata: ":meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	obtained := fence("bsm", lock.Token()+lock.Metadata())
+	if err := lock.Refresh(ctx, 20*time.Second, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := fence("bsm", lock.Token()+lock.Metadata()); got != obtained {
+		t.Errorf("after the refresh: token %d, want %d", got, obtained)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	mutex := redsync.New(redsyncgoredis.NewPool(cli)).NewMutex("redsync", redsync.WithExpiry(10*time.Second), redsync.WithSetNXOnExtend())
+	if err := mutex.LockContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locked := fence("redsync", mutex.Value())
+	if locked <= obtained {
+		t.Errorf("redsync's token %d is not above the one before, %d", locked, obtained)
+	}
+	if ok, err := mutex.ExtendContext(ctx); !ok || err != nil {
+		t.Fatalf("redsync extend: %v, %v", ok, err)
+	}
+	if got := fence("redsync", mutex.Value()); got != locked {
+		t.Errorf("after redsync's extension: token %d, want %d", got, locked)
 	}
 }

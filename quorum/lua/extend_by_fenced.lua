@@ -1,0 +1,19 @@
+-- extend_by.lua, with the lock's fencing token KEYS[2], which gets the
+-- lock's new TTL. Add ARGV[2] ms to the TTL of a key ARGV[1] holds, up to
+-- ARGV[3] ms: the new TTL; 0 when not held or without a TTL; minus the TTL
+-- it would have had when that exceeds the maximum (nothing is changed
+-- then).
+if redis.call("get", KEYS[1]) ~= ARGV[1] then
+	return 0
+end
+local left = redis.call("pttl", KEYS[1])
+if left < 0 then
+	return 0
+end
+local ttl = left + tonumber(ARGV[2])
+if ttl > tonumber(ARGV[3]) then
+	return -ttl
+end
+redis.call("pexpire", KEYS[1], ttl)
+redis.call("pexpire", KEYS[2], ttl)
+return ttl
