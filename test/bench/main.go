@@ -193,6 +193,9 @@ func run(args []string, out io.Writer) error {
 	if env.proxy != nil {
 		rep.Memory.RSSAfterLoad = env.proxyRSS()
 	}
+	if fenced != "" {
+		rep.FencingTokens, rep.FencingWriteBacks = fencingCounts(ctx, fenced)
+	}
 	if o.soak > 0 {
 		if rep.Soak, err = runSoak(ctx, o, systems.byName("proxy"), probeOf(o, env), out); err != nil {
 			return err
@@ -267,6 +270,28 @@ func probeOf(o *options, e *env) soakProbe {
 		p.pp = &pprofClient{o.pprofAddr}
 	}
 	return p
+}
+
+// fencingCounts reads from the proxy's INFO backends how many tokens it
+// minted and how many of them took a write-back (the extra round trip
+// fencing avoids in the steady state); -1 each when it does not say.
+func fencingCounts(ctx context.Context, addr string) (tokens, writeBacks int64) {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer cl.Close()
+	tokens, writeBacks = -1, -1
+	info, err := cl.Info(ctx, "backends").Result()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "fencing_tokens:"); ok {
+			tokens, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "fencing_write_backs:"); ok {
+			writeBacks, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return
 }
 
 type discardLogger struct{}

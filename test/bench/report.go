@@ -23,10 +23,14 @@ type report struct {
 	Results     []result  `json:"results"`
 	Ratios      []ratio   `json:"ratios"`
 	Fencing     []fencing `json:"fencing,omitempty"`
-	Targets     []target  `json:"targets"`
-	Memory      memory    `json:"memory"`
-	Soak        *soak     `json:"soak,omitempty"`
-	Profiles    []string  `json:"cpu_profiles,omitempty"`
+	// FencingTokens and FencingWriteBacks are the fenced proxy's counts
+	// over the whole run, from its INFO; -1 where it did not say.
+	FencingTokens     int64    `json:"fencing_tokens,omitempty"`
+	FencingWriteBacks int64    `json:"fencing_write_backs,omitempty"`
+	Targets           []target `json:"targets"`
+	Memory            memory   `json:"memory"`
+	Soak              *soak    `json:"soak,omitempty"`
+	Profiles          []string `json:"cpu_profiles,omitempty"`
 }
 
 type machine struct {
@@ -387,6 +391,10 @@ func (r *report) printFencing(out io.Writer) {
 			signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU))
 	}
 	tw.Flush()
+	if r.FencingTokens > 0 && r.FencingWriteBacks >= 0 {
+		fmt.Fprintf(out, "  the fenced proxy minted %d tokens in the whole run; %d of them (%.2f%%) took a write-back round trip\n",
+			r.FencingTokens, r.FencingWriteBacks, 100*float64(r.FencingWriteBacks)/float64(r.FencingTokens))
+	}
 }
 
 func signedOrUnknown(v *float64) string {
