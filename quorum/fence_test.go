@@ -201,3 +201,60 @@ func TestFenceNoQuorum(t *testing.T) {
 		t.Fatalf("FENCE with a majority down: %v, want NOQUORUM", err)
 	}
 }
+
+// TestFencedRollbackSparesRetry: the rollback of one fenced acquisition
+// deletes that acquisition's key and holder's token, and not a later one
+// made with the same token, which minted a larger token.
+func TestFencedRollbackSparesRetry(t *testing.T) {
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true, Fencing: true})
+	n, key := c.engine.nodes[0], uniqueKey(t)
+	set := c.engine.members.set.token
+	acquire := func(token string, clock int64) int64 {
+		t.Helper()
+		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey, fenceKey(key)}, token, 10000, clock, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fence, err := r.Integer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fence
+	}
+	release := func(fence int64) int64 {
+		t.Helper()
+		r, err := n.run(t.Context(), releaseFencedScript, []string{key, fenceKey(key)}, "tok", strconv.FormatInt(fence, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted, _ := r.Integer()
+		return deleted
+	}
+	clock := time.Now().UnixMicro()
+	first := acquire("tok", clock)
+	if first != clock {
+		t.Fatalf("first token %d, want the clock %d", first, clock)
+	}
+	if got := acquire("other", clock+5); got != 0 {
+		t.Fatalf("acquisition of a held key minted %d, want 0", got)
+	}
+	// The first attempt's key is gone (rolled back or expired) and the retry
+	// takes it again with the same value, its clock behind the counter.
+	c.direct[0].Del(t.Context(), key)
+	retry := acquire("tok", clock-1000)
+	if retry != first+1 {
+		t.Fatalf("retry minted %d, want the counter's next, %d", retry, first+1)
+	}
+	if got := c.direct[0].Get(t.Context(), fenceCounterKey).Val(); got != strconv.FormatInt(retry, 10) {
+		t.Fatalf("counter %q after the retry, want %d", got, retry)
+	}
+	if deleted := release(first); deleted != 0 {
+		t.Fatalf("the first attempt's rollback deleted the retry's key: %d", deleted)
+	}
+	if deleted := release(retry); deleted != 1 {
+		t.Fatalf("the retry's own rollback: %d", deleted)
+	}
+	if n := c.direct[0].Exists(t.Context(), key, fenceKey(key)).Val(); n != 0 {
+		t.Fatalf("%d of the key and its holder's token left after the rollback", n)
+	}
+}

@@ -19,6 +19,7 @@ var (
 	extendFencedScript    = checkedScript("extend_fenced")
 	releaseScript         = luaScript("release")
 	releaseStampedScript  = luaScript("release_stamped")
+	releaseFencedScript   = luaScript("release_fenced")
 	extendScript          = checkedScript("extend")
 	readScript            = luaScript("read")
 	acquireAllScript      = checkedScript("acquire_all")
@@ -36,6 +37,7 @@ var (
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript, identityScript,
 		fenceRaiseScript, fenceReadScript, acquireFencedScript, extendFencedScript,
+		releaseFencedScript,
 	}
 )
 
