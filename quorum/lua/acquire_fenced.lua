@@ -21,11 +21,12 @@
 if not redis.call("set", KEYS[1], ARGV[1], "nx", "px", ARGV[2]) then
 	return 0
 end
-local token = ARGV[3]
-local counter = redis.call("set", KEYS[2], token, "get")
-if counter and tonumber(counter) >= tonumber(token) then
-	token = string.format("%.0f", tonumber(counter) + 1)
-	redis.call("set", KEYS[2], token)
+local text, token = ARGV[3], tonumber(ARGV[3])
+local counter = tonumber(redis.call("set", KEYS[2], text, "get") or "0")
+if counter >= token then
+	token = counter + 1
+	text = string.format("%.0f", token)
+	redis.call("set", KEYS[2], text)
 end
-redis.call("set", KEYS[3], token, "px", ARGV[2])
-return tonumber(token)
+redis.call("set", KEYS[3], text, "px", ARGV[2])
+return token
