@@ -38,9 +38,9 @@ type Config struct {
 	// persist every write (appendfsync always). A failover to a replica is
 	// quarantined all the same. Default: false.
 	DisableRestartQuarantine bool
-	// Fencing mints a fencing token for every SET NX acquisition
-	// (fence.go), at the cost of three more commands in its script on
-	// every backend. Default: false.
+	// Fencing mints a fencing token for every acquisition (fence.go), at
+	// the cost of two more writes in its script on every backend.
+	// Default: false.
 	Fencing bool
 	// BackendSetEpoch numbers the backend set: every proxy of an epoch must
 	// have the same Backends, and a change of them raises it by one, which

@@ -17,7 +17,7 @@ import (
 // each held lock, the token it minted for the holder (fenceKey, expiring
 // with the lock). An acquisition mints on every backend that grants it
 // max(counter+1, the proxy's clock in µs) in the same script that sets the
-// key (lua/acquire.lua); the lock's token t is the largest minted by the
+// key (lua/acquire_fenced.lua); the lock's token t is the largest minted by the
 // backends that granted it before the decision, and the lock is granted
 // only once a quorum of them (W) carry t: those that minted less get t
 // written back (lua/fence_raise.lua), and only where the token still
@@ -42,8 +42,9 @@ func fenceKey(key string) string { return fenceKeyPrefix + key }
 
 // settleFence decides the fencing token of a granted acquisition from the
 // yes votes seen when a quorum was reached, and writes it back where too
-// few carry it. It returns the token and when a quorum carried it, or a
-// *NoQuorumError when fewer than a quorum of the holders could be made to.
+// few carry it, recording in seen where it did. It returns the token and
+// when a quorum carried it, or a *NoQuorumError when fewer than a quorum of
+// the holders could be made to.
 func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (int64, time.Time, error) {
 	var token int64
 	minted := false // else every voter renewed the holder's lock, keeping its token
@@ -53,15 +54,15 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 			minted = minted || v.val.fresh
 		}
 	}
-	var behind []*node
+	var behind []int // in seen
 	carry := 0
-	for _, v := range seen {
+	for i, v := range seen {
 		switch {
 		case v.err != nil || !v.val.yes:
 		case v.val.fence == token:
 			carry++
 		default:
-			behind = append(behind, e.nodes[v.node])
+			behind = append(behind, i)
 		}
 	}
 	if minted {
@@ -74,21 +75,29 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 		return token, time.Now(), nil
 	}
 	// Every holder behind gets the token; the answer waits only for enough
-	// of them (each within one backend timeout).
-	keys := fencedKeys(op.keys, true)
-	acks := make(chan bool, len(behind))
-	for _, n := range behind {
+	// of them (each within one backend timeout). Where it was written back
+	// the backend now holds the lock's token, which a rollback must look
+	// for there (one still unanswered when the quorum is reached is missed,
+	// and its key left to expire: a rollback after a grant is rare).
+	keys, arg := fencedKeys(op.keys, true), strconv.FormatInt(token, 10)
+	raised := make(chan int, len(behind))
+	for _, i := range behind {
+		n := e.nodes[seen[i].node]
 		go func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.NodeTimeout)
 			defer cancel()
-			r, err := n.run(ctx, fenceRaiseScript, keys, op.token, strconv.FormatInt(token, 10))
-			done, _ := r.Integer()
-			acks <- err == nil && done == 1
+			r, err := n.run(ctx, fenceRaiseScript, keys, op.token, arg)
+			if done, _ := r.Integer(); err != nil || done != 1 {
+				raised <- -1
+				return
+			}
+			raised <- i
 		}()
 	}
 	e.fences.writeBacks.Add(1)
 	for range behind {
-		if <-acks {
+		if i := <-raised; i >= 0 {
+			seen[i].val.fence = token
 			if carry++; carry == e.quorum {
 				return token, time.Now(), nil
 			}

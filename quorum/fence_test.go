@@ -225,6 +225,9 @@ func TestFenceReseed(t *testing.T) {
 			for _, i := range []int{0, 1} {
 				c.direct[i].Set(t.Context(), fenceCounterKey, ahead, 0)
 			}
+			// 2 refuses (another token holds the key there), so that 0 and
+			// 1 alone carry the token, and nothing is written back to 2.
+			c.direct[2].Set(t.Context(), key, "someone", time.Minute)
 			first := lockFence(t, c.engine, key, "first")
 			if first != ahead+1 {
 				t.Fatalf("first token %d, want %d", first, ahead+1)
@@ -232,6 +235,7 @@ func TestFenceReseed(t *testing.T) {
 			if _, err := c.engine.Unlock(t.Context(), Unlock{Op: OpRelease, Keys: []string{key}, Token: "first"}); err != nil {
 				t.Fatal(err)
 			}
+			c.direct[2].Del(t.Context(), key)
 			seeds := c.engine.Fences().Reseeds
 			c.servers[0].Restart()
 			waitAllCount(t, c.engine)
@@ -402,5 +406,62 @@ func TestFenceOtherOperations(t *testing.T) {
 	}
 	if got, err := readFence(t, e, key, "mixed"); err != nil || got != r.Fence {
 		t.Fatalf("FENCE after the mixed extension: %d, %v; want %d", got, err, r.Fence)
+	}
+}
+
+// TestFencedRollbackSparesRetry: the rollback of one fenced acquisition
+// deletes that acquisition's key, and not a later one made with the same
+// token, which minted a larger fencing token.
+func TestFencedRollbackSparesRetry(t *testing.T) {
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true, Fencing: true})
+	n, key := c.engine.nodes[0], uniqueKey(t)
+	set := c.engine.members.set.token
+	acquire := func(token string, clock int64) int64 {
+		t.Helper()
+		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey, fenceKey(key)}, token, 10000, clock, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fence, err := r.Integer()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fence
+	}
+	release := func(fence int64) int64 {
+		t.Helper()
+		r, err := n.run(t.Context(), releaseFencedScript, []string{key, fenceKey(key)}, "tok", strconv.FormatInt(fence, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted, _ := r.Integer()
+		return deleted
+	}
+	clock := time.Now().UnixMicro()
+	first := acquire("tok", clock)
+	if first != clock {
+		t.Fatalf("first token %d, want the clock %d", first, clock)
+	}
+	if got := acquire("other", clock+5); got != 0 {
+		t.Fatalf("acquisition of a held key minted %d, want 0", got)
+	}
+	// The first attempt's key is gone (rolled back or expired) and the retry
+	// takes it again with the same value, its clock behind the counter.
+	c.direct[0].Del(t.Context(), key)
+	retry := acquire("tok", clock-1000)
+	if retry != first+1 {
+		t.Fatalf("retry minted %d, want the counter's next, %d", retry, first+1)
+	}
+	if got := c.direct[0].Get(t.Context(), fenceCounterKey).Val(); got != strconv.FormatInt(retry, 10) {
+		t.Fatalf("counter %q after the retry, want %d", got, retry)
+	}
+	if deleted := release(first); deleted != 0 {
+		t.Fatalf("the first attempt's rollback deleted the retry's key: %d", deleted)
+	}
+	if deleted := release(retry); deleted != 1 {
+		t.Fatalf("the retry's own rollback: %d", deleted)
+	}
+	if n := c.direct[0].Exists(t.Context(), key).Val(); n != 0 {
+		t.Fatal("the key is left after the rollback")
 	}
 }

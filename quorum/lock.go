@@ -21,25 +21,34 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
+	var fence string // the holder's token's key, with fencing
+	if e.cfg.Fencing {
+		fence = fenceKey(key)
+	}
 	op := lockOp{
 		keys:    []string{key},
 		token:   token,
 		ttl:     ttl,
 		refused: ErrNotAcquired,
 		undo: func(ctx context.Context, n *node, v ack) {
-			if v.yes {
-				// Exactly this acquisition: a retry with the same token,
-				// through this proxy or another, keeps its holding.
+			// A yes voter is rolled back for exactly this acquisition: a
+			// retry with the same token, through this proxy or another,
+			// keeps its holding. Its fencing token tells them apart where
+			// it has one (a retry mints more), else the key's expiry.
+			switch {
+			case !v.yes:
+				n.release(ctx, key, token)
+			case fence != "":
+				n.run(ctx, releaseFencedScript, []string{key, fence}, token, strconv.FormatInt(v.fence, 10))
+			default:
 				n.run(ctx, releaseStampedScript, []string{key}, token, v.stamp)
-				return
 			}
-			n.release(ctx, key, token)
 		},
 	}
-	if e.cfg.Fencing {
+	if fence != "" {
 		op.fenced = true
-		op.cmd = e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fenceKey(key)},
-			token, ttl.Milliseconds(), strconv.FormatInt(time.Now().UnixMicro(), 10))
+		op.cmd = e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fence},
+			token, ttl.Milliseconds(), time.Now().UnixMicro())
 		op.decode = decodeFenced
 	} else {
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
@@ -55,22 +64,11 @@ func decodeStamp(_ *node, r backend.Reply) (ack, error) {
 	return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp}, err
 }
 
-// decodeFenced reads the answer of lua/acquire_fenced.lua: {expiry, token}
-// when the key was set, {0, counter} when not.
+// decodeFenced reads the answer of lua/acquire_fenced.lua: the token it
+// minted when the key was set, 0 when not.
 func decodeFenced(_ *node, r backend.Reply) (ack, error) {
-	a, err := r.Array()
-	if err == nil && len(a) != 2 {
-		err = errors.New("quorum: acquire script: unexpected reply")
-	}
-	if err != nil {
-		return ack{}, err
-	}
-	stamp, err := a[0].Integer()
-	if err != nil {
-		return ack{}, err
-	}
-	fence, err := a[1].Integer()
-	return ack{yes: stamp > 0, fresh: stamp > 0, stamp: stamp, fence: fence}, err
+	fence, err := r.Integer()
+	return ack{yes: fence > 0, fresh: fence > 0, fence: fence}, err
 }
 
 // lockOp is an acquisition or extension: it holds with a quorum of yes

@@ -19,6 +19,7 @@ var (
 	extendFencedScript    = checkedScript("extend_fenced")
 	releaseScript         = luaScript("release")
 	releaseStampedScript  = luaScript("release_stamped")
+	releaseFencedScript   = luaScript("release_fenced")
 	extendScript          = checkedScript("extend")
 	readScript            = luaScript("read")
 	acquireAllScript      = checkedScript("acquire_all")
@@ -46,6 +47,7 @@ var (
 		fenceRaiseScript, fenceReadScript, acquireFencedScript, extendFencedScript,
 		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript, extendByFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, expireFencedScript,
+		releaseFencedScript,
 	}
 )
 

@@ -20,7 +20,17 @@ const clockTick = time.Second / 100
 // of 0 (proxy) or nil pids (backends) is a process the bench did not start.
 type cpuClock struct {
 	proxy    int
+	fenced   int // the proxy of -fencing
 	backends []int
+}
+
+// of is the clock of system's rounds: its proxy column is the fenced
+// proxy's for proxy-fenced, the plain one's for the others.
+func (c cpuClock) of(system string) cpuClock {
+	if system == "proxy-fenced" {
+		c.proxy = c.fenced
+	}
+	return c
 }
 
 // cpuTimes is CPU time, user plus system, of each part; a missing part

@@ -7,9 +7,10 @@
 //   - proxy:   the single-node recipe of direct, sent to lockproxy, which runs
 //     Redlock over the same backends.
 //
-// The systems run in turns (direct, redsync, proxy, direct, …) for every
-// concurrency, uncontended (each worker on its own key) and contended (all
-// workers on 8 keys), so machine drift hits all three alike. It then opens
+// The systems run in turns (direct, redsync, proxy, then proxy, redsync,
+// direct in the next round, …) for every concurrency, uncontended (each
+// worker on its own key) and contended (all workers on 8 keys), so machine
+// drift hits all three alike. It then opens
 // 10,000 idle connections to the proxy and reports the RSS they cost.
 //
 // Everything shares the machine's cores, so it also reports where their
@@ -20,7 +21,7 @@
 // Usage:
 //
 //	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
-//		[-profile DIR] [-soak 10m] [-soak-workers 32]
+//		[-profile DIR] [-soak 10m] [-soak-workers 32] [-fencing] [-systems LIST]
 //
 // By default it starts 5 redis-servers and builds and starts lockproxy
 // itself, and kills them on exit (Ctrl-C too). It needs redis-server in PATH
@@ -34,6 +35,15 @@
 // figures are a little lower. The started proxy gets -metrics on a free port
 // and -pprof for it; an external one (-proxy) needs -pprof-addr HOST:PORT,
 // its -metrics address, started with -pprof.
+//
+// -fencing (for issue 14's "fencing on within 10% of fencing off") starts a
+// second lockproxy, the same binary and flags with -fencing, over the same
+// backends, and measures it as a fourth system, proxy-fenced, in turns
+// with the others: a table then gives fenced over plain for throughput and
+// acquire p50 and p99 and the difference of their CPU per cycle, figures
+// of one run, as only ratios within one run mean much on a shared machine.
+// -systems proxy,proxy-fenced leaves out direct and redsync, for a
+// shorter run.
 //
 // -soak DURATION (for the acceptance "no memory growth over a 10-minute run":
 // -soak 10m -concurrency 32) then runs the proxy alone, uncontended, with

@@ -65,9 +65,19 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 	total := o.rounds * len(settings) * len(ss.list)
 	fmt.Fprintf(out, "measuring %d rounds of %s (about %s)\n", total, o.duration, (time.Duration(total) * o.duration).Round(time.Second))
 	// Rounds outermost: each setting's rounds spread over the whole run.
+	// Odd rounds take the systems in reverse (ABBA), so that drift within
+	// a round, and whatever one system leaves the next, hit each alike.
+	order := make([]int, len(ss.list))
 	for r := range o.rounds {
+		for i := range order {
+			order[i] = i
+			if r%2 == 1 {
+				order[i] = len(order) - 1 - i
+			}
+		}
 		for _, st := range settings {
-			for i, sys := range ss.list {
+			for _, i := range order {
+				sys := ss.list[i]
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -75,9 +85,9 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 				if r == 0 && sys.name == "proxy" && o.profileDir != "" {
 					profiled = pprofClient{o.pprofAddr}.profileRound(ctx, o.profileDir, st, o.duration)
 				}
-				before := clock.read()
+				before := clock.of(sys.name).read()
 				t, elapsed := runRound(ctx, o, sys, st, o.duration, fmt.Sprintf("r%d", r))
-				used := clock.read().sub(before)
+				used := clock.of(sys.name).read().sub(before)
 				if profiled != nil {
 					// Before the next turn, which the profile must not cover.
 					path, err := profiled()

@@ -36,6 +36,10 @@ type options struct {
 	pprofAddr   string // where the proxy serves /debug/pprof/; empty: unknown
 	soak        time.Duration
 	soakWorkers int
+	// fencing starts a second proxy with -fencing over the same backends
+	// and measures it as one more system, in turns with the others.
+	fencing bool
+	systems []string // the systems to measure; empty: all
 }
 
 func main() {
@@ -64,6 +68,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "with -proxy: its -metrics host:port, served with -pprof, for -profile and -soak")
 	fs.DurationVar(&o.soak, "soak", 0, "after the table, run the proxy alone this long and sample its memory; 0 skips it")
 	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
+	fs.BoolVar(&o.fencing, "fencing", false, "also start a lockproxy with -fencing and measure it (proxy-fenced) in turns with the plain one")
+	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, proxy-fenced); empty: all")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -83,6 +89,14 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	o.proxyArgs = strings.Fields(*proxyArgs)
+	for _, name := range strings.Split(*only, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			if !slices.Contains(systemNames, name) {
+				return nil, fmt.Errorf("-systems: no system %q", name)
+			}
+			o.systems = append(o.systems, name)
+		}
+	}
 	switch {
 	case o.duration <= 0 || o.rounds < 1 || o.ttl < time.Millisecond || o.contendKeys < 1:
 		return nil, errors.New("-duration, -rounds, -ttl and -contended-keys must be positive")
@@ -94,6 +108,12 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-profile with -proxy needs -pprof-addr: the proxy's -metrics address, started with -pprof")
 	case o.soak < 0 || (o.soak > 0 && o.soakWorkers < 1):
 		return nil, errors.New("-soak must not be negative, and -soak-workers must be positive")
+	case o.fencing && o.proxyAddr != "":
+		return nil, errors.New("-fencing starts both proxies itself: it cannot be used with -proxy")
+	case slices.Contains(o.systems, "proxy-fenced") && !o.fencing:
+		return nil, errors.New("-systems proxy-fenced needs -fencing")
+	case (o.soak > 0 || o.idleConns > 0) && len(o.systems) > 0 && !slices.Contains(o.systems, "proxy"):
+		return nil, errors.New("-soak and -idle-conns measure the plain proxy: keep it in -systems, or pass -idle-conns 0")
 	}
 	return o, nil
 }
@@ -132,6 +152,12 @@ func run(args []string, out io.Writer) error {
 			return err
 		}
 	}
+	var fenced string
+	if o.fencing {
+		if fenced, err = startFencedProxy(ctx, o, env); err != nil {
+			return err
+		}
+	}
 	if o.pprofAddr != "" {
 		if err := (pprofClient{o.pprofAddr}).wait(ctx); err != nil {
 			return err
@@ -144,7 +170,7 @@ func run(args []string, out io.Writer) error {
 	if o.soak > 0 {
 		maxWorkers = max(maxWorkers, o.soakWorkers)
 	}
-	systems := newSystems(o.backends, proxy, maxWorkers, o.ttl)
+	systems := newSystems(o.backends, proxy, fenced, maxWorkers, o.ttl, o.systems)
 	defer systems.close()
 
 	rep := &report{
@@ -152,7 +178,7 @@ func run(args []string, out io.Writer) error {
 		Params: params{
 			Duration: o.duration.String(), Rounds: o.rounds, Concurrency: o.concurrency,
 			TTL: o.ttl.String(), RetryDelay: o.retryDelay.String(), ContendedKeys: o.contendKeys,
-			Backends: o.backends, Proxy: proxy, ProxyArgs: o.proxyArgs,
+			Backends: o.backends, Proxy: proxy, ProxyArgs: o.proxyArgs, FencedProxy: fenced,
 			ProfileDir: o.profileDir, PprofAddr: o.pprofAddr,
 		},
 	}
@@ -166,6 +192,9 @@ func run(args []string, out io.Writer) error {
 	}
 	if env.proxy != nil {
 		rep.Memory.RSSAfterLoad = env.proxyRSS()
+	}
+	if fenced != "" {
+		rep.FencingTokens, rep.FencingWriteBacks = fencingCounts(ctx, fenced)
 	}
 	if o.soak > 0 {
 		if rep.Soak, err = runSoak(ctx, o, systems.byName("proxy"), probeOf(o, env), out); err != nil {
@@ -209,7 +238,26 @@ func startProxy(ctx context.Context, o *options, e *env) (string, error) {
 		// Last, so they win over a -metrics in -proxy-args.
 		args = append(slices.Clip(args), "-metrics", o.pprofAddr, "-pprof")
 	}
-	return e.startProxy(ctx, bin, o.backends, args)
+	addr, c, err := e.startProxy(ctx, bin, o.backends, args)
+	e.proxy = c
+	return addr, err
+}
+
+// startFencedProxy starts the proxy of -fencing: the same binary and flags
+// as the plain one, and -fencing. It serves no pprof, since -profile and
+// -soak look at the plain one.
+func startFencedProxy(ctx context.Context, o *options, e *env) (string, error) {
+	bin := o.proxyBin
+	if bin == "" {
+		var err error
+		if bin, err = e.buildProxy(ctx); err != nil {
+			return "", err
+		}
+	}
+	args := append([]string{"-max-clients", strconv.Itoa(o.idleConns + 4096)}, o.proxyArgs...)
+	addr, c, err := e.startProxy(ctx, bin, o.backends, append(slices.Clip(args), "-fencing"))
+	e.fenced = c
+	return addr, err
 }
 
 // probeOf is what the soak can read of the proxy.
@@ -222,6 +270,28 @@ func probeOf(o *options, e *env) soakProbe {
 		p.pp = &pprofClient{o.pprofAddr}
 	}
 	return p
+}
+
+// fencingCounts reads from the proxy's INFO backends how many tokens it
+// minted and how many of them took a write-back (the extra round trip
+// fencing avoids in the steady state); -1 each when it does not say.
+func fencingCounts(ctx context.Context, addr string) (tokens, writeBacks int64) {
+	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer cl.Close()
+	tokens, writeBacks = -1, -1
+	info, err := cl.Info(ctx, "backends").Result()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "fencing_tokens:"); ok {
+			tokens, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "fencing_write_backs:"); ok {
+			writeBacks, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return
 }
 
 type discardLogger struct{}

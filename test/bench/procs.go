@@ -19,10 +19,12 @@ import (
 
 // env owns the processes the bench starts and removes them on close.
 type env struct {
-	dir      string
-	procs    []*exec.Cmd
-	proxy    *exec.Cmd
-	proxyLog bytes.Buffer
+	dir   string
+	procs []*exec.Cmd
+	proxy *exec.Cmd
+	// fenced is the proxy of -fencing; nil without it.
+	fenced *exec.Cmd
+	bin    string // the lockproxy built, once
 	// redisPIDs are the started redis-servers' own pids, 0 where unknown.
 	redisPIDs []int
 }
@@ -151,6 +153,9 @@ func (e *env) cpuClock() cpuClock {
 	if e.proxy != nil {
 		c.proxy = e.proxy.Process.Pid
 	}
+	if e.fenced != nil {
+		c.fenced = e.fenced.Process.Pid
+	}
 	return c
 }
 
@@ -184,8 +189,12 @@ func processGone(c *exec.Cmd) bool {
 	return len(f) > 0 && f[0] == "Z"
 }
 
-// buildProxy builds lockproxy from the module root, found with go env GOMOD.
+// buildProxy builds lockproxy from the module root, found with go env GOMOD,
+// the first time it is asked.
 func (e *env) buildProxy(ctx context.Context) (string, error) {
+	if e.bin != "" {
+		return e.bin, nil
+	}
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -205,16 +214,17 @@ func (e *env) buildProxy(ctx context.Context) (string, error) {
 	if out, err := c.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build lockproxy: %w\n%s", err, out)
 	}
+	e.bin = bin
 	return bin, nil
 }
 
 // startProxy starts lockproxy over backends on a free port, without restart
 // quarantine (the backends are fresh; quarantine would refuse locks for
 // max_ttl), and returns its address once it grants a lock.
-func (e *env) startProxy(ctx context.Context, bin string, backends, extra []string) (string, error) {
+func (e *env) startProxy(ctx context.Context, bin string, backends, extra []string) (string, *exec.Cmd, error) {
 	port, err := freePort()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	urls := make([]string, len(backends))
@@ -224,15 +234,16 @@ func (e *env) startProxy(ctx context.Context, bin string, backends, extra []stri
 	args := append([]string{"-listen", addr, "-backends", strings.Join(urls, ","),
 		"-restart-quarantine=false", "-log-level", "warn"}, extra...)
 	c := exec.Command(bin, args...)
-	c.Stdout, c.Stderr = &e.proxyLog, &e.proxyLog
+	// One buffer per proxy: exec copies into it from a goroutine of its own.
+	var log bytes.Buffer
+	c.Stdout, c.Stderr = &log, &log
 	if err := e.start(c); err != nil {
-		return "", fmt.Errorf("lockproxy: %w", err)
+		return "", nil, fmt.Errorf("lockproxy: %w", err)
 	}
-	e.proxy = c
 	if err := waitLock(ctx, addr, c); err != nil {
-		return "", fmt.Errorf("lockproxy on %s: %w\n%s", addr, err, e.proxyLog.String())
+		return "", nil, fmt.Errorf("lockproxy on %s: %w\n%s", addr, err, log.String())
 	}
-	return addr, nil
+	return addr, c, nil
 }
 
 // waitLock waits until the proxy grants and releases a lock.

@@ -22,10 +22,15 @@ type report struct {
 	Params      params    `json:"params"`
 	Results     []result  `json:"results"`
 	Ratios      []ratio   `json:"ratios"`
-	Targets     []target  `json:"targets"`
-	Memory      memory    `json:"memory"`
-	Soak        *soak     `json:"soak,omitempty"`
-	Profiles    []string  `json:"cpu_profiles,omitempty"`
+	Fencing     []fencing `json:"fencing,omitempty"`
+	// FencingTokens and FencingWriteBacks are the fenced proxy's counts
+	// over the whole run, from its INFO; -1 where it did not say.
+	FencingTokens     int64    `json:"fencing_tokens,omitempty"`
+	FencingWriteBacks int64    `json:"fencing_write_backs,omitempty"`
+	Targets           []target `json:"targets"`
+	Memory            memory   `json:"memory"`
+	Soak              *soak    `json:"soak,omitempty"`
+	Profiles          []string `json:"cpu_profiles,omitempty"`
 }
 
 type machine struct {
@@ -51,6 +56,7 @@ type params struct {
 	Backends      []string `json:"backends"`
 	Proxy         string   `json:"proxy"`
 	ProxyArgs     []string `json:"proxy_args,omitempty"`
+	FencedProxy   string   `json:"fenced_proxy,omitempty"`
 	ProfileDir    string   `json:"profile_dir,omitempty"`
 	PprofAddr     string   `json:"pprof_addr,omitempty"`
 }
@@ -91,6 +97,19 @@ type ratio struct {
 	ProxyToRedsync float64 `json:"proxy_to_redsync_cycles"`
 	ProxyToDirect  float64 `json:"proxy_to_direct_cycles"`
 	AcquireP50     float64 `json:"proxy_to_redsync_acquire_p50"`
+}
+
+// fencing is proxy-fenced over proxy in one setting: what fencing costs,
+// from rounds taken in turns in the same run.
+type fencing struct {
+	Mode       string  `json:"mode"`
+	Workers    int     `json:"workers"`
+	Cycles     float64 `json:"fenced_to_plain_cycles"`
+	AcquireP50 float64 `json:"fenced_to_plain_acquire_p50"`
+	AcquireP99 float64 `json:"fenced_to_plain_acquire_p99"`
+	// CPU per cycle, fenced minus plain (µs); null where not measured.
+	ProxyCPU    *float64 `json:"fenced_minus_plain_proxy_cpu_us"`
+	BackendsCPU *float64 `json:"fenced_minus_plain_backends_cpu_us"`
 }
 
 type target struct {
@@ -153,19 +172,29 @@ func (r *report) find(system, mode string, workers int) *result {
 }
 
 // ratios computes proxy/redsync and proxy/direct for every setting, and
-// checks the targets of issue 5.
+// checks the targets of issue 5; with -fencing, proxy-fenced/proxy too,
+// and the target of issue 14. A ratio to a system not measured is 0.
 func (r *report) ratios() {
 	for _, x := range r.Results {
 		if x.System != "proxy" {
 			continue
 		}
-		d, rs := r.find("direct", x.Mode, x.Workers), r.find("redsync", x.Mode, x.Workers)
+		var d, rs result
+		if p := r.find("direct", x.Mode, x.Workers); p != nil {
+			d = *p
+		}
+		if p := r.find("redsync", x.Mode, x.Workers); p != nil {
+			rs = *p
+		}
 		r.Ratios = append(r.Ratios, ratio{
 			Mode: x.Mode, Workers: x.Workers,
 			ProxyToRedsync: div(x.CyclesPerSec, rs.CyclesPerSec),
 			ProxyToDirect:  div(x.CyclesPerSec, d.CyclesPerSec),
 			AcquireP50:     div(x.Acquire.P50, rs.Acquire.P50),
 		})
+		if f := r.find("proxy-fenced", x.Mode, x.Workers); f != nil {
+			r.Fencing = append(r.Fencing, fencingOf(x, *f))
+		}
 	}
 	var at32, at1 *ratio
 	for i := range r.Ratios {
@@ -188,12 +217,54 @@ func (r *report) ratios() {
 	add("32 workers: proxy/redsync cycles", ">= 3", at32, func(x *ratio) float64 { return x.ProxyToRedsync }, func(v float64) bool { return v >= 3 })
 	add("32 workers: proxy/direct cycles", ">= 0.5", at32, func(x *ratio) float64 { return x.ProxyToDirect }, func(v float64) bool { return v >= 0.5 })
 	add("1 worker: proxy/redsync acquire p50", "<= 1", at1, func(x *ratio) float64 { return x.AcquireP50 }, func(v float64) bool { return v > 0 && v <= 1 })
+	if len(r.Fencing) > 0 {
+		var f32, f1 *fencing
+		for i := range r.Fencing {
+			x := &r.Fencing[i]
+			if x.Mode == "uncontended" && x.Workers == 32 {
+				f32 = x
+			}
+			if x.Mode == "uncontended" && x.Workers == 1 {
+				f1 = x
+			}
+		}
+		addF := func(name, want string, x *fencing, got func(*fencing) float64, ok func(float64) bool) {
+			t := target{Name: name, Want: want, Known: x != nil}
+			if x != nil {
+				t.Got = got(x)
+				t.Met = t.Got > 0 && ok(t.Got)
+			}
+			r.Targets = append(r.Targets, t)
+		}
+		addF("32 workers: fenced/plain cycles", ">= 0.9", f32, func(x *fencing) float64 { return x.Cycles }, func(v float64) bool { return v >= 0.9 })
+		addF("1 worker: fenced/plain acquire p50", "<= 1.1", f1, func(x *fencing) float64 { return x.AcquireP50 }, func(v float64) bool { return v <= 1.1 })
+	}
 	m := r.Memory
 	add("bytes per idle connection", "<= 16384", &ratio{}, func(*ratio) float64 { return m.BytesPerIdle }, func(v float64) bool { return v <= 16384 })
 	if m.IdleConns == 0 {
 		r.Targets[len(r.Targets)-1].Known = false
 		r.Targets[len(r.Targets)-1].Met = false
 	}
+}
+
+func fencingOf(plain, fenced result) fencing {
+	f := fencing{
+		Mode: plain.Mode, Workers: plain.Workers,
+		Cycles:     div(fenced.CyclesPerSec, plain.CyclesPerSec),
+		AcquireP50: div(fenced.Acquire.P50, plain.Acquire.P50),
+		AcquireP99: div(fenced.Acquire.P99, plain.Acquire.P99),
+	}
+	if plain.CPU != nil && fenced.CPU != nil {
+		diff := func(a, b *float64) *float64 {
+			if a == nil || b == nil {
+				return nil
+			}
+			return ptr(*a - *b)
+		}
+		f.ProxyCPU = diff(fenced.CPU.Proxy, plain.CPU.Proxy)
+		f.BackendsCPU = diff(fenced.CPU.Backends, plain.CPU.Backends)
+	}
+	return f
 }
 
 func div(a, b float64) float64 {
@@ -209,7 +280,7 @@ func (r *report) print(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tworkers\tsystem\tcycles/s\tfailed/s\terrors\tacq p50\tacq p99\tacq p99.9\trel p50\trel p99\trel p99.9\t")
 	for i, x := range r.Results {
-		if i > 0 && x.System == "direct" {
+		if i > 0 && newSetting(r.Results[i-1], x) {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t\t")
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
@@ -226,6 +297,7 @@ func (r *report) print(out io.Writer) {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", x.Mode, x.Workers, x.ProxyToRedsync, x.ProxyToDirect, x.AcquireP50)
 	}
 	tw.Flush()
+	r.printFencing(out)
 
 	m := r.Memory
 	fmt.Fprintln(out, "\nProxy memory (VmRSS)")
@@ -243,7 +315,7 @@ func (r *report) print(out io.Writer) {
 		r.Soak.print(out)
 	}
 
-	fmt.Fprintln(out, "\nTargets of issue 5")
+	fmt.Fprintln(out, "\nTargets of issues 5 and 14")
 	for _, t := range r.Targets {
 		verdict := "MISSED"
 		switch {
@@ -275,7 +347,7 @@ func (r *report) printCPU(out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tworkers\tsystem\tclient\tproxy\tbackends\ttotal\tmachine busy %\t")
 	for i, x := range r.Results {
-		if i > 0 && x.System == "direct" {
+		if i > 0 && newSetting(r.Results[i-1], x) {
 			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
 		}
 		c := x.CPU
@@ -293,13 +365,43 @@ func (r *report) printCPU(out io.Writer) {
 // its figure is shown only when it exceeds what the readings' resolution
 // could make of nothing, one clock tick per round and reading pair.
 func (r *report) proxyCPU(x result, us *float64) string {
-	if x.System == "proxy" || us == nil {
+	if x.System == "proxy" || x.System == "proxy-fenced" || us == nil {
 		return usOrUnknown(us)
 	}
 	if *us*float64(x.Cycles) <= float64(r.Params.Rounds)*float64(clockTick.Microseconds()) {
 		return "-"
 	}
 	return usOrUnknown(us)
+}
+
+// newSetting reports whether y starts another setting's rows than x's.
+func newSetting(x, y result) bool { return x.Mode != y.Mode || x.Workers != y.Workers }
+
+// printFencing shows what fencing costs: proxy-fenced over proxy, whose
+// rounds alternated in this run, so that the machine's drift cancels.
+func (r *report) printFencing(out io.Writer) {
+	if len(r.Fencing) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nFencing (proxy-fenced over proxy, rounds in turns in this run; CPU: fenced minus plain, µs per cycle)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tcycles\tacq p50\tacq p99\tproxy CPU\tbackends CPU\t")
+	for _, x := range r.Fencing {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t%s\t\n", x.Mode, x.Workers, x.Cycles, x.AcquireP50, x.AcquireP99,
+			signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU))
+	}
+	tw.Flush()
+	if r.FencingTokens > 0 && r.FencingWriteBacks >= 0 {
+		fmt.Fprintf(out, "  the fenced proxy minted %d tokens in the whole run; %d of them (%.2f%%) took a write-back round trip\n",
+			r.FencingTokens, r.FencingWriteBacks, 100*float64(r.FencingWriteBacks)/float64(r.FencingTokens))
+	}
+}
+
+func signedOrUnknown(v *float64) string {
+	if v == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%+.1f", *v)
 }
 
 func usOrUnknown(v *float64) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/go-redsync/redsync/v4"
@@ -56,7 +57,13 @@ func clientOptions(addr string, workers int) *redis.Options {
 	}
 }
 
-func newSystems(backends []string, proxy string, workers int, ttl time.Duration) *systems {
+// systemNames are the systems newSystems knows, in the order of their turns.
+var systemNames = []string{"direct", "redsync", "proxy", "proxy-fenced"}
+
+// newSystems makes the clients of the systems in only (all when empty),
+// proxy-fenced only when fenced, the address of a proxy with -fencing, is
+// given.
+func newSystems(backends []string, proxy, fenced string, workers int, ttl time.Duration, only []string) *systems {
 	s := &systems{}
 	client := func(addr string) *redis.Client {
 		c := redis.NewClient(clientOptions(addr, workers))
@@ -70,7 +77,7 @@ func newSystems(backends []string, proxy string, workers int, ttl time.Duration)
 	}
 	rs := redsync.New(pools...)
 	proxied := client(proxy)
-	s.list = []system{
+	all := []system{
 		{"direct", func(key string) locker { return &recipe{c: direct, key: key, ttl: ttl} }},
 		{"redsync", func(key string) locker {
 			// One try: the bench's worker loop does the retrying, the same
@@ -78,6 +85,17 @@ func newSystems(backends []string, proxy string, workers int, ttl time.Duration)
 			return &redsyncLocker{m: rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))}
 		}},
 		{"proxy", func(key string) locker { return &recipe{c: proxied, key: key, ttl: ttl} }},
+	}
+	if fenced != "" {
+		// The same recipe, its SET answered +OK as without fencing: what
+		// fencing costs a client that does not read the token.
+		withFence := client(fenced)
+		all = append(all, system{"proxy-fenced", func(key string) locker { return &recipe{c: withFence, key: key, ttl: ttl} }})
+	}
+	for _, sys := range all {
+		if len(only) == 0 || slices.Contains(only, sys.name) {
+			s.list = append(s.list, sys)
+		}
 	}
 	return s
 }
