@@ -143,6 +143,8 @@ type Engine struct {
 	order     [64]sync.Mutex // fanout's send order, striped by key
 	members   membership     // the backend set, and its changes
 	fences    fenceCounts
+	clockMu   sync.Mutex // fanoutClocked's order
+	lastClock int64      // the last clock floor it sent, in µs
 	// skipFenceWriteBack grants a lock whose token too few backends carry
 	// (tests: the control that shows why the write-back is there).
 	skipFenceWriteBack bool

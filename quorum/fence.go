@@ -106,6 +106,20 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	return 0, time.Time{}, &NoQuorumError{Counted: carry, Agreed: carry, Needed: e.quorum, Total: len(e.nodes)}
 }
 
+// fanoutClocked fans out the command that build makes from the clock
+// floor of a fenced acquisition, the proxy's clock in µs, and sends it
+// before any later one's: every backend then receives these floors in
+// increasing order, and each mints its floor, with no counter ahead of it
+// (the costlier path of lua/acquire_fenced.lua), unless another proxy's
+// clock is ahead. Taken together a clock reading and the sends, under one
+// lock, keep the order; a floor above the last one keeps it within a µs.
+func fanoutClocked[T any](e *Engine, build func(clock int64) *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
+	e.clockMu.Lock()
+	defer e.clockMu.Unlock()
+	e.lastClock = max(time.Now().UnixMicro(), e.lastClock+1)
+	return fanout(e, build(e.lastClock), decode)
+}
+
 // fencedKeys are the keys of the scripts that take or extend several keys
 // with their fencing token: the lock's keys, their fence keys, and the
 // counter when withCounter.

@@ -47,8 +47,10 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	}
 	if fence != "" {
 		op.fenced = true
-		op.cmd = e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fence},
-			token, ttl.Milliseconds(), time.Now().UnixMicro())
+		op.build = func(clock int64) *backend.Command {
+			return e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fence},
+				token, ttl.Milliseconds(), clock)
+		}
 		op.decode = decodeFenced
 	} else {
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
@@ -75,9 +77,12 @@ func decodeFenced(_ *node, r backend.Reply) (ack, error) {
 // votes and positive validity, and is rolled back otherwise.
 type lockOp struct {
 	// keys and token are what the operation takes or extends.
-	keys   []string
-	token  string
-	cmd    *backend.Command
+	keys  []string
+	token string
+	cmd   *backend.Command
+	// build, when set instead of cmd, makes the command from the clock
+	// value that a fenced acquisition mints at least (fanoutClocked).
+	build  func(clock int64) *backend.Command
 	decode func(n *node, r backend.Reply) (ack, error)
 	// undo rolls the operation back on one backend, given its answer (the
 	// zero ack when it gave none): compare-and-delete.
@@ -103,7 +108,12 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		return Result{}, errors.Join(ErrNoQuorum, err)
 	}
 	start := time.Now()
-	f := fanout(e, op.cmd, op.decode)
+	var f *flight[ack]
+	if op.build != nil {
+		f = fanoutClocked(e, op.build, op.decode)
+	} else {
+		f = fanout(e, op.cmd, op.decode)
+	}
 	t, seen := collect(ctx, f, len(e.nodes), e.quorum)
 	var res Result
 	var fenceErr error
