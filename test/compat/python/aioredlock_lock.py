@@ -20,6 +20,10 @@ from importlib.metadata import version
 import aioredis
 from aioredlock import Aioredlock, Lock, LockError
 
+# No __pycache__ beside the programs when importing the shared checks.
+sys.dont_write_bytecode = True
+from checks import AsyncChecks, eq, expect, raises_async, within  # noqa: E402
+
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
 
@@ -54,54 +58,13 @@ async def contend(addr, logfile, rounds, worker):
     await m.destroy()
 
 
-class Checks:
-    """Runs named checks, prints one line each, and remembers failures so
-    that one failing check does not hide the others."""
-
-    def __init__(self):
-        self.failed = []
-
-    async def check(self, name, coro_fn):
-        try:
-            got = await coro_fn()
-        except Exception as e:  # reported, not raised: the next checks still run
-            got = f"raised {e!r}"
-        if got is True:
-            print(f"ok   {name}", flush=True)
-        else:
-            print(f"FAIL {name}: {got}", flush=True)
-            self.failed.append(name)
-
-
-def expect(got, want):
-    return True if got == want else f"got {got!r}, want {want!r}"
-
-
-async def eq(awaitable, want):
-    return expect(await awaitable, want)
-
-
-async def raises(exc, coro_fn):
-    try:
-        got = await coro_fn()
-    except exc:
-        return True
-    except Exception as e:
-        return f"raised {e!r}, want {exc.__name__}"
-    return f"returned {got!r}, want {exc.__name__}"
-
-
-def within(got, lo, hi):
-    return True if lo <= got <= hi else f"got {got!r}, want within [{lo}, {hi}]"
-
-
 async def scenario(addr):
     print(f"aioredlock {version('aioredlock')}, aioredis {aioredis.__version__}", flush=True)
     host, port = addr.rsplit(":", 1)
     r = await aioredis.create_redis((host, int(port)))
     m = manager(addr, retry_count=2, retry_delay_min=0.01, retry_delay_max=0.02)
     other = manager(addr, retry_count=2, retry_delay_min=0.01, retry_delay_max=0.02)
-    c = Checks()
+    c = AsyncChecks()
     held = {}
 
     async def pttl_within(lo, hi):
@@ -116,12 +79,12 @@ async def scenario(addr):
     await c.check("is_locked()", lambda: eq(m.is_locked(SCENARIO), True))
     await c.check("PTTL about the lock_timeout", lambda: pttl_within(9000, 10000))
     await c.check("get_lock() by the owner's id: its TTL in seconds", lambda: eq(_timeout(m.get_lock(SCENARIO, lock.id)), 10))
-    await c.check("lock() by a second manager raises LockError", lambda: raises(LockError, lambda: other.lock(SCENARIO, lock_timeout=10)))
+    await c.check("lock() by a second manager raises LockError", lambda: raises_async(LockError, lambda: other.lock(SCENARIO, lock_timeout=10)))
     intruder = Lock(other, SCENARIO, "other", 10, valid=True)
-    await c.check("get_lock() by another id raises LockError", lambda: raises(LockError, lambda: other.get_lock(SCENARIO, "other")))
-    await c.check("extend by another id raises LockError", lambda: raises(LockError, lambda: other.extend(intruder)))
+    await c.check("get_lock() by another id raises LockError", lambda: raises_async(LockError, lambda: other.get_lock(SCENARIO, "other")))
+    await c.check("extend by another id raises LockError", lambda: raises_async(LockError, lambda: other.extend(intruder)))
     intruder.valid = True
-    await c.check("unlock by another id raises LockError", lambda: raises(LockError, lambda: other.unlock(intruder)))
+    await c.check("unlock by another id raises LockError", lambda: raises_async(LockError, lambda: other.unlock(intruder)))
     await c.check("owner still holds it after the refused unlock", lambda: eq(r.get(SCENARIO), lock.id.encode()))
 
     await c.check("extend(lock, lock_timeout=20)", lambda: eq(m.extend(lock, lock_timeout=20), None))

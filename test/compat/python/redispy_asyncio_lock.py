@@ -20,6 +20,10 @@ import redis
 import redis.asyncio
 from redis.exceptions import LockNotOwnedError
 
+# No __pycache__ beside the programs when importing the shared checks.
+sys.dont_write_bytecode = True
+from checks import AsyncChecks, eq, expect, raises_async, within  # noqa: E402
+
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
 
@@ -53,47 +57,10 @@ async def contend(addr, logfile, rounds, worker):
     await close(r)
 
 
-class Checks:
-    """Runs named checks, prints one line each, and remembers failures so
-    that one failing check does not hide the others."""
-
-    def __init__(self):
-        self.failed = []
-
-    async def check(self, name, coro_fn):
-        try:
-            got = await coro_fn()
-        except Exception as e:  # reported, not raised: the next checks still run
-            got = f"raised {e!r}"
-        if got is True:
-            print(f"ok   {name}", flush=True)
-        else:
-            print(f"FAIL {name}: {got}", flush=True)
-            self.failed.append(name)
-
-
-def expect(got, want):
-    return True if got == want else f"got {got!r}, want {want!r}"
-
-
-async def raises(exc, coro_fn):
-    try:
-        got = await coro_fn()
-    except exc:
-        return True
-    except Exception as e:
-        return f"raised {e!r}, want {exc.__name__}"
-    return f"returned {got!r}, want {exc.__name__}"
-
-
-def within(got, lo, hi):
-    return True if lo <= got <= hi else f"got {got!r}, want within [{lo}, {hi}]"
-
-
 async def scenario(addr):
     r = connect(addr)
     print(f"redis-py {redis.__version__} asyncio, protocol {os.environ.get('REDISPY_PROTOCOL', 'default')}", flush=True)
-    c = Checks()
+    c = AsyncChecks()
     owner = r.lock(SCENARIO, timeout=10, sleep=0.02)
     other = r.lock(SCENARIO, timeout=10, sleep=0.02)
 
@@ -123,10 +90,10 @@ async def scenario(addr):
     other.local.token = b"other"
     await c.check("owned() with another token", lambda: eq(other.owned(), False))
     await c.check("locked() seen by another token", lambda: eq(other.locked(), True))
-    await c.check("extend with another token raises LockNotOwnedError", lambda: raises(LockNotOwnedError, lambda: other.extend(5)))
-    await c.check("reacquire with another token raises LockNotOwnedError", lambda: raises(LockNotOwnedError, other.reacquire))
+    await c.check("extend with another token raises LockNotOwnedError", lambda: raises_async(LockNotOwnedError, lambda: other.extend(5)))
+    await c.check("reacquire with another token raises LockNotOwnedError", lambda: raises_async(LockNotOwnedError, other.reacquire))
     other.local.token = b"other"
-    await c.check("release with another token raises LockNotOwnedError", lambda: raises(LockNotOwnedError, other.release))
+    await c.check("release with another token raises LockNotOwnedError", lambda: raises_async(LockNotOwnedError, other.release))
     await c.check("owner still owns it after the refused release", lambda: eq(owner.owned(), True))
 
     await c.check("extend(5) adds to the TTL", lambda: eq(owner.extend(5), True))
@@ -166,17 +133,14 @@ async def scenario(addr):
     await asyncio.sleep(0.6)
     await c.check("not locked() once expired", lambda: eq(short.locked(), False))
     await c.check("owned() false once expired", lambda: eq(short.owned(), False))
-    await c.check("extend after expiry raises LockNotOwnedError", lambda: raises(LockNotOwnedError, lambda: short.extend(1)))
-    await c.check("release after expiry raises LockNotOwnedError", lambda: raises(LockNotOwnedError, short.release))
+    await c.check("extend after expiry raises LockNotOwnedError", lambda: raises_async(LockNotOwnedError, lambda: short.extend(1)))
+    await c.check("release after expiry raises LockNotOwnedError", lambda: raises_async(LockNotOwnedError, short.release))
     await c.check("free at the end", lambda: eq(r.get(SCENARIO), None))
     await close(r)
 
     if c.failed:
         sys.exit(f"{len(c.failed)} checks failed: {', '.join(c.failed)}")
 
-
-async def eq(awaitable, want):
-    return expect(await awaitable, want)
 
 
 def main(argv):

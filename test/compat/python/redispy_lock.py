@@ -20,6 +20,10 @@ import time
 import redis
 from redis.exceptions import LockNotOwnedError
 
+# No __pycache__ beside the programs when importing the shared checks.
+sys.dont_write_bytecode = True
+from checks import Checks, expect, raises, within  # noqa: E402
+
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
 
@@ -48,43 +52,6 @@ def contend(addr, logfile, rounds, worker):
         except LockNotOwnedError as e:
             sys.exit(f"worker {worker} round {n}: release as owner refused: {e!r}")
     os.close(log)
-
-
-class Checks:
-    """Runs named checks, prints one line each, and remembers failures so
-    that one failing check does not hide the others."""
-
-    def __init__(self):
-        self.failed = []
-
-    def check(self, name, fn):
-        try:
-            got = fn()
-        except Exception as e:  # reported, not raised: the next checks still run
-            got = f"raised {e!r}"
-        if got is True:
-            print(f"ok   {name}", flush=True)
-        else:
-            print(f"FAIL {name}: {got}", flush=True)
-            self.failed.append(name)
-
-
-def expect(got, want):
-    return True if got == want else f"got {got!r}, want {want!r}"
-
-
-def raises(exc, fn):
-    try:
-        got = fn()
-    except exc:
-        return True
-    except Exception as e:
-        return f"raised {e!r}, want {exc.__name__}"
-    return f"returned {got!r}, want {exc.__name__}"
-
-
-def within(got, lo, hi):
-    return True if lo <= got <= hi else f"got {got!r}, want within [{lo}, {hi}]"
 
 
 def scenario(addr):
