@@ -143,11 +143,12 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 }
 
 // scriptOp takes or extends op.keys for op.token with a script run with
-// args. Unless op says otherwise, the script replies on each backend how
-// many keys it did that for, and a backend agrees when it did it for all of
-// them; a failure is rolled back by compare-and-delete. op.keys is never
-// empty: Lock refuses a request without keys, which every script would
-// grant.
+// args, and, when op mints a fencing token (op.fenced), the clock floor
+// after them (fanoutClocked). Unless op says otherwise, the script replies
+// on each backend how many keys it did that for, and a backend agrees when
+// it did it for all of them; a failure is rolled back by
+// compare-and-delete. op.keys is never empty: Lock refuses a request
+// without keys, which every script would grant.
 func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, args ...any) (Result, error) {
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
@@ -156,7 +157,13 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 	if op.scriptKeys != nil {
 		keys = op.scriptKeys
 	}
-	op.cmd = e.checkedCommand(s, keys, args...)
+	if op.fenced {
+		op.build = func(clock int64) *backend.Command {
+			return e.checkedCommand(s, keys, append(args[:len(args):len(args)], clock)...)
+		}
+	} else {
+		op.cmd = e.checkedCommand(s, keys, args...)
+	}
 	if op.decode == nil {
 		op.decode = decodeAllKeys(len(op.keys))
 	}
@@ -188,12 +195,11 @@ func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
 // a quorum, the silent backends included.
 func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
-	script := extendScript
 	if e.cfg.Fencing {
 		// The lock's fencing token expires with it.
-		script, op.scriptKeys = extendFencedScript, []string{key, fenceKey(key)}
+		op.scriptKeys = fencedKeys(op.keys, false)
 	}
-	return e.scriptOp(ctx, script, op, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, extendScript, op, token, ttl.Milliseconds())
 }
 
 // acquireAll takes every key for token on a quorum of backends; a backend
@@ -205,13 +211,10 @@ func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, tt
 	if e.cfg.Fencing {
 		// One token for the lock, whichever of its keys FENCE is asked of.
 		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(keys, true), decodeFencedCount(len(keys))
-		return e.scriptOp(ctx, acquireAllFencedScript, op, token, ttl.Milliseconds(), proxyMicros())
+		return e.scriptOp(ctx, acquireAllFencedScript, op, token, ttl.Milliseconds())
 	}
 	return e.scriptOp(ctx, acquireAllScript, op, token, ttl.Milliseconds())
 }
-
-// proxyMicros is the clock floor of the fencing tokens minted now.
-func proxyMicros() string { return strconv.FormatInt(time.Now().UnixMicro(), 10) }
 
 // decodeFencedCount reads {keys taken, token} from a script that takes
 // keys keys and mints their fencing token: yes when it took them all.
@@ -270,17 +273,17 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 	}
 	// Backends that refused because the sum would exceed MaxTTL say so here.
 	tooLong := make(chan time.Duration, len(e.nodes))
-	script, keys := extendByScript, []string{key}
+	keys := []string{key}
 	if e.cfg.Fencing {
 		// The lock's fencing token expires with it.
-		script, keys = extendByFencedScript, fencedKeys(keys, false)
+		keys = fencedKeys(keys, false)
 	}
 	res, err := e.lockOp(ctx, lockOp{
 		keys:    []string{key},
 		token:   token,
 		refused: ErrNotHeld,
 		renews:  true,
-		cmd:     e.checkedCommand(script, keys, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		cmd:     e.checkedCommand(extendByScript, keys, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
 			ms, err := r.Integer()
 			if ms < 0 {
@@ -315,7 +318,7 @@ func (e *Engine) extendOrAcquire(ctx context.Context, key, token string, ttl tim
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew}
 	if e.cfg.Fencing {
 		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(op.keys, true), decodeTakeOrRenewFenced
-		return e.scriptOp(ctx, extendOrAcquireFencedScript, op, token, ttl.Milliseconds(), proxyMicros())
+		return e.scriptOp(ctx, extendOrAcquireFencedScript, op, token, ttl.Milliseconds())
 	}
 	return e.scriptOp(ctx, extendOrAcquireScript, op, token, ttl.Milliseconds())
 }
@@ -329,7 +332,7 @@ func (e *Engine) acquireOrRenew(ctx context.Context, key, value string, tokenLen
 	op := lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew}
 	if e.cfg.Fencing {
 		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(op.keys, true), decodeTakeOrRenewFenced
-		return e.scriptOp(ctx, acquireOrRenewFencedScript, op, value, tokenLen, ttl.Milliseconds(), proxyMicros())
+		return e.scriptOp(ctx, acquireOrRenewFencedScript, op, value, tokenLen, ttl.Milliseconds())
 	}
 	return e.scriptOp(ctx, acquireOrRenewScript, op, value, tokenLen, ttl.Milliseconds())
 }

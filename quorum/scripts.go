@@ -16,7 +16,6 @@ import (
 var (
 	acquireScript         = checkedScript("acquire")
 	acquireFencedScript   = checkedScript("acquire_fenced")
-	extendFencedScript    = checkedScript("extend_fenced")
 	releaseScript         = luaScript("release")
 	releaseStampedScript  = luaScript("release_stamped")
 	releaseFencedScript   = luaScript("release_fenced")
@@ -35,7 +34,6 @@ var (
 
 	acquireAllFencedScript      = fencedScript("acquire_all_fenced")
 	extendAllFencedScript       = checkedScript("extend_all_fenced")
-	extendByFencedScript        = checkedScript("extend_by_fenced")
 	extendOrAcquireFencedScript = fencedScript("extend_or_acquire_fenced")
 	acquireOrRenewFencedScript  = fencedScript("acquire_or_renew_fenced")
 	expireFencedScript          = luaScript("expire_fenced")
@@ -44,8 +42,8 @@ var (
 		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
 		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
 		extendOrAcquireScript, acquireOrRenewScript, identityScript,
-		fenceRaiseScript, fenceReadScript, acquireFencedScript, extendFencedScript,
-		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript, extendByFencedScript,
+		fenceRaiseScript, fenceReadScript, acquireFencedScript,
+		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, expireFencedScript,
 		releaseFencedScript,
 	}

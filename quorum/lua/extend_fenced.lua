@@ -1,9 +1,0 @@
--- Compare-and-pexpire: set the TTL only while token still holds the key,
--- and the holder's fencing token KEYS[2] with it (a lock taken before
--- fencing has none).
-if redis.call("get", KEYS[1]) == ARGV[1] then
-	local done = redis.call("pexpire", KEYS[1], ARGV[2])
-	redis.call("pexpire", KEYS[2], ARGV[2])
-	return done
-end
-return 0
