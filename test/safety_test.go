@@ -465,39 +465,14 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 		}
 	}
 	overlaps := checkOverlaps(holdings(ops))
-	t.Logf("overlaps: %d", len(overlaps))
-	for i, o := range overlaps {
-		if i == 5 {
-			t.Logf("  ... and %d more", len(overlaps)-5)
-			break
-		}
-		t.Logf("  %s", o)
-	}
+	logFound(t, "overlaps", overlaps)
 	reportResource(t, log, ops)
 	interleavings := checkResource(log)
-	t.Logf("protected resource interleavings: %d", len(interleavings))
-	for i, il := range interleavings {
-		if i == 5 {
-			break
-		}
-		t.Logf("  %s", il)
-	}
+	logFound(t, "protected resource interleavings", interleavings)
 	fenced := checkFencedWrites(log, ops)
-	t.Logf("protected resource writes fenced wrongly: %d", len(fenced))
-	for i, f := range fenced {
-		if i == 5 {
-			break
-		}
-		t.Logf("  %s", f)
-	}
+	logFound(t, "protected resource writes fenced wrongly", fenced)
 	fences := checkFences(ops)
-	t.Logf("fencing tokens not above an earlier grant's: %d", len(fences))
-	for i, f := range fences {
-		if i == 5 {
-			break
-		}
-		t.Logf("  %s", f)
-	}
+	logFound(t, "fencing tokens not above an earlier grant's", fences)
 	result, info := checkLinearizable(ops, time.Minute)
 	t.Logf("linearizability (porcupine, lease-register model): %v", result)
 	for _, line := range describeLinearization(ops, result, info) {
@@ -509,6 +484,19 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 		v.violations++
 	}
 	return v
+}
+
+// logFound logs how many a checker found, and the first five.
+func logFound[T any](t *testing.T, what string, found []T) {
+	t.Helper()
+	t.Logf("%s: %d", what, len(found))
+	for i, f := range found {
+		if i == 5 {
+			t.Logf("  ... and %d more", len(found)-5)
+			break
+		}
+		t.Logf("  %v", f)
+	}
 }
 
 // report prints, per fault phase, what the clients attempted and got.

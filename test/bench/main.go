@@ -219,16 +219,10 @@ func run(args []string, out io.Writer) error {
 // or -soak it also serves pprof, on a port chosen here because the proxy
 // logs the one it got only at info level, which the bench turns off.
 func startProxy(ctx context.Context, o *options, e *env) (string, error) {
-	bin := o.proxyBin
-	if bin == "" {
-		var err error
-		if bin, err = e.buildProxy(ctx); err != nil {
-			return "", err
-		}
+	bin, args, err := proxyCommand(ctx, o, e)
+	if err != nil {
+		return "", err
 	}
-	// The idle connections are opened while the load's pooled connections
-	// are still open: room for both, first, so -proxy-args may say otherwise.
-	args := append([]string{"-max-clients", strconv.Itoa(o.idleConns + 4096)}, o.proxyArgs...)
 	if o.profileDir != "" || o.soak > 0 {
 		port, err := freePort()
 		if err != nil {
@@ -236,26 +230,39 @@ func startProxy(ctx context.Context, o *options, e *env) (string, error) {
 		}
 		o.pprofAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		// Last, so they win over a -metrics in -proxy-args.
-		args = append(slices.Clip(args), "-metrics", o.pprofAddr, "-pprof")
+		args = append(args, "-metrics", o.pprofAddr, "-pprof")
 	}
 	addr, c, err := e.startProxy(ctx, bin, o.backends, args)
 	e.proxy = c
 	return addr, err
 }
 
-// startFencedProxy starts the proxy of -fencing: the same binary and flags
-// as the plain one, and -fencing. It serves no pprof, since -profile and
-// -soak look at the plain one.
-func startFencedProxy(ctx context.Context, o *options, e *env) (string, error) {
+// proxyCommand is the binary and the flags of the proxies the bench starts:
+// built unless -proxy-bin; flags -proxy-args after room for the idle
+// connections, which are opened while the load's pooled connections are
+// still open (first, so -proxy-args may say otherwise). The flags' slice
+// is the caller's to append to.
+func proxyCommand(ctx context.Context, o *options, e *env) (string, []string, error) {
 	bin := o.proxyBin
 	if bin == "" {
 		var err error
 		if bin, err = e.buildProxy(ctx); err != nil {
-			return "", err
+			return "", nil, err
 		}
 	}
 	args := append([]string{"-max-clients", strconv.Itoa(o.idleConns + 4096)}, o.proxyArgs...)
-	addr, c, err := e.startProxy(ctx, bin, o.backends, append(slices.Clip(args), "-fencing"))
+	return bin, slices.Clip(args), nil
+}
+
+// startFencedProxy starts the proxy of -fencing: the same binary and flags
+// as the plain one, and -fencing. It serves no pprof, since -profile and
+// -soak look at the plain one.
+func startFencedProxy(ctx context.Context, o *options, e *env) (string, error) {
+	bin, args, err := proxyCommand(ctx, o, e)
+	if err != nil {
+		return "", err
+	}
+	addr, c, err := e.startProxy(ctx, bin, o.backends, append(args, "-fencing"))
 	e.fenced = c
 	return addr, err
 }
