@@ -33,6 +33,15 @@ type cell struct {
 	cpu                    cpuTimes // during the rounds, not between them
 	acquire, release       []int64  // nanoseconds
 	errSamples             []string
+	// Each round's own figures, in order, for ratios between two systems
+	// taken round by round (each pair ran back to back).
+	rounds []roundFigures
+}
+
+// roundFigures is what one round of one system measured.
+type roundFigures struct {
+	CyclesPerSec float64 `json:"cycles_per_sec"`
+	AcquireP50   float64 `json:"acquire_p50_us"`
 }
 
 // tally is what one worker counted in one round.
@@ -99,7 +108,11 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 				c := cells[st][i]
 				c.elapsed += elapsed
 				c.cpu.add(used)
+				var cycles int64
+				var acquire []int64
 				for _, w := range t {
+					cycles += w.cycles
+					acquire = append(acquire, w.acquire...)
 					c.cycles += w.cycles
 					c.failed += w.failed
 					c.errors += w.errors
@@ -109,6 +122,10 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 						c.errSamples = append(c.errSamples, w.firstErr.Error())
 					}
 				}
+				c.rounds = append(c.rounds, roundFigures{
+					CyclesPerSec: float64(cycles) / elapsed.Seconds(),
+					AcquireP50:   percentiles(acquire).P50,
+				})
 			}
 		}
 		fmt.Fprintf(out, "round %d/%d done, load average %s\n", r+1, o.rounds, loadAvg())
