@@ -50,6 +50,14 @@ var (
 		"Fencing tokens that a quorum of the backends carried only after a write-back round trip.", nil, nil)
 	descFenceReseeds = prometheus.NewDesc("lockproxy_fencing_reseeds_total",
 		"Backends whose fencing counter was re-seeded from the other backends before they counted again (after a restart, a failover, or a first start).", nil, nil)
+	descWaiters = prometheus.NewDesc("lockproxy_waiters",
+		"Callers waiting for a held lock now (LOCK.ACQUIRE ... WAIT).", nil, nil)
+	descReleaseNotices = prometheus.NewDesc("lockproxy_release_notices_total",
+		"Release notices received from the backends for keys with waiters, every backend's copy.", nil, nil)
+	descWaitReleases = prometheus.NewDesc("lockproxy_wait_releases_total",
+		"Distinct releases of keys with waiters, heard from a notice or made through this proxy.", nil, nil)
+	descWakeUps = prometheus.NewDesc("lockproxy_wait_wake_ups_total",
+		"Waiters woken by a release to try again (one per release, the first in line).", nil, nil)
 )
 
 // metrics exports the proxy's and the engine's state to Prometheus. It is
@@ -60,6 +68,7 @@ type metrics struct {
 	ops          [quorum.NumOps]prometheus.Observer // opDuration's children
 	voteDuration *prometheus.HistogramVec
 	votes        atomic.Pointer[map[string]prometheus.Observer] // voteDuration's, by backend
+	waitDuration *prometheus.HistogramVec
 
 	engine *quorum.Engine
 	server *proxy.Server
@@ -68,6 +77,7 @@ type metrics struct {
 var (
 	_ proxy.Observer       = (*metrics)(nil)
 	_ quorum.Observer      = (*metrics)(nil)
+	_ quorum.WaitObserver  = (*metrics)(nil)
 	_ prometheus.Collector = (*metrics)(nil)
 )
 
@@ -83,9 +93,18 @@ func newMetrics() *metrics {
 			Help:    "Time from an operation's start to a backend's answer, for answers (failures to answer are in lockproxy_backend_failures_total).",
 			Buckets: latencyBuckets,
 		}, []string{"backend"}),
+		waitDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "lockproxy_wait_duration_seconds",
+			Help: "Time callers waited for a held lock (LOCK.ACQUIRE ... WAIT), by outcome: granted, timeout, gone (the client went away).",
+			// From a wake-up's milliseconds to a lease's minutes.
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"outcome"}),
 	}
 	for op := range quorum.Op(quorum.NumOps) {
 		m.ops[op] = m.opDuration.WithLabelValues(op.String())
+	}
+	for _, outcome := range []string{"granted", "timeout", "gone"} {
+		m.waitDuration.WithLabelValues(outcome) // shown before the first wait ends
 	}
 	return m
 }
@@ -109,6 +128,11 @@ func (m *metrics) Operation(op quorum.Op, _ proxy.Outcome, d time.Duration) {
 // Vote observes a backend's answer (quorum.Observer). A timeout, refused
 // or closed connection measures the proxy's wait, not the backend: those
 // are counted in failures only.
+// Waited observes one wait for a held lock as it ends.
+func (m *metrics) Waited(d time.Duration, outcome string) {
+	m.waitDuration.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
 func (m *metrics) Vote(backend string, latency time.Duration, kind string) {
 	switch kind {
 	case quorum.KindTimeout, quorum.KindRefused, quorum.KindClosed:
@@ -126,9 +150,10 @@ func (m *metrics) Vote(backend string, latency time.Duration, kind string) {
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.opDuration.Describe(ch)
 	m.voteDuration.Describe(ch)
+	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
 		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
-		descFencesMinted, descFenceWriteBacks, descFenceReseeds} {
+		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps} {
 		ch <- d
 	}
 }
@@ -136,6 +161,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.opDuration.Collect(ch)
 	m.voteDuration.Collect(ch)
+	m.waitDuration.Collect(ch)
 	if m.server != nil {
 		st := m.server.Stats()
 		for op := range quorum.Op(quorum.NumOps) {
@@ -157,6 +183,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFencesMinted, prometheus.CounterValue, float64(fences.Minted))
 	ch <- prometheus.MustNewConstMetric(descFenceWriteBacks, prometheus.CounterValue, float64(fences.WriteBacks))
 	ch <- prometheus.MustNewConstMetric(descFenceReseeds, prometheus.CounterValue, float64(fences.Reseeds))
+	waits := m.engine.Waits()
+	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(waits.Waiting))
+	ch <- prometheus.MustNewConstMetric(descReleaseNotices, prometheus.CounterValue, float64(waits.Notices))
+	ch <- prometheus.MustNewConstMetric(descWaitReleases, prometheus.CounterValue, float64(waits.Releases))
+	ch <- prometheus.MustNewConstMetric(descWakeUps, prometheus.CounterValue, float64(waits.WakeUps))
 	for _, b := range m.engine.Backends() {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)

@@ -159,3 +159,45 @@ func (c *client) ReadPipeline() []redcon.Command {
 
 // PeekPipeline returns the commands of the batch after the one being served.
 func (c *client) PeekPipeline() []redcon.Command { return c.pipe }
+
+// watchLimit is how much a client may send while a command of its waits:
+// beyond it the proxy stops reading, and so stops watching for its close,
+// until the wait ends.
+const watchLimit = 64 << 10
+
+// watchGone watches the connection while its goroutine is parked in a
+// command that waits, which reads nothing meanwhile: gone is called when
+// the client closes its side or the connection breaks, so that the wait
+// ends at once rather than at its deadline. What the client sends
+// meanwhile (its next commands) is kept for the reader. stop ends the
+// watch; it must be called before the connection reads again.
+func (c *client) watchGone(gone func()) (stop func()) {
+	// The wait is not idleness: no deadline while it lasts.
+	c.conn.SetReadDeadline(time.Time{})
+	var sent []byte
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for len(sent) < watchLimit {
+			n, err := c.conn.Read(buf)
+			sent = append(sent, buf[:n]...)
+			var ne net.Error
+			switch {
+			case err == nil:
+			case errors.As(err, &ne) && ne.Timeout():
+				return // stop's doing
+			default:
+				c.rd.err = err // for the reader, once the wait is over
+				gone()
+				return
+			}
+		}
+	}()
+	return func() {
+		c.conn.SetReadDeadline(time.Now())
+		<-done
+		c.conn.SetReadDeadline(time.Time{})
+		c.rd.push(sent)
+	}
+}

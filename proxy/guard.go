@@ -170,6 +170,21 @@ func (r *commandReader) reclaim() {
 	}
 }
 
+// push adds b, read from the connection elsewhere, after what was read. The
+// buffer is never moved within: the commands handed out still point into
+// it.
+func (r *commandReader) push(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if r.end+len(b) > len(r.buf) {
+		buf := make([]byte, max(2*len(r.buf), r.end+len(b), readBufSize))
+		copy(buf, r.buf[:r.end])
+		r.buf = buf
+	}
+	r.end += copy(r.buf[r.end:], b)
+}
+
 // fill reads more of the command begun at buf[next:], making room for it.
 func (r *commandReader) fill() {
 	if r.next > 0 {

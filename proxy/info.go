@@ -50,6 +50,12 @@ type FenceReporter interface {
 	Fences() quorum.FenceStats
 }
 
+// WaitReporter is what a BackendReporter implements to show how many
+// callers wait for locks, and what the waiting did.
+type WaitReporter interface {
+	Waits() quorum.WaitStats
+}
+
 // infoSection is one section of INFO: its name as shown, and its
 // "field:value\r\n" lines. A shared section tells of every user's
 // activity or of the backends, and is left out for users with a key
@@ -93,7 +99,20 @@ func (s *Server) infoSections() []infoSection {
 		{"Persistence", func(b *strings.Builder) { b.WriteString("loading:0\r\nasync_loading:0\r\n") }, false},
 		{"Stats", s.infoStats, true},
 		{"Backends", s.infoBackends, true},
+		{"Waits", s.infoWaits, true},
 	}
+}
+
+// infoWaits shows the callers waiting for held locks, and what the
+// waiting did (wait.go).
+func (s *Server) infoWaits(b *strings.Builder) {
+	wr, ok := s.backendReporter().(WaitReporter)
+	if !ok {
+		return
+	}
+	w := wr.Waits()
+	fmt.Fprintf(b, "waiters:%d\r\nwait_grants:%d\r\nwait_timeouts:%d\r\nwait_gone:%d\r\nwait_wake_ups:%d\r\nrelease_notices:%d\r\nwait_releases:%d\r\n",
+		w.Waiting, w.Grants, w.Timeouts, w.Gone, w.WakeUps, w.Notices, w.Releases)
 }
 
 func (s *Server) infoServer(b *strings.Builder) {

@@ -143,6 +143,7 @@ type Engine struct {
 	order     [64]sync.Mutex // fanout's send order, striped by key
 	members   membership     // the backend set, and its changes
 	fences    fenceCounts
+	waits     waits      // callers waiting for held keys (waits.go)
 	clockMu   sync.Mutex // fanoutClocked's order
 	lastClock int64      // the last clock floor it sent, in µs
 	// skipFenceWriteBack grants a lock whose token too few backends carry
@@ -193,6 +194,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.clocks.start(e.nodes, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
+	e.subscribe()
 	e.awaitSeeds(2 * cfg.NodeTimeout)
 	e.built.Store(true)
 	e.noteCounting()
@@ -233,6 +235,7 @@ func (e *Engine) connectAll() error {
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() { close(e.closed) })
 	e.clocks.close()
+	e.waits.close()
 	// Concurrently: a backend being dialled holds its close for up to the
 	// backend timeout, and one should not add to another.
 	var (

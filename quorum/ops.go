@@ -77,6 +77,13 @@ type Lock struct {
 	Token string
 	// TTL is the lock's TTL; for OpExtendBy, how much to add to the TTL left.
 	TTL time.Duration
+	// Wait is, for OpAcquire, how long to wait while another token holds
+	// the key, in line behind the earlier waiters of this engine: the
+	// acquisition is tried again when the key is released through any
+	// engine, or its holder's time runs out, until the lock is taken,
+	// Wait has passed (ErrNotAcquired) or ctx ends (ctx's error, and
+	// nothing is held). Negative: without end. Zero: no wait.
+	Wait time.Duration
 	// TokenLen is, for OpAcquireOrRenew, how many first bytes of Token name
 	// its owner: a value held that starts with them is renewed with Token
 	// (bsm/redislock's token followed by metadata).
@@ -167,6 +174,9 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 		key := req.Keys[0]
 		switch req.Op {
 		case OpAcquire:
+			if req.Wait != 0 {
+				return e.acquireWaiting(ctx, key, req.Token, req.TTL, max(req.Wait, 0))
+			}
 			return e.acquire(ctx, key, req.Token, req.TTL)
 		case OpExtend:
 			return e.extend(ctx, key, req.Token, req.TTL)

@@ -31,6 +31,7 @@ var (
 	fenceRaiseScript      = luaScript("fence_raise")
 	fenceReadScript       = luaScript("fence_read")
 	fenceSeedScript       = luaScript("fence_seed")
+	deleteScript          = luaScript("delete")
 
 	acquireAllFencedScript      = fencedScript("acquire_all_fenced")
 	extendAllFencedScript       = checkedScript("extend_all_fenced")
@@ -45,7 +46,7 @@ var (
 		fenceRaiseScript, fenceReadScript, acquireFencedScript,
 		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, expireFencedScript,
-		releaseFencedScript,
+		releaseFencedScript, deleteScript,
 	}
 )
 

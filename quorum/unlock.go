@@ -14,7 +14,12 @@ import (
 // ErrNotHeld, when a quorum found no key at all — and a *NoQuorumError when
 // they could.
 func (e *Engine) release(ctx context.Context, key, token string) (Result, error) {
-	return e.unlockOp(ctx, backend.ScriptCommand(releaseScript, []string{key}, token), decodeRelease)
+	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseScript, []string{key}, token), decodeRelease)
+	if err == nil {
+		// This engine's waiters need not wait for the backends' notice.
+		e.released(key, token)
+	}
+	return r, err
 }
 
 // unlockOp decides a release: done where a quorum did it. "Not held" is a
@@ -45,7 +50,13 @@ func (e *Engine) unlockOp(ctx context.Context, cmd *backend.Command, decode func
 // deleted every one of them. Errors as Release (never ErrAbsent). keys is
 // never empty: Unlock refuses a request without keys.
 func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
-	return e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token), decodeAllKeys(len(keys)))
+	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token), decodeAllKeys(len(keys)))
+	if err == nil {
+		for _, k := range keys {
+			e.released(k, token)
+		}
+	}
+	return r, err
 }
 
 // release runs compare-and-delete on one backend.

@@ -12,7 +12,11 @@ import (
 // *NoQuorumError when the backends that did not answer could have made
 // that a quorum.
 func (e *Engine) del(ctx context.Context, key string) (bool, error) {
-	return e.writeAll(ctx, backend.NewCommand("DEL", key))
+	deleted, err := e.writeAll(ctx, backend.ScriptCommand(deleteScript, []string{key}))
+	if deleted {
+		e.released(key, "")
+	}
+	return deleted, err
 }
 
 // expire sets key's TTL on every backend, whoever holds it. It reports

@@ -42,19 +42,28 @@ func options(rawURL string, tc *tls.Config) (*redis.Options, error) {
 
 // connect dials the server and greets it, all within one Timeout.
 func (pp *Pipe) connect() (net.Conn, *bufio.Reader, error) {
-	ctx, cancel := context.WithTimeout(pp.done, pp.timeout)
-	defer cancel()
-	d := net.Dialer{}
-	nc, err := d.DialContext(ctx, pp.opt.Network, pp.opt.Addr)
+	nc, rw, err := dial(pp.done, pp.opt, pp.timeout, pp.greet)
 	if err != nil {
 		return nil, nil, err
 	}
-	// The greeting runs under the connection's deadline; closing the Pipe
-	// ends it too.
-	unhook := context.AfterFunc(pp.done, func() { nc.Close() })
+	return nc, rw.Reader, nil
+}
+
+// dial connects to the server opt names and runs greet on the connection,
+// all within timeout; done ends it early.
+func dial(done context.Context, opt *redis.Options, timeout time.Duration, greet func(*bufio.ReadWriter) error) (net.Conn, *bufio.ReadWriter, error) {
+	ctx, cancel := context.WithTimeout(done, timeout)
+	defer cancel()
+	d := net.Dialer{}
+	nc, err := d.DialContext(ctx, opt.Network, opt.Addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The greeting runs under the connection's deadline; done ends it too.
+	unhook := context.AfterFunc(done, func() { nc.Close() })
 	defer unhook()
-	if pp.opt.TLSConfig != nil {
-		tc := tls.Client(nc, pp.opt.TLSConfig.Clone())
+	if opt.TLSConfig != nil {
+		tc := tls.Client(nc, opt.TLSConfig.Clone())
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
 			return nil, nil, err
@@ -64,10 +73,10 @@ func (pp *Pipe) connect() (net.Conn, *bufio.Reader, error) {
 	deadline, _ := ctx.Deadline()
 	nc.SetDeadline(deadline)
 	rw := bufio.NewReadWriter(bufio.NewReaderSize(nc, 16<<10), bufio.NewWriter(nc))
-	if err := pp.greet(rw); err != nil {
+	if err := greet(rw); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	nc.SetDeadline(time.Time{})
-	return nc, rw.Reader, nil
+	return nc, rw, nil
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Greeting is what the greeting of a new connection learned of the
@@ -36,30 +38,8 @@ type Greeting struct {
 // Admit judge it all. Each of its round trips writes everything before
 // reading anything.
 func (pp *Pipe) greet(rw *bufio.ReadWriter) error {
-	var cmds []*Command
-	switch {
-	case pp.opt.Username != "":
-		cmds = append(cmds, NewCommand("AUTH", pp.opt.Username, pp.opt.Password))
-	case pp.opt.Password != "":
-		cmds = append(cmds, NewCommand("AUTH", pp.opt.Password))
-	}
-	if pp.opt.DB != 0 {
-		cmds = append(cmds, NewCommand("SELECT", pp.opt.DB))
-	}
-	for _, c := range cmds {
-		rw.Write(c.wire)
-	}
-	if err := rw.Flush(); err != nil {
+	if err := authenticate(rw, pp.opt); err != nil {
 		return err
-	}
-	for _, c := range cmds {
-		r, err := readReply(rw.Reader)
-		if err != nil {
-			return err
-		}
-		if r.kind == '-' {
-			return serverError(strings.SplitN(string(c.wire), "\r\n", 4)[2] + ": " + r.str)
-		}
 	}
 	g, err := pp.hello(rw)
 	if err != nil {
@@ -89,6 +69,37 @@ func (pp *Pipe) greet(rw *bufio.ReadWriter) error {
 		return nil
 	}
 	return pp.cfg.Admit(g)
+}
+
+// authenticate sends the AUTH and SELECT that opt asks for, if any, in one
+// round trip.
+func authenticate(rw *bufio.ReadWriter, opt *redis.Options) error {
+	var cmds []*Command
+	switch {
+	case opt.Username != "":
+		cmds = append(cmds, NewCommand("AUTH", opt.Username, opt.Password))
+	case opt.Password != "":
+		cmds = append(cmds, NewCommand("AUTH", opt.Password))
+	}
+	if opt.DB != 0 {
+		cmds = append(cmds, NewCommand("SELECT", opt.DB))
+	}
+	for _, c := range cmds {
+		rw.Write(c.wire)
+	}
+	if err := rw.Flush(); err != nil {
+		return err
+	}
+	for _, c := range cmds {
+		r, err := readReply(rw.Reader)
+		if err != nil {
+			return err
+		}
+		if r.kind == '-' {
+			return serverError(strings.SplitN(string(c.wire), "\r\n", 4)[2] + ": " + r.str)
+		}
+	}
+	return nil
 }
 
 // hello asks INFO server and COMMAND INFO, and loads the scripts, in one

@@ -1,0 +1,361 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
+)
+
+// Waiting for a lock without spinning. A client that asks to wait for a
+// held key joins the key's queue in this engine; only the queue's head
+// tries, and only when the key may have become free: a release notice
+// (any proxy's release publishes one on each backend where it deleted the
+// key, and this engine subscribes to the key's channel on every backend
+// while it has waiters for it), or the holder's time running out (a timer
+// at the quorum's PTTL, for a holder that died without releasing). The N
+// copies of one release's notice are one wake-up: they carry the released
+// token, and a token already seen for the key in the last second is not
+// news. Lost notices cost latency, never safety: every grant is an
+// ordinary quorum acquisition.
+//
+// Fairness is first come, first served within one engine; waiters on
+// different proxies race on each release, one per proxy, instead of every
+// polling client.
+
+// releasedPrefix starts the channel on which the backends publish the
+// releases of a key: releasedPrefix + key, with the released token.
+const releasedPrefix = ReservedPrefix + "released:"
+
+const (
+	// noticeDedupe is how long a released token stays known per key: its
+	// copies from the other backends arrive within it.
+	noticeDedupe = time.Second
+	// retryUndecided is how soon a head tries again when the key seemed
+	// free but was not held by a quorum (a split) or no quorum answered.
+	retryUndecided = 10 * time.Millisecond
+)
+
+// waits are the engine's queues of waiters, and the subscriptions that
+// feed them.
+type waits struct {
+	mu     sync.Mutex
+	queues map[string]*waitQueue
+	subs   []*backend.Subscriber // one per backend, nil where it failed
+	stats  waitCounts
+}
+
+// waitQueue is the waiters of one key, first come first served.
+type waitQueue struct {
+	key     string
+	waiters []*waiter // the head, waiters[0], is the one that tries
+	// wake has a token when the key may have become free since the head
+	// last looked.
+	wake chan struct{}
+	// freeAt is when the key's holder runs out, as last learned: the
+	// head's timer. Zero: unknown, try at once.
+	freeAt time.Time
+	// lastToken was released last, at lastAt: its copies are not news.
+	lastToken string
+	lastAt    time.Time
+	// subscribed is closed when a quorum of backends confirmed the
+	// channel; confirmed says which.
+	subscribed chan struct{}
+	confirmed  map[int]bool
+}
+
+// waiter is one caller in a queue.
+type waiter struct {
+	turn chan struct{} // closed when it becomes the head
+}
+
+// waitCounts counts what waiting did, for metrics.
+type waitCounts struct {
+	waiting  atomic.Int64  // waiters now
+	notices  atomic.Uint64 // release notices received, every copy
+	releases atomic.Uint64 // of them, distinct releases of keys with waiters
+	wakeUps  atomic.Uint64 // heads woken to try
+	grants   atomic.Uint64 // waits that ended with the lock
+	timeouts atomic.Uint64 // waits that ended at their deadline
+	gone     atomic.Uint64 // waits whose caller went away
+}
+
+// WaitStats is what waiting did since the engine started.
+type WaitStats struct {
+	Waiting  int64  // callers waiting now
+	Notices  uint64 // release notices received from the backends, every copy
+	Releases uint64 // distinct releases of keys with waiters, from a notice or this engine
+	WakeUps  uint64 // waiters woken to try
+	Grants   uint64 // waits that ended with the lock
+	Timeouts uint64 // waits that ended at their deadline
+	Gone     uint64 // waits whose caller went away first
+}
+
+// Waits reports what waiting did since the engine started.
+func (e *Engine) Waits() WaitStats {
+	c := &e.waits.stats
+	return WaitStats{
+		Waiting: c.waiting.Load(), Notices: c.notices.Load(), Releases: c.releases.Load(),
+		WakeUps: c.wakeUps.Load(), Grants: c.grants.Load(), Timeouts: c.timeouts.Load(), Gone: c.gone.Load(),
+	}
+}
+
+// WaitObserver is what an Observer implements to hear of every wait as it
+// ends: how long it lasted, and its outcome: "granted", "timeout" (the
+// wait's deadline passed) or "gone" (the caller went away).
+type WaitObserver interface {
+	Waited(d time.Duration, outcome string)
+}
+
+// subscribe opens one subscription per backend, on which this engine
+// hears the releases of the keys it has waiters for.
+func (e *Engine) subscribe() {
+	e.waits.queues = map[string]*waitQueue{}
+	e.waits.subs = make([]*backend.Subscriber, len(e.nodes))
+	for i := range e.nodes {
+		sub, err := backend.NewSubscriber(backend.SubscriberConfig{
+			URL: e.cfg.Backends[i], TLS: e.cfg.TLSConfig, Timeout: e.cfg.NodeTimeout,
+			Message:    func(channel, token string) { e.noticed(channel, token) },
+			Subscribed: func(channel string) { e.confirmed(i, channel) },
+		})
+		if err == nil { // New has checked every URL
+			e.waits.subs[i] = sub
+		}
+	}
+}
+
+func (w *waits) close() {
+	for _, s := range w.subs {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// noticed hears one backend's notice of a release.
+func (e *Engine) noticed(channel, token string) {
+	e.waits.stats.notices.Add(1)
+	if key, ok := strings.CutPrefix(channel, releasedPrefix); ok {
+		e.released(key, token)
+	}
+}
+
+// released wakes the head of key's queue, once per released token.
+func (e *Engine) released(key, token string) {
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil {
+		return
+	}
+	now := time.Now()
+	if token == q.lastToken && now.Sub(q.lastAt) < noticeDedupe {
+		return
+	}
+	q.lastToken, q.lastAt = token, now
+	w.stats.releases.Add(1)
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// confirmed hears that backend i carries channel.
+func (e *Engine) confirmed(i int, channel string) {
+	key, ok := strings.CutPrefix(channel, releasedPrefix)
+	if !ok {
+		return
+	}
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil || q.confirmed[i] {
+		return
+	}
+	q.confirmed[i] = true
+	if len(q.confirmed) == e.quorum {
+		close(q.subscribed)
+	}
+}
+
+// join puts a new waiter at the tail of key's queue, making the queue
+// (and subscribing to its channel) if it is the first.
+func (w *waits) join(key string) (*waitQueue, *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil {
+		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{}}
+		w.queues[key] = q
+		for _, s := range w.subs {
+			if s != nil {
+				s.Subscribe(releasedPrefix + key)
+			}
+		}
+	}
+	me := &waiter{turn: make(chan struct{})}
+	if len(q.waiters) == 0 {
+		close(me.turn)
+	}
+	q.waiters = append(q.waiters, me)
+	w.stats.waiting.Add(1)
+	return q, me
+}
+
+// leave takes me out of q; the next waiter becomes the head if me was.
+// The last one out drops the queue and its subscriptions.
+func (w *waits) leave(q *waitQueue, me *waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stats.waiting.Add(-1)
+	for i, x := range q.waiters {
+		if x == me {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			if i == 0 && len(q.waiters) > 0 {
+				close(q.waiters[0].turn)
+			}
+			break
+		}
+	}
+	if len(q.waiters) > 0 {
+		return
+	}
+	delete(w.queues, q.key)
+	for _, s := range w.subs {
+		if s != nil {
+			s.Unsubscribe(releasedPrefix + q.key)
+		}
+	}
+}
+
+// setFreeAt records when the key's holder runs out, for the head's timer.
+func (w *waits) setFreeAt(q *waitQueue, at time.Time) {
+	w.mu.Lock()
+	q.freeAt = at
+	w.mu.Unlock()
+}
+
+func (w *waits) freeAt(q *waitQueue) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return q.freeAt
+}
+
+// acquireWaiting takes key for token, waiting up to wait (0: without
+// end) while another token holds it, in line behind the engine's earlier
+// waiters for it. It returns ErrNotAcquired at the deadline; ctx's error
+// when ctx ends first (the caller went away), with nothing held for it;
+// and, at the deadline, a *NoQuorumError when the last try could not
+// decide.
+func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wait time.Duration) (Result, error) {
+	if err := e.checkTTL(ttl); err != nil {
+		return Result{}, err
+	}
+	var deadline <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	q, me := e.waits.join(key)
+	defer e.waits.leave(q, me)
+	stats := &e.waits.stats
+	start := time.Now()
+	observe := func(outcome string) {
+		if obs, ok := e.cfg.Observer.(WaitObserver); ok {
+			obs.Waited(time.Since(start), outcome)
+		}
+	}
+	ended := func(err error) (Result, error) {
+		if ctx.Err() != nil {
+			stats.gone.Add(1)
+			observe("gone")
+			return Result{}, ctx.Err()
+		}
+		stats.timeouts.Add(1)
+		observe("timeout")
+		return Result{}, err
+	}
+	// A release between this engine's first try and its subscription
+	// would go unheard: the first try waits for a quorum of backends to
+	// carry the channel (a release publishes on a quorum), for at most a
+	// backend timeout.
+	settle := time.NewTimer(e.cfg.NodeTimeout)
+	select {
+	case <-q.subscribed:
+	case <-settle.C:
+	case <-ctx.Done():
+	}
+	settle.Stop()
+	select {
+	case <-me.turn:
+	case <-deadline:
+		return ended(ErrNotAcquired)
+	case <-ctx.Done():
+		return ended(ErrNotAcquired)
+	}
+	lastErr := ErrNotAcquired
+	for {
+		if at := e.waits.freeAt(q); !at.IsZero() {
+			timer := time.NewTimer(time.Until(at))
+			select {
+			case <-q.wake:
+				stats.wakeUps.Add(1)
+			case <-timer.C:
+			case <-deadline:
+				timer.Stop()
+				return ended(lastErr)
+			case <-ctx.Done():
+				timer.Stop()
+				return ended(lastErr)
+			}
+			timer.Stop()
+		}
+		// What woke the head is spent: a release during the try shows in
+		// the PTTL read after it.
+		select {
+		case <-q.wake:
+		default:
+		}
+		// The try runs to its decision even if the caller goes: cut short
+		// it would leave the key undecided.
+		res, err := e.acquire(context.WithoutCancel(ctx), key, token, ttl)
+		switch {
+		case err == nil && ctx.Err() != nil:
+			// Nobody to give it to: give it back, and the next in line
+			// is woken by the release.
+			e.release(context.WithoutCancel(ctx), key, token)
+			e.waits.setFreeAt(q, time.Time{})
+			return ended(ErrNotAcquired)
+		case err == nil:
+			e.waits.setFreeAt(q, time.Now().Add(ttl))
+			stats.grants.Add(1)
+			observe("granted")
+			return res, nil
+		case errors.Is(err, ErrNotAcquired):
+			lastErr = err
+			left, perr := e.pttl(context.WithoutCancel(ctx), key)
+			switch {
+			case perr == nil:
+				e.waits.setFreeAt(q, time.Now().Add(left))
+			case errors.Is(perr, ErrNoExpiry):
+				e.waits.setFreeAt(q, time.Now().Add(e.cfg.MaxTTL))
+			default: // gone since, or undecided
+				e.waits.setFreeAt(q, time.Now().Add(retryUndecided))
+			}
+		default:
+			var tooFew *NoQuorumError
+			if !errors.As(err, &tooFew) {
+				return Result{}, err
+			}
+			lastErr = err
+			e.waits.setFreeAt(q, time.Now().Add(max(retryUndecided, e.cfg.NodeTimeout)))
+		}
+	}
+}
