@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,9 +60,10 @@ type waitQueue struct {
 	// freeAt is when the key's holder runs out, as last learned: the
 	// head's timer. Zero: unknown, try at once.
 	freeAt time.Time
-	// lastToken was released last, at lastAt: its copies are not news.
-	lastToken string
-	lastAt    time.Time
+	// released are the tokens released in the last noticeDedupe, and
+	// when: their other copies are not news (they may come after a later
+	// release's).
+	released map[string]time.Time
 	// subscribed is closed when a quorum of backends confirmed the
 	// channel; confirmed says which.
 	subscribed chan struct{}
@@ -154,10 +156,15 @@ func (e *Engine) released(key, token string) {
 		return
 	}
 	now := time.Now()
-	if token == q.lastToken && now.Sub(q.lastAt) < noticeDedupe {
+	if at, seen := q.released[token]; seen && now.Sub(at) < noticeDedupe {
 		return
 	}
-	q.lastToken, q.lastAt = token, now
+	for t, at := range q.released {
+		if now.Sub(at) >= noticeDedupe {
+			delete(q.released, t)
+		}
+	}
+	q.released[token] = now
 	w.stats.releases.Add(1)
 	select {
 	case q.wake <- struct{}{}:
@@ -191,7 +198,8 @@ func (w *waits) join(key string) (*waitQueue, *waiter) {
 	defer w.mu.Unlock()
 	q := w.queues[key]
 	if q == nil {
-		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{}}
+		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{},
+			released: map[string]time.Time{}}
 		w.queues[key] = q
 		for _, s := range w.subs {
 			if s != nil {
@@ -355,7 +363,15 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 				return Result{}, err
 			}
 			lastErr = err
-			e.waits.setFreeAt(q, time.Now().Add(max(retryUndecided, e.cfg.NodeTimeout)))
+			// Enough backends answered but split between contenders (two
+			// proxies' heads woken by one release): both roll back, and
+			// try again soon, apart. Too few answered: they are given
+			// time.
+			again := max(retryUndecided, e.cfg.NodeTimeout)
+			if tooFew.Counted >= tooFew.Needed {
+				again = retryUndecided + rand.N(3*retryUndecided)
+			}
+			e.waits.setFreeAt(q, time.Now().Add(again))
 		}
 	}
 }
