@@ -55,7 +55,7 @@ func outcome(op quorum.Op, err error) Outcome {
 			return OutcomeHeldElsewhere // extend-or-acquire: another token holds it
 		}
 		return OutcomeNotHeld
-	case errors.Is(err, quorum.ErrNotFound), errors.Is(err, quorum.ErrNoExpiry), errors.Is(err, quorum.ErrNoFence):
+	case errors.Is(err, quorum.ErrNotFound), errors.Is(err, quorum.ErrNoExpiry), errors.Is(err, quorum.ErrNoFence), errors.Is(err, quorum.ErrTimeout):
 		return OutcomeOK // an answer, as Redis's nil or -1
 	case errors.Is(err, quorum.ErrNoQuorum), errors.Is(err, context.DeadlineExceeded):
 		return OutcomeNoQuorum // both are NOQUORUM replies (reply.go)

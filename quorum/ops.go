@@ -30,12 +30,13 @@ const (
 	OpAcquireOrRenew                // take a free key, or renew one held by the same owner
 	OpOwnerPTTL                     // how long the token still holds a key
 	OpFence                         // the fencing token of a key the token holds
+	OpAwaitRelease                  // wait until a held key is released or runs out
 	NumOps            = iota        // how many Ops there are
 )
 
 var opNames = [NumOps]string{
 	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
-	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl", "fence",
+	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl", "fence", "await_release",
 }
 
 // String is the operation's name, e.g. "acquire_all", as metrics label it.
@@ -101,11 +102,17 @@ type Unlock struct {
 // Read asks what a quorum holds of a key: its value (OpGet), how long that
 // value stays held (OpPTTL), whether it exists (OpExists), how long Token
 // still holds it (OpOwnerPTTL), or the fencing token of Token's lock
-// (OpFence).
+// (OpFence); or waits until the key is free (OpAwaitRelease): released
+// or deleted through any engine, or its holder's time run out, or not
+// held at all, in line behind this engine's earlier waiters for it. It
+// answers then, taking nothing: the caller tries for itself (a client's
+// own wait, as python-redis-lock's BLPOP). ErrTimeout when Wait (0:
+// without end) passed first; ctx's error when ctx ended first.
 type Read struct {
 	Op    Op
 	Key   string
 	Token string
+	Wait  time.Duration
 }
 
 // Reading answers a Read, in the field its Op asks for: Value for OpGet,
@@ -235,6 +242,8 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 		r.TTL, err = e.ownerPTTL(ctx, req.Key, req.Token)
 	case OpFence:
 		r.Fence, err = e.fence(ctx, req.Key, req.Token)
+	case OpAwaitRelease:
+		err = e.awaitRelease(ctx, req.Key, req.Wait)
 	default:
 		err = &OpError{Op: req.Op, Request: "read", Keys: 1}
 	}

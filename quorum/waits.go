@@ -28,6 +28,9 @@ import (
 // different proxies race on each release, one per proxy, instead of every
 // polling client.
 
+// ErrTimeout is OpAwaitRelease's answer when its wait ended first.
+var ErrTimeout = errors.New("quorum: the wait ended before a release")
+
 // releasedPrefix starts the channel on which the backends publish the
 // releases of a key: releasedPrefix + key, with the released token.
 const releasedPrefix = ReservedPrefix + "released:"
@@ -44,10 +47,11 @@ const (
 // waits are the engine's queues of waiters, and the subscriptions that
 // feed them.
 type waits struct {
-	mu     sync.Mutex
-	queues map[string]*waitQueue
-	subs   []*backend.Subscriber // one per backend, nil where it failed
-	stats  waitCounts
+	mu      sync.Mutex
+	queues  map[string]*waitQueue
+	watches map[string]*watch     // Releases', by backend pattern
+	subs    []*backend.Subscriber // one per backend, nil where it failed
+	stats   waitCounts
 }
 
 // waitQueue is the waiters of one key, first come first served.
@@ -92,7 +96,7 @@ type WaitStats struct {
 	Notices  uint64 // release notices received from the backends, every copy
 	Releases uint64 // distinct releases of keys with waiters, from a notice or this engine
 	WakeUps  uint64 // waiters woken to try
-	Grants   uint64 // waits that ended with the lock
+	Grants   uint64 // waits that ended with the lock (OpAwaitRelease: with the key free)
 	Timeouts uint64 // waits that ended at their deadline
 	Gone     uint64 // waits whose caller went away first
 }
@@ -117,11 +121,12 @@ type WaitObserver interface {
 // hears the releases of the keys it has waiters for.
 func (e *Engine) subscribe() {
 	e.waits.queues = map[string]*waitQueue{}
+	e.waits.watches = map[string]*watch{}
 	e.waits.subs = make([]*backend.Subscriber, len(e.nodes))
 	for i := range e.nodes {
 		sub, err := backend.NewSubscriber(backend.SubscriberConfig{
 			URL: e.cfg.Backends[i], TLS: e.cfg.TLSConfig, Timeout: e.cfg.NodeTimeout,
-			Message:    func(channel, token string) { e.noticed(channel, token) },
+			Message:    func(pattern, channel, token string) { e.noticed(pattern, channel, token) },
 			Subscribed: func(channel string) { e.confirmed(i, channel) },
 		})
 		if err == nil { // New has checked every URL
@@ -138,12 +143,19 @@ func (w *waits) close() {
 	}
 }
 
-// noticed hears one backend's notice of a release.
-func (e *Engine) noticed(channel, token string) {
-	e.waits.stats.notices.Add(1)
-	if key, ok := strings.CutPrefix(channel, releasedPrefix); ok {
-		e.released(key, token)
+// noticed hears one backend's notice of a release, on a key's channel
+// (pattern "") or on a pattern of Releases.
+func (e *Engine) noticed(pattern, channel, token string) {
+	key, ok := strings.CutPrefix(channel, releasedPrefix)
+	if !ok {
+		return
 	}
+	if pattern != "" {
+		e.waits.watched(pattern, key, token)
+		return
+	}
+	e.waits.stats.notices.Add(1)
+	e.released(key, token)
 }
 
 // released wakes the head of key's queue, once per released token.
@@ -374,4 +386,151 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			e.waits.setFreeAt(q, time.Now().Add(again))
 		}
 	}
+}
+
+// watch is the callers of Releases with one pattern.
+type watch struct {
+	fns      map[int]func(key, token string)
+	next     int
+	released map[string]time.Time // key and token heard lately, as in waitQueue
+}
+
+// Releases calls fn(key, token) for each release or delete of a key that
+// matches pattern (Redis's glob, as PSUBSCRIBE takes it) through any
+// engine, once per release however many backends tell it, until stop is
+// called. token is the released token, "" for a delete. The engine keeps
+// one pattern subscription per backend while anyone watches pattern. fn
+// is called from the engine's goroutines and must not block.
+func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func()) {
+	w := &e.waits
+	backendPattern := releasedPrefix + pattern
+	w.mu.Lock()
+	wt := w.watches[backendPattern]
+	if wt == nil {
+		wt = &watch{fns: map[int]func(string, string){}, released: map[string]time.Time{}}
+		w.watches[backendPattern] = wt
+		for _, s := range w.subs {
+			if s != nil {
+				s.PSubscribe(backendPattern)
+			}
+		}
+	}
+	id := wt.next
+	wt.next++
+	wt.fns[id] = fn
+	w.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			delete(wt.fns, id)
+			if len(wt.fns) > 0 || w.watches[backendPattern] != wt {
+				return
+			}
+			delete(w.watches, backendPattern)
+			for _, s := range w.subs {
+				if s != nil {
+					s.PUnsubscribe(backendPattern)
+				}
+			}
+		})
+	}
+}
+
+// watched hears one backend's copy of a release on a watched pattern.
+func (w *waits) watched(pattern, key, token string) {
+	w.mu.Lock()
+	wt := w.watches[pattern]
+	if wt == nil {
+		w.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	id := key + "\x00" + token
+	if at, seen := wt.released[id]; seen && now.Sub(at) < noticeDedupe {
+		w.mu.Unlock()
+		return
+	}
+	for k, at := range wt.released {
+		if now.Sub(at) >= noticeDedupe {
+			delete(wt.released, k)
+		}
+	}
+	wt.released[id] = now
+	fns := make([]func(string, string), 0, len(wt.fns))
+	for _, fn := range wt.fns {
+		fns = append(fns, fn)
+	}
+	w.mu.Unlock()
+	for _, fn := range fns {
+		fn(key, token)
+	}
+}
+
+// awaitRelease waits, in line behind the engine's earlier waiters for key,
+// until key is free: released, deleted, run out, or not held at all when
+// its turn comes. Errors as Read's for OpAwaitRelease.
+func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duration) error {
+	var deadline <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		deadline = t.C
+	}
+	q, me := e.waits.join(key)
+	defer e.waits.leave(q, me)
+	stats := &e.waits.stats
+	ended := func() error {
+		if ctx.Err() != nil {
+			stats.gone.Add(1)
+			return ctx.Err()
+		}
+		stats.timeouts.Add(1)
+		return ErrTimeout
+	}
+	settle := time.NewTimer(e.cfg.NodeTimeout)
+	select {
+	case <-q.subscribed:
+	case <-settle.C:
+	case <-ctx.Done():
+	}
+	settle.Stop()
+	select {
+	case <-me.turn:
+	case <-deadline:
+		return ended()
+	case <-ctx.Done():
+		return ended()
+	}
+	// A release before this turn came (while it was subscribing, or for an
+	// earlier waiter) shows here: the key is free.
+	select {
+	case <-q.wake:
+	default:
+	}
+	left, err := e.pttl(context.WithoutCancel(ctx), key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		stats.grants.Add(1)
+		return nil
+	case errors.Is(err, ErrNoExpiry):
+		left = e.cfg.MaxTTL
+	case err != nil:
+		left = max(retryUndecided, e.cfg.NodeTimeout)
+	}
+	e.waits.setFreeAt(q, time.Now().Add(left))
+	timer := time.NewTimer(left)
+	defer timer.Stop()
+	select {
+	case <-q.wake:
+		stats.wakeUps.Add(1)
+	case <-timer.C:
+	case <-deadline:
+		return ended()
+	case <-ctx.Done():
+		return ended()
+	}
+	stats.grants.Add(1)
+	return nil
 }

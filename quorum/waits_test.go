@@ -202,3 +202,89 @@ func (c *cluster) majority(t *testing.T, key string) string {
 	}
 	return ""
 }
+
+func TestAwaitRelease(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	other := newEngine(t, c.cfg)
+	key := uniqueKey(t)
+	ctx := t.Context()
+	// Free: at once.
+	if _, err := other.Read(ctx, Read{Op: OpAwaitRelease, Key: key, Wait: 10 * time.Second}); err != nil {
+		t.Fatalf("await a free key: %v", err)
+	}
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{key}, Token: "holder", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	// Held: the wait ends first.
+	if _, err := other.Read(ctx, Read{Op: OpAwaitRelease, Key: key, Wait: 200 * time.Millisecond}); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("await a held key, 200ms: %v, want ErrTimeout", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := other.Read(ctx, Read{Op: OpAwaitRelease, Key: key, Wait: 50 * time.Second})
+		done <- err
+	}()
+	waitFor(t, func() bool { return other.Waits().Waiting == 1 })
+	subscribedQuorum(t, other, key)
+	if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{key}, Token: "holder"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("await across the release: %v", err)
+	}
+	// It took nothing.
+	if v := c.values(t, key); v[0] != "" || v[1] != "" || v[2] != "" {
+		t.Fatalf("values %v after an await", v)
+	}
+}
+
+func TestReleasesWatched(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	watcher := newEngine(t, c.cfg)
+	ctx := t.Context()
+	type heard struct{ key, token string }
+	got := make(chan heard, 16)
+	stop := watcher.Releases("jobs:*", func(key, token string) { got <- heard{key, token} })
+	// The pattern subscriptions are made in the background; a release
+	// after a quorum confirmed is heard. Poll with releases until one is.
+	waitFor(t, func() bool {
+		if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"jobs:probe"}, Token: "p", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{"jobs:probe"}, Token: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+			return true
+		case <-time.After(50 * time.Millisecond):
+			return false
+		}
+	})
+	for len(got) > 0 {
+		<-got
+	}
+	for _, k := range []string{"jobs:1", "other:1"} {
+		if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{k}, Token: "t-" + k, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{k}, Token: "t-" + k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := <-got; h != (heard{"jobs:1", "t-jobs:1"}) {
+		t.Fatalf("heard %+v", h)
+	}
+	// Its other copies, and the release of a key outside the pattern, are
+	// not heard: a delete after them is the next thing.
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"jobs:2"}, Token: "x", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.engine.Write(ctx, Write{Op: OpDelete, Key: "jobs:2"}); err != nil {
+		t.Fatal(err)
+	}
+	if h := <-got; h != (heard{"jobs:2", ""}) {
+		t.Fatalf("heard %+v, want the delete of jobs:2 next", h)
+	}
+	stop()
+}

@@ -21,13 +21,15 @@ type SubscriberConfig struct {
 	TLS     *tls.Config
 	Timeout time.Duration
 	// Message is called with each message published on a subscribed
-	// channel, from the Subscriber's goroutine, in the order the server
-	// sent them. It must not block.
-	Message func(channel, payload string)
+	// channel (pattern ""), or on a channel that matches a subscribed
+	// pattern (once per pattern it matches), from the Subscriber's
+	// goroutine, in the order the server sent them. It must not block.
+	Message func(pattern, channel, payload string)
 	// Subscribed is called, from the Subscriber's goroutine, when the
-	// server confirms a subscription to channel (after each dial, for
-	// every channel wanted then). It must not block. Default: none.
-	Subscribed func(channel string)
+	// server confirms a subscription to channel, or to a pattern (after
+	// each dial, for every one wanted then). It must not block. Default:
+	// none.
+	Subscribed func(channelOrPattern string)
 }
 
 // A Subscriber is one subscribed-mode connection to a server, carrying
@@ -38,11 +40,12 @@ type Subscriber struct {
 	opt *redis.Options
 	cfg SubscriberConfig
 
-	mu     sync.Mutex
-	wanted map[string]bool
-	rw     *bufio.ReadWriter // nil while not connected
-	nc     net.Conn
-	closed bool
+	mu       sync.Mutex
+	wanted   map[string]bool // channels
+	patterns map[string]bool
+	rw       *bufio.ReadWriter // nil while not connected
+	nc       net.Conn
+	closed   bool
 
 	done    context.Context
 	stop    context.CancelFunc
@@ -57,7 +60,7 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Subscriber{opt: opt, cfg: cfg, wanted: map[string]bool{}}
+	s := &Subscriber{opt: opt, cfg: cfg, wanted: map[string]bool{}, patterns: map[string]bool{}}
 	s.done, s.stop = context.WithCancel(context.Background())
 	s.running.Add(1)
 	go s.loop()
@@ -65,23 +68,38 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 }
 
 // Subscribe adds channels; Subscribed hears when the server has them.
-func (s *Subscriber) Subscribe(channels ...string) { s.change("SUBSCRIBE", true, channels) }
+func (s *Subscriber) Subscribe(channels ...string) { s.change("SUBSCRIBE", s.wanted, true, channels) }
 
 // Unsubscribe drops channels.
-func (s *Subscriber) Unsubscribe(channels ...string) { s.change("UNSUBSCRIBE", false, channels) }
+func (s *Subscriber) Unsubscribe(channels ...string) {
+	s.change("UNSUBSCRIBE", s.wanted, false, channels)
+}
 
-func (s *Subscriber) change(verb string, want bool, channels []string) {
+// PSubscribe adds patterns (Redis's glob); Subscribed hears when the
+// server has them.
+func (s *Subscriber) PSubscribe(patterns ...string) {
+	s.change("PSUBSCRIBE", s.patterns, true, patterns)
+}
+
+// PUnsubscribe drops patterns.
+func (s *Subscriber) PUnsubscribe(patterns ...string) {
+	s.change("PUNSUBSCRIBE", s.patterns, false, patterns)
+}
+
+// change adds or drops names in set (s.wanted or s.patterns), telling the
+// server with verb.
+func (s *Subscriber) change(verb string, set map[string]bool, want bool, names []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var news []any
-	for _, ch := range channels {
-		if s.wanted[ch] != want {
+	for _, ch := range names {
+		if set[ch] != want {
 			news = append(news, ch)
 		}
 		if want {
-			s.wanted[ch] = true
+			set[ch] = true
 		} else {
-			delete(s.wanted, ch)
+			delete(set, ch)
 		}
 	}
 	if len(news) == 0 || s.rw == nil {
@@ -136,9 +154,12 @@ func (s *Subscriber) read(nc net.Conn, rw *bufio.ReadWriter) {
 	// A PING first, so that a server that takes no channel yet still
 	// answers something this reader understands; then everything wanted.
 	rw.Write(NewCommand("PING").wire)
-	if len(s.wanted) > 0 {
-		args := []any{"SUBSCRIBE"}
-		for ch := range s.wanted {
+	for verb, set := range map[string]map[string]bool{"SUBSCRIBE": s.wanted, "PSUBSCRIBE": s.patterns} {
+		if len(set) == 0 {
+			continue
+		}
+		args := []any{verb}
+		for ch := range set {
 			args = append(args, ch)
 		}
 		rw.Write(NewCommand(args...).wire)
@@ -163,16 +184,21 @@ func (s *Subscriber) read(nc net.Conn, rw *bufio.ReadWriter) {
 // confirmation of a subscription.
 func (s *Subscriber) deliver(r Reply) {
 	a, err := r.Array()
-	if err != nil || len(a) != 3 {
+	if err != nil || len(a) < 3 {
 		return // PONG, or what a newer server adds
 	}
 	kind, _ := a[0].Bulk()
 	channel, _ := a[1].Bulk()
-	switch kind {
-	case "message":
+	switch {
+	case kind == "message":
 		payload, _ := a[2].Bulk()
-		s.cfg.Message(channel, payload)
-	case "subscribe":
+		s.cfg.Message("", channel, payload)
+	case kind == "pmessage" && len(a) == 4:
+		pattern := channel
+		channel, _ = a[2].Bulk()
+		payload, _ := a[3].Bulk()
+		s.cfg.Message(pattern, channel, payload)
+	case kind == "subscribe", kind == "psubscribe":
 		if s.cfg.Subscribed != nil {
 			s.cfg.Subscribed(channel)
 		}
