@@ -65,13 +65,21 @@ type waitQueue struct {
 	// head's timer. Zero: unknown, try at once.
 	freeAt time.Time
 	// released are the tokens released in the last noticeDedupe, and
-	// when: their other copies are not news (they may come after a later
-	// release's).
-	released map[string]time.Time
+	// when; spent says whether a grant (or an await) has used that
+	// release since. Every copy of a release wakes the head until then: a
+	// head woken by the first copy may try before the release has landed
+	// on a quorum, and the later copies say it has.
+	released map[string]releaseSeen
 	// subscribed is closed when a quorum of backends confirmed the
 	// channel; confirmed says which.
 	subscribed chan struct{}
 	confirmed  map[int]bool
+}
+
+// releaseSeen is what a queue knows of one released token.
+type releaseSeen struct {
+	at    time.Time
+	spent bool
 }
 
 // waiter is one caller in a queue.
@@ -168,16 +176,19 @@ func (e *Engine) released(key, token string) {
 		return
 	}
 	now := time.Now()
-	if at, seen := q.released[token]; seen && now.Sub(at) < noticeDedupe {
+	seen, known := q.released[token]
+	switch {
+	case known && now.Sub(seen.at) < noticeDedupe && seen.spent:
 		return
-	}
-	for t, at := range q.released {
-		if now.Sub(at) >= noticeDedupe {
-			delete(q.released, t)
+	case !known || now.Sub(seen.at) >= noticeDedupe:
+		for t, r := range q.released {
+			if now.Sub(r.at) >= noticeDedupe {
+				delete(q.released, t)
+			}
 		}
+		q.released[token] = releaseSeen{at: now}
+		w.stats.releases.Add(1)
 	}
-	q.released[token] = now
-	w.stats.releases.Add(1)
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -211,7 +222,7 @@ func (w *waits) join(key string) (*waitQueue, *waiter) {
 	q := w.queues[key]
 	if q == nil {
 		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{},
-			released: map[string]time.Time{}}
+			released: map[string]releaseSeen{}}
 		w.queues[key] = q
 		for _, s := range w.subs {
 			if s != nil {
@@ -251,6 +262,22 @@ func (w *waits) leave(q *waitQueue, me *waiter) {
 		if s != nil {
 			s.Unsubscribe(releasedPrefix + q.key)
 		}
+	}
+}
+
+// spend marks every release heard so far as used by the head's grant, and
+// drops a wake-up they left: their late copies are not news for the next
+// in line.
+func (w *waits) spend(q *waitQueue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for t, r := range q.released {
+		r.spent = true
+		q.released[t] = r
+	}
+	select {
+	case <-q.wake:
+	default:
 	}
 }
 
@@ -321,9 +348,11 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 		return ended(ErrNotAcquired)
 	}
 	lastErr := ErrNotAcquired
-	for {
-		if at := e.waits.freeAt(q); !at.IsZero() {
-			timer := time.NewTimer(time.Until(at))
+	// The first try is at once, unless a grant to the waiter before this
+	// one said how long the key is taken for: then it waits for a release.
+	for first := true; ; first = false {
+		if !first || !e.waits.freeAt(q).IsZero() {
+			timer := time.NewTimer(time.Until(e.waits.freeAt(q)))
 			select {
 			case <-q.wake:
 				stats.wakeUps.Add(1)
@@ -337,12 +366,6 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			}
 			timer.Stop()
 		}
-		// What woke the head is spent: a release during the try shows in
-		// the PTTL read after it.
-		select {
-		case <-q.wake:
-		default:
-		}
 		// The try runs to its decision even if the caller goes: cut short
 		// it would leave the key undecided.
 		res, err := e.acquire(context.WithoutCancel(ctx), key, token, ttl)
@@ -354,6 +377,7 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			e.waits.setFreeAt(q, time.Time{})
 			return ended(ErrNotAcquired)
 		case err == nil:
+			e.waits.spend(q)
 			e.waits.setFreeAt(q, time.Now().Add(ttl))
 			stats.grants.Add(1)
 			observe("granted")
@@ -505,13 +529,10 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 	}
 	// A release before this turn came (while it was subscribing, or for an
 	// earlier waiter) shows here: the key is free.
-	select {
-	case <-q.wake:
-	default:
-	}
 	left, err := e.pttl(context.WithoutCancel(ctx), key)
 	switch {
 	case errors.Is(err, ErrNotFound):
+		e.waits.spend(q)
 		stats.grants.Add(1)
 		return nil
 	case errors.Is(err, ErrNoExpiry):
@@ -531,6 +552,7 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 	case <-ctx.Done():
 		return ended()
 	}
+	e.waits.spend(q)
 	stats.grants.Add(1)
 	return nil
 }

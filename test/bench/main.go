@@ -40,6 +40,9 @@ type options struct {
 	// and measures it as one more system, in turns with the others.
 	fencing bool
 	systems []string // the systems to measure; empty: all
+	// waiting runs the waiting bench (waiting.go) in place of the table.
+	waitingOn bool
+	waiting   waitingOptions
 }
 
 func main() {
@@ -69,6 +72,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.soak, "soak", 0, "after the table, run the proxy alone this long and sample its memory; 0 skips it")
 	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
 	fs.BoolVar(&o.fencing, "fencing", false, "also start a lockproxy with -fencing and measure it (proxy-fenced) in turns with the plain one")
+	fs.BoolVar(&o.waitingOn, "waiting", false, "run the waiting bench instead of the table: polling against LOCK.ACQUIRE ... WAIT on one key, and wake-up latency across two proxies")
+	waitConc := fs.String("wait-contenders", "8,32,128", "-waiting: comma-separated numbers of contenders on the one key")
+	fs.DurationVar(&o.waiting.hold, "wait-hold", time.Millisecond, "-waiting: how long each grant is held before its release")
+	fs.IntVar(&o.waiting.wakes, "wait-wakes", 200, "-waiting: wake-ups measured across proxies")
 	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, proxy-fenced); empty: all")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -89,6 +96,13 @@ func parseFlags(args []string) (*options, error) {
 		}
 	}
 	o.proxyArgs = strings.Fields(*proxyArgs)
+	for _, c := range strings.Split(*waitConc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-wait-contenders: bad count %q", c)
+		}
+		o.waiting.contenders = append(o.waiting.contenders, n)
+	}
 	for _, name := range strings.Split(*only, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			if !slices.Contains(systemNames, name) {
@@ -108,6 +122,10 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-profile with -proxy needs -pprof-addr: the proxy's -metrics address, started with -pprof")
 	case o.soak < 0 || (o.soak > 0 && o.soakWorkers < 1):
 		return nil, errors.New("-soak must not be negative, and -soak-workers must be positive")
+	case o.waitingOn && o.proxyAddr != "":
+		return nil, errors.New("-waiting starts both proxies itself: it cannot be used with -proxy")
+	case o.waiting.wakes < 1:
+		return nil, errors.New("-wait-wakes must be positive")
 	case o.fencing && o.proxyAddr != "":
 		return nil, errors.New("-fencing starts both proxies itself: it cannot be used with -proxy")
 	case slices.Contains(o.systems, "proxy-fenced") && !o.fencing:
@@ -151,6 +169,16 @@ func run(args []string, out io.Writer) error {
 		if proxy, err = startProxy(ctx, o, env); err != nil {
 			return err
 		}
+	}
+	if o.waitingOn {
+		w, err := runWaiting(ctx, o, env, proxy, out)
+		if err != nil {
+			return err
+		}
+		if o.jsonPath != "" {
+			return writeJSONFile(o.jsonPath, w)
+		}
+		return nil
 	}
 	var fenced string
 	if o.fencing {
