@@ -15,5 +15,10 @@ func TestCompatRedisCLI(t *testing.T) {
 		command: func(args ...string) *exec.Cmd {
 			return exec.Command(bash, append([]string{"compat/cli/redis-cli.sh"}, args...)...)
 		},
+	}, {
+		name: "redis-cli blocking acquire",
+		command: func(args ...string) *exec.Cmd {
+			return exec.Command(bash, append([]string{"compat/cli/blocking-acquire.sh"}, args...)...)
+		},
 	}})
 }

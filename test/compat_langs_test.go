@@ -23,6 +23,7 @@ func TestCompatPython(t *testing.T) {
 		langProgram("redis-py-Lock", py, "compat/python/redispy_lock.py"),
 		langProgram("redis-py-recipe", py, "compat/python/redispy_recipe.py"),
 		langProgram("redis-py-watch-recipe", py, "compat/python/redispy_watch.py"),
+		langProgram("redis-py-blocking-acquire", py, "compat/python/redispy_blocking.py"),
 	})
 }
 
