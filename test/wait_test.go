@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -315,5 +316,37 @@ func TestWaitContention(t *testing.T) {
 	wg.Wait()
 	if n := overlaps.Load(); n != 0 {
 		t.Fatalf("%d times two workers held the lock at once", n)
+	}
+}
+
+// TestWaitShutdown: a proxy told to stop (SIGTERM) ends its waits at once
+// with the shutting-down error, rather than draining until their WAIT runs
+// out, and exits.
+func TestWaitShutdown(t *testing.T) {
+	c := newCluster(t, 3)
+	cli := c.proxy.Client(t)
+	if got := do(t, cli, "SET", "closing", "holder", "NX", "PX", 30000); got != "OK" {
+		t.Fatalf("SET NX: %q", got)
+	}
+	waiter := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, MaxRetries: -1, ReadTimeout: time.Minute})
+	t.Cleanup(func() { waiter.Close() })
+	done := make(chan error, 1)
+	go func() {
+		done <- waiter.Do(context.Background(), "LOCK.ACQUIRE", "closing", "w", "PX", 30000, "WAIT", 60000).Err()
+	}()
+	awaitWaiters(t, cli, 1)
+	c.proxy.Signal(t, syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "shutting down") {
+			t.Fatalf("the waiter got %v, want the shutting-down error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the wait outlived the shutdown by 20 s")
+	}
+	select {
+	case <-c.proxy.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the proxy did not exit")
 	}
 }
