@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -348,5 +349,33 @@ func TestWaitShutdown(t *testing.T) {
 	case <-c.proxy.done:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the proxy did not exit")
+	}
+}
+
+// TestWaitClientReadTimeout: a go-redis client left at its default 3 s
+// ReadTimeout gives up on a longer WAIT and drops its connection; the
+// proxy takes it out of the line, and grants nothing to it.
+func TestWaitClientReadTimeout(t *testing.T) {
+	c := newCluster(t, 3)
+	cli := c.proxy.Client(t)
+	if got := do(t, cli, "SET", "slow", "holder", "NX", "PX", 30000); got != "OK" {
+		t.Fatalf("SET NX: %q", got)
+	}
+	defaults := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, MaxRetries: -1})
+	t.Cleanup(func() { defaults.Close() })
+	err := defaults.Do(t.Context(), "LOCK.ACQUIRE", "slow", "impatient", "PX", 30000, "WAIT", 20000).Err()
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("LOCK.ACQUIRE WAIT 20000 with go-redis's default ReadTimeout: %v, want its read timeout", err)
+	}
+	awaitWaiters(t, cli, 0)
+	if got := waitInfo(t, cli, "wait_gone"); got != 1 {
+		t.Fatalf("wait_gone %d, want 1", got)
+	}
+	if got := do(t, cli, "EVAL", compareAndDelete, 1, "slow", "holder"); got != "1" {
+		t.Fatalf("release: %q", got)
+	}
+	if _, err := cli.Get(t.Context(), "slow").Result(); err != redis.Nil {
+		t.Fatalf("GET after the release: %v, want nil: nothing granted to the gone waiter", err)
 	}
 }
