@@ -294,6 +294,78 @@ func (w *waits) freeAt(q *waitQueue) time.Time {
 	return q.freeAt
 }
 
+// place is one caller's place in a key's line, for the length of its
+// wait.
+type place struct {
+	e        *Engine
+	q        *waitQueue
+	me       *waiter
+	deadline <-chan time.Time // nil: no end
+	stop     func()
+	start    time.Time
+}
+
+// getInLine joins key's line for at most wait (0: without end), and
+// returns once its turn came, or with ok false when the wait or ctx ended
+// first. The caller must call leave.
+func (e *Engine) getInLine(ctx context.Context, key string, wait time.Duration) (p *place, ok bool) {
+	p = &place{e: e, stop: func() {}, start: time.Now()}
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		p.deadline, p.stop = t.C, func() { t.Stop() }
+	}
+	p.q, p.me = e.waits.join(key)
+	// A release between this engine's first try and its subscription
+	// would go unheard: the first try waits for a quorum of backends to
+	// carry the channel (a release publishes on a quorum), for at most a
+	// backend timeout.
+	settle := time.NewTimer(e.cfg.NodeTimeout)
+	select {
+	case <-p.q.subscribed:
+	case <-settle.C:
+	case <-ctx.Done():
+	}
+	settle.Stop()
+	select {
+	case <-p.me.turn:
+		return p, true
+	case <-p.deadline:
+	case <-ctx.Done():
+	}
+	return p, false
+}
+
+func (p *place) leave() {
+	p.stop()
+	p.e.waits.leave(p.q, p.me)
+}
+
+// ended counts a wait that ended without its aim: the caller went away
+// (ctx's error) or the wait ran out (err).
+func (p *place) ended(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		p.e.waits.stats.gone.Add(1)
+		p.observe("gone")
+		return ctx.Err()
+	}
+	p.e.waits.stats.timeouts.Add(1)
+	p.observe("timeout")
+	return err
+}
+
+// granted counts a wait that reached its aim.
+func (p *place) granted() {
+	p.e.waits.spend(p.q)
+	p.e.waits.stats.grants.Add(1)
+	p.observe("granted")
+}
+
+func (p *place) observe(outcome string) {
+	if obs, ok := p.e.cfg.Observer.(WaitObserver); ok {
+		obs.Waited(time.Since(p.start), outcome)
+	}
+}
+
 // acquireWaiting takes key for token, waiting up to wait (0: without
 // end) while another token holds it, in line behind the engine's earlier
 // waiters for it. It returns ErrNotAcquired at the deadline; ctx's error
@@ -304,49 +376,12 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
-	var deadline <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		deadline = t.C
+	p, ok := e.getInLine(ctx, key, wait)
+	defer p.leave()
+	if !ok {
+		return Result{}, p.ended(ctx, ErrNotAcquired)
 	}
-	q, me := e.waits.join(key)
-	defer e.waits.leave(q, me)
-	stats := &e.waits.stats
-	start := time.Now()
-	observe := func(outcome string) {
-		if obs, ok := e.cfg.Observer.(WaitObserver); ok {
-			obs.Waited(time.Since(start), outcome)
-		}
-	}
-	ended := func(err error) (Result, error) {
-		if ctx.Err() != nil {
-			stats.gone.Add(1)
-			observe("gone")
-			return Result{}, ctx.Err()
-		}
-		stats.timeouts.Add(1)
-		observe("timeout")
-		return Result{}, err
-	}
-	// A release between this engine's first try and its subscription
-	// would go unheard: the first try waits for a quorum of backends to
-	// carry the channel (a release publishes on a quorum), for at most a
-	// backend timeout.
-	settle := time.NewTimer(e.cfg.NodeTimeout)
-	select {
-	case <-q.subscribed:
-	case <-settle.C:
-	case <-ctx.Done():
-	}
-	settle.Stop()
-	select {
-	case <-me.turn:
-	case <-deadline:
-		return ended(ErrNotAcquired)
-	case <-ctx.Done():
-		return ended(ErrNotAcquired)
-	}
+	q, stats := p.q, &e.waits.stats
 	lastErr := ErrNotAcquired
 	// The first try is at once, unless a grant to the waiter before this
 	// one said how long the key is taken for: then it waits for a release.
@@ -357,12 +392,12 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			case <-q.wake:
 				stats.wakeUps.Add(1)
 			case <-timer.C:
-			case <-deadline:
+			case <-p.deadline:
 				timer.Stop()
-				return ended(lastErr)
+				return Result{}, p.ended(ctx, lastErr)
 			case <-ctx.Done():
 				timer.Stop()
-				return ended(lastErr)
+				return Result{}, p.ended(ctx, lastErr)
 			}
 			timer.Stop()
 		}
@@ -375,12 +410,10 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			// is woken by the release.
 			e.release(context.WithoutCancel(ctx), key, token)
 			e.waits.setFreeAt(q, time.Time{})
-			return ended(ErrNotAcquired)
+			return Result{}, p.ended(ctx, ErrNotAcquired)
 		case err == nil:
-			e.waits.spend(q)
 			e.waits.setFreeAt(q, time.Now().Add(ttl))
-			stats.grants.Add(1)
-			observe("granted")
+			p.granted()
 			return res, nil
 		case errors.Is(err, ErrNotAcquired):
 			lastErr = err
@@ -496,63 +529,35 @@ func (w *waits) watched(pattern, key, token string) {
 // until key is free: released, deleted, run out, or not held at all when
 // its turn comes. Errors as Read's for OpAwaitRelease.
 func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duration) error {
-	var deadline <-chan time.Time
-	if wait > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		deadline = t.C
-	}
-	q, me := e.waits.join(key)
-	defer e.waits.leave(q, me)
-	stats := &e.waits.stats
-	ended := func() error {
-		if ctx.Err() != nil {
-			stats.gone.Add(1)
-			return ctx.Err()
-		}
-		stats.timeouts.Add(1)
-		return ErrTimeout
-	}
-	settle := time.NewTimer(e.cfg.NodeTimeout)
-	select {
-	case <-q.subscribed:
-	case <-settle.C:
-	case <-ctx.Done():
-	}
-	settle.Stop()
-	select {
-	case <-me.turn:
-	case <-deadline:
-		return ended()
-	case <-ctx.Done():
-		return ended()
+	p, ok := e.getInLine(ctx, key, wait)
+	defer p.leave()
+	if !ok {
+		return p.ended(ctx, ErrTimeout)
 	}
 	// A release before this turn came (while it was subscribing, or for an
 	// earlier waiter) shows here: the key is free.
 	left, err := e.pttl(context.WithoutCancel(ctx), key)
 	switch {
 	case errors.Is(err, ErrNotFound):
-		e.waits.spend(q)
-		stats.grants.Add(1)
+		p.granted()
 		return nil
 	case errors.Is(err, ErrNoExpiry):
 		left = e.cfg.MaxTTL
 	case err != nil:
 		left = max(retryUndecided, e.cfg.NodeTimeout)
 	}
-	e.waits.setFreeAt(q, time.Now().Add(left))
+	e.waits.setFreeAt(p.q, time.Now().Add(left))
 	timer := time.NewTimer(left)
 	defer timer.Stop()
 	select {
-	case <-q.wake:
-		stats.wakeUps.Add(1)
+	case <-p.q.wake:
+		e.waits.stats.wakeUps.Add(1)
 	case <-timer.C:
-	case <-deadline:
-		return ended()
+	case <-p.deadline:
+		return p.ended(ctx, ErrTimeout)
 	case <-ctx.Done():
-		return ended()
+		return p.ended(ctx, ErrTimeout)
 	}
-	e.waits.spend(q)
-	stats.grants.Add(1)
+	p.granted()
 	return nil
 }

@@ -47,6 +47,18 @@ func awaitWaiters(t *testing.T, cli *redis.Client, n int) {
 	})
 }
 
+// clusterHolding is a cluster over 3 backends whose key is held by the
+// token "holder" for 30 s, and a client of its proxy.
+func clusterHolding(t *testing.T, key string) (*cluster, *redis.Client) {
+	t.Helper()
+	c := newCluster(t, 3)
+	cli := c.proxy.Client(t)
+	if got := do(t, cli, "SET", key, "holder", "NX", "PX", 30000); got != "OK" {
+		t.Fatalf("SET NX: %q", got)
+	}
+	return c, cli
+}
+
 // twoProxies is a cluster and a second proxy over the same backends.
 func twoProxies(t *testing.T, n int) (*cluster, *proxyProcess) {
 	t.Helper()
@@ -184,11 +196,7 @@ func TestWaitHolderDies(t *testing.T) {
 // the line at once; the lock goes to the next waiter, never to the gone
 // one.
 func TestWaitClientGone(t *testing.T) {
-	c := newCluster(t, 3)
-	cli := c.proxy.Client(t)
-	if got := do(t, cli, "SET", "door", "holder", "NX", "PX", 30000); got != "OK" {
-		t.Fatalf("SET NX: %q", got)
-	}
+	c, cli := clusterHolding(t, "door")
 	gone, err := net.Dial("tcp", c.proxy.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -221,11 +229,7 @@ func TestWaitClientGone(t *testing.T) {
 // TestWaitPipelinedBehind: commands a client pipelines behind a waiting
 // LOCK.ACQUIRE are served after it, in order.
 func TestWaitPipelinedBehind(t *testing.T) {
-	c := newCluster(t, 3)
-	cli := c.proxy.Client(t)
-	if got := do(t, cli, "SET", "line", "holder", "NX", "PX", 30000); got != "OK" {
-		t.Fatalf("SET NX: %q", got)
-	}
+	c, cli := clusterHolding(t, "line")
 	conn, err := net.Dial("tcp", c.proxy.Addr)
 	if err != nil {
 		t.Fatal(err)
@@ -324,11 +328,7 @@ func TestWaitContention(t *testing.T) {
 // with the shutting-down error, rather than draining until their WAIT runs
 // out, and exits.
 func TestWaitShutdown(t *testing.T) {
-	c := newCluster(t, 3)
-	cli := c.proxy.Client(t)
-	if got := do(t, cli, "SET", "closing", "holder", "NX", "PX", 30000); got != "OK" {
-		t.Fatalf("SET NX: %q", got)
-	}
+	c, cli := clusterHolding(t, "closing")
 	waiter := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, MaxRetries: -1, ReadTimeout: time.Minute})
 	t.Cleanup(func() { waiter.Close() })
 	done := make(chan error, 1)
@@ -356,11 +356,7 @@ func TestWaitShutdown(t *testing.T) {
 // ReadTimeout gives up on a longer WAIT and drops its connection; the
 // proxy takes it out of the line, and grants nothing to it.
 func TestWaitClientReadTimeout(t *testing.T) {
-	c := newCluster(t, 3)
-	cli := c.proxy.Client(t)
-	if got := do(t, cli, "SET", "slow", "holder", "NX", "PX", 30000); got != "OK" {
-		t.Fatalf("SET NX: %q", got)
-	}
+	c, cli := clusterHolding(t, "slow")
 	defaults := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, MaxRetries: -1})
 	t.Cleanup(func() { defaults.Close() })
 	err := defaults.Do(t.Context(), "LOCK.ACQUIRE", "slow", "impatient", "PX", 30000, "WAIT", 20000).Err()

@@ -4,17 +4,7 @@
 # contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR.
 set -euo pipefail
 command=$1 addr=$2
-host=${addr%:*} port=${addr##*:}
-cli() { redis-cli -h "$host" -p "$port" "$@"; }
-release='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
-
-expect() { # expect WHAT WANT GOT
-	if [ "$2" != "$3" ]; then
-		echo "FAIL $1: expected '$2', got '$3'"
-		exit 1
-	fi
-	echo "ok   $1"
-}
+. "$(dirname "$0")/common.sh"
 
 case $command in
 contend)
@@ -24,10 +14,7 @@ contend)
 		# No pause between tries: each one waits in the proxy until the
 		# lock is released (or 20 s pass, and it waits again).
 		until [ "$(cli LOCK.ACQUIRE compat:contended "$token" PX 10000 WAIT 20000)" = OK ]; do :; done
-		printf 'enter %s\n' "$token" >>"$log"
-		printf 'exit %s\n' "$token" >>"$log"
-		got=$(cli EVAL "$release" 1 compat:contended "$token")
-		[ "$got" = 1 ] || { echo "release of $token replied '$got', expected 1"; exit 1; }
+		hold_and_release "$log" "$token"
 	done
 	;;
 scenario)

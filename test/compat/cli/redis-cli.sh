@@ -3,18 +3,8 @@
 # (see test/compat_test.go): contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR.
 set -euo pipefail
 command=$1 addr=$2
-host=${addr%:*} port=${addr##*:}
-cli() { redis-cli -h "$host" -p "$port" "$@"; }
-release='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end'
+. "$(dirname "$0")/common.sh"
 extend='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end'
-
-expect() { # expect WHAT WANT GOT
-	if [ "$2" != "$3" ]; then
-		echo "FAIL $1: expected '$2', got '$3'"
-		exit 1
-	fi
-	echo "ok   $1"
-}
 
 case $command in
 contend)
@@ -24,11 +14,7 @@ contend)
 		until [ "$(cli SET compat:contended "$token" NX PX 10000)" = OK ]; do
 			sleep "0.00$((RANDOM % 5 + 1))"
 		done
-		# One write per line, O_APPEND: the holders' log proves exclusion.
-		printf 'enter %s\n' "$token" >>"$log"
-		printf 'exit %s\n' "$token" >>"$log"
-		got=$(cli EVAL "$release" 1 compat:contended "$token")
-		[ "$got" = 1 ] || { echo "release of $token replied '$got', expected 1"; exit 1; }
+		hold_and_release "$log" "$token"
 	done
 	;;
 scenario)
