@@ -121,8 +121,10 @@ func differenceKey(kind string, call diffCall, state string) string {
 // differential is a proxy on three redis-servers beside a reference one.
 type differential struct {
 	proxy, reference *respConn
-	backends         []*respConn
-	cases            atomic.Int64 // unique key prefixes
+	// proxyAddr and referenceAddr are where to open more connections.
+	proxyAddr, referenceAddr string
+	backends                 []*respConn
+	cases                    atomic.Int64 // unique key prefixes
 }
 
 func startDifferential(t testing.TB) *differential {
@@ -145,7 +147,8 @@ func startDifferential(t testing.TB) *differential {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &differential{proxy: dialRESP(t, serve(t, srv)), reference: dialRESP(t, servers[3].Addr())}
+	addr := serve(t, srv)
+	d := &differential{proxy: dialRESP(t, addr), reference: dialRESP(t, servers[3].Addr()), proxyAddr: addr, referenceAddr: servers[3].Addr()}
 	for _, s := range servers[:3] {
 		d.backends = append(d.backends, dialRESP(t, s.Addr()))
 	}
