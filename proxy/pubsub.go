@@ -144,7 +144,7 @@ func (s *Server) handleSubscribe(conn redcon.Conn, cmd redcon.Command) {
 		}
 		if !containsSub(*list, name) {
 			sp := &subscription{name: name, pattern: pattern, lc: lcs[i]}
-			sp.stop = w.Releases(sub.prefix+globs[i], func(key, _ string) { sub.released(sp, key) })
+			sp.stop = w.Releases(globEscape(sub.prefix)+globs[i], func(key, _ string) { sub.released(sp, key) })
 			*list = append(*list, sp)
 		}
 		sub.writeReply(c, verb, name, true)
