@@ -386,6 +386,18 @@ func (h *pubsubHub) publish(prefix, channel, payload string) int {
 	return n
 }
 
+// counts are the subscribed connections, and their channels and patterns.
+func (h *pubsubHub) counts() (clients, channels, patterns int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		sub.mu.Lock()
+		clients, channels, patterns = clients+1, channels+len(sub.channels), patterns+len(sub.patterns)
+		sub.mu.Unlock()
+	}
+	return clients, channels, patterns
+}
+
 // join counts sub among the hub's subscribers, watching the relay from
 // the other proxies while there are any.
 func (h *pubsubHub) join(sub *subscriber) {
