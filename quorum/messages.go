@@ -66,10 +66,10 @@ func (e *Engine) Relayed(pattern string, fn func(topic, message string)) (stop f
 }
 
 // relayed hears one backend's copy of a relayed message.
-func (w *waits) relayed(pattern, topic, payload string) {
+func (w *waits) relayed(from int, pattern, topic, payload string) {
 	id, message, ok := strings.Cut(payload, ":")
 	if !ok || pattern == "" {
 		return
 	}
-	w.watched(pattern, id, topic, message)
+	w.watched(from, pattern, id, topic, message)
 }

@@ -128,7 +128,7 @@ func (e *Engine) subscribe() {
 	for i := range e.nodes {
 		sub, err := backend.NewSubscriber(backend.SubscriberConfig{
 			URL: e.cfg.Backends[i], TLS: e.cfg.TLSConfig, Timeout: e.cfg.NodeTimeout,
-			Message:    func(pattern, channel, token string) { e.noticed(pattern, channel, token) },
+			Message:    func(pattern, channel, token string) { e.noticed(i, pattern, channel, token) },
 			Subscribed: func(channel string) { e.confirmed(i, channel) },
 		})
 		if err == nil { // New has checked every URL
@@ -147,9 +147,9 @@ func (w *waits) close() {
 
 // noticed hears one backend's notice of a release, on a key's channel
 // (pattern "") or on a pattern of Releases.
-func (e *Engine) noticed(pattern, channel, token string) {
+func (e *Engine) noticed(from int, pattern, channel, token string) {
 	if topic, ok := strings.CutPrefix(channel, relayPrefix); ok {
-		e.waits.relayed(pattern, topic, token)
+		e.waits.relayed(from, pattern, topic, token)
 		return
 	}
 	key, ok := strings.CutPrefix(channel, releasedPrefix)
@@ -157,7 +157,7 @@ func (e *Engine) noticed(pattern, channel, token string) {
 		return
 	}
 	if pattern != "" {
-		e.waits.watched(pattern, key+"\x00"+token, key, token)
+		e.waits.watched(from, pattern, key+"\x00"+token, key, token)
 		return
 	}
 	e.waits.stats.notices.Add(1)
@@ -401,9 +401,12 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 type watch struct {
 	fns  map[int]func(name, payload string)
 	next int
-	// seen are the notices heard lately, by id, and when, as released is
-	// in waitQueue: their copies from the other backends are not news.
-	seen map[string]time.Time
+	// seen are the notices heard lately, by id: their copies from the
+	// other backends are not news. A notice's id need not be unique:
+	// Spring's registry releases with the same token every time, so the
+	// same key and token twice within noticeDedupe is two releases when
+	// one backend tells it twice (a backend tells each release once).
+	seen map[string]*sighting
 	// subscribed is closed when a quorum of backends confirmed the
 	// pattern; confirmed says which.
 	subscribed chan struct{}
@@ -432,7 +435,7 @@ func (e *Engine) watchPattern(backendPattern string, fn func(name, payload strin
 	w.mu.Lock()
 	wt := w.watches[backendPattern]
 	if wt == nil {
-		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]time.Time{},
+		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]*sighting{},
 			subscribed: make(chan struct{}), confirmed: map[int]bool{}}
 		w.watches[backendPattern] = wt
 		for _, s := range w.subs {
@@ -488,9 +491,16 @@ func (w *waits) confirmedPattern(i int, pattern string) bool {
 	return true
 }
 
-// watched hears one backend's copy of a notice on a watched pattern:
+// sighting is when a notice was first heard, and which backends told it
+// since.
+type sighting struct {
+	at   time.Time
+	from map[int]bool
+}
+
+// watched hears backend from's copy of a notice on a watched pattern:
 // name and payload for the callers, id the same in every copy.
-func (w *waits) watched(pattern, id, name, payload string) {
+func (w *waits) watched(from int, pattern, id, name, payload string) {
 	w.mu.Lock()
 	wt := w.watches[pattern]
 	if wt == nil {
@@ -498,16 +508,17 @@ func (w *waits) watched(pattern, id, name, payload string) {
 		return
 	}
 	now := time.Now()
-	if at, seen := wt.seen[id]; seen && now.Sub(at) < noticeDedupe {
+	if s := wt.seen[id]; s != nil && now.Sub(s.at) < noticeDedupe && !s.from[from] {
+		s.from[from] = true // another backend's copy of what was told
 		w.mu.Unlock()
 		return
 	}
-	for k, at := range wt.seen {
-		if now.Sub(at) >= noticeDedupe {
+	for k, s := range wt.seen {
+		if now.Sub(s.at) >= noticeDedupe {
 			delete(wt.seen, k)
 		}
 	}
-	wt.seen[id] = now
+	wt.seen[id] = &sighting{at: now, from: map[int]bool{from: true}}
 	fns := make([]func(string, string), 0, len(wt.fns))
 	for _, fn := range wt.fns {
 		fns = append(fns, fn)

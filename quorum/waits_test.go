@@ -271,3 +271,28 @@ func TestReleasesWatched(t *testing.T) {
 	}
 	stop()
 }
+
+// TestReleasesSameTokenTwice: a client that releases with the same token
+// every time (Spring's registry does) is heard at each release, however
+// soon after the last one.
+func TestReleasesSameTokenTwice(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	watcher := newEngine(t, c.cfg)
+	ctx := t.Context()
+	got := make(chan string, 16)
+	stop := watcher.Releases("same:*", func(key, token string) { got <- token })
+	defer stop()
+	for range 3 {
+		if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"same:k"}, Token: "registry", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{"same:k"}, Token: "registry"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a release with the token of the last one was not heard")
+		}
+	}
+}
