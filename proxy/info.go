@@ -209,10 +209,15 @@ func (s *Server) infoBackends(b *strings.Builder) {
 
 // backendReporter returns the Locker's BackendReporter, or nil.
 func (s *Server) backendReporter() BackendReporter {
-	locks := s.locks
-	if o, ok := locks.(*observedLocker); ok {
-		locks = o.locks
-	}
-	r, _ := locks.(BackendReporter)
+	r, _ := s.engine().(BackendReporter)
 	return r
+}
+
+// engine is the Locker New was given, under the observer's counts: what
+// implements the optional interfaces (BackendReporter, ReleaseWatcher).
+func (s *Server) engine() Locker {
+	if o, ok := s.locks.(*observedLocker); ok {
+		return o.locks
+	}
+	return s.locks
 }

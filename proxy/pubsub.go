@@ -50,11 +50,7 @@ type ReleaseWatcher interface {
 
 // releaseWatcher is the Locker's ReleaseWatcher, or nil.
 func (s *Server) releaseWatcher() ReleaseWatcher {
-	locks := s.locks
-	if o, ok := locks.(*observedLocker); ok {
-		locks = o.locks
-	}
-	w, _ := locks.(ReleaseWatcher)
+	w, _ := s.engine().(ReleaseWatcher)
 	return w
 }
 
