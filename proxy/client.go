@@ -45,6 +45,9 @@ type client struct {
 	ctx          any
 	closed       bool  // by Close: nothing more is served
 	werr         error // the write error that ended the connection
+	// push writes the connection's output from its first SUBSCRIBE on,
+	// when messages may come at any time (push.go); nil before.
+	push *pushWriter
 }
 
 var _ redcon.Conn = (*client)(nil)
@@ -59,7 +62,13 @@ func (s *Server) serveConn(nc net.Conn) {
 		idleTimeout: set.cfg.IdleTimeout, writeTimeout: set.cfg.writeTimeout()}
 	s.accepted(c, set)
 	err := s.serveCommands(c)
+	if sub := state(c).sub; sub != nil {
+		sub.dropAll()
+	}
 	nc.Close()
+	if c.push != nil {
+		c.push.close()
+	}
 	s.disconnected(c, err)
 }
 
@@ -68,7 +77,12 @@ func (s *Server) serveConn(nc net.Conn) {
 // its side.
 func (s *Server) serveCommands(c *client) error {
 	for {
-		if c.idleTimeout > 0 {
+		switch {
+		case c.idleTimeout > 0 && subscribed(c) != nil:
+			// Subscribers wait for messages, not idle: Redis's timeout
+			// spares them too.
+			c.conn.SetReadDeadline(time.Time{})
+		case c.idleTimeout > 0:
 			// Once per batch: a whole command must arrive within it, so a
 			// client that trickles one in is cut off as an idle one is.
 			c.conn.SetReadDeadline(time.Now().Add(c.idleTimeout))
@@ -113,6 +127,13 @@ func (s *Server) serveCommands(c *client) error {
 // client too) rather than holding its goroutine and its max_clients slot
 // for ever. The first write error is kept and returned from then on.
 func (c *client) flush() error {
+	if c.push != nil {
+		if c.werr == nil {
+			c.werr = c.push.send(c.out)
+		}
+		c.out = c.out[:0]
+		return c.werr
+	}
 	for b := c.out; len(b) > 0 && c.werr == nil; {
 		c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout))
 		var n int
@@ -138,6 +159,9 @@ func (c *client) RemoteAddr() string { return c.addr }
 func (c *client) Close() error {
 	c.flush()
 	c.closed = true
+	if c.push != nil {
+		c.push.close() // what was queued goes out first: QUIT's +OK
+	}
 	return c.conn.Close()
 }
 

@@ -19,6 +19,9 @@ type command struct {
 	// concurrent commands change nothing but their keys, and may run at
 	// once with others of a pipeline on other keys (pipeline.go).
 	concurrent bool
+	// subscribed commands are the ones RESP2's subscribed mode allows
+	// (pubsub.go); RESP3 allows every command.
+	subscribed bool
 	run        func(redcon.Conn, redcon.Command)
 	subs       map[string]*command // subcommands, keyed in lower case
 }
@@ -52,10 +55,15 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "multi", arity: 1, unqueued: true, run: s.handleMulti},
 		&command{name: "exec", arity: 1, unqueued: true, run: s.handleExec},
 		&command{name: "discard", arity: 1, unqueued: true, run: s.handleDiscard},
-		&command{name: "ping", arity: -1, noAuth: true, run: s.handlePing},
+		&command{name: "subscribe", arity: -2, subscribed: true, run: s.handleSubscribe},
+		&command{name: "psubscribe", arity: -2, subscribed: true, run: s.handleSubscribe},
+		&command{name: "unsubscribe", arity: -1, subscribed: true, run: s.handleUnsubscribe},
+		&command{name: "punsubscribe", arity: -1, subscribed: true, run: s.handleUnsubscribe},
+		&command{name: "publish", arity: 3, run: s.handlePublish},
+		&command{name: "ping", arity: -1, noAuth: true, subscribed: true, run: s.handlePing},
 		&command{name: "echo", arity: 2, run: s.handleEcho},
-		&command{name: "quit", arity: -1, noAuth: true, unqueued: true, run: s.handleQuit},
-		&command{name: "reset", arity: 1, noAuth: true, unqueued: true, run: s.handleReset},
+		&command{name: "quit", arity: -1, noAuth: true, unqueued: true, subscribed: true, run: s.handleQuit},
+		&command{name: "reset", arity: 1, noAuth: true, unqueued: true, subscribed: true, run: s.handleReset},
 		&command{name: "hello", arity: -1, noAuth: true, run: s.handleHello},
 		&command{name: "auth", arity: -2, noAuth: true, run: s.handleAuth},
 		&command{name: "select", arity: 2, run: s.handleSelect},
@@ -108,6 +116,9 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 	c, err := s.lookup(cmd.Args)
 	if err == nil && !c.noAuth && st.user == nil {
 		err = errNoAuth
+	}
+	if err == nil && !c.subscribed && st.proto == 2 && subscribed(conn) != nil {
+		err = errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", c.name)
 	}
 	if err != nil {
 		if inMulti(st) {

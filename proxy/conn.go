@@ -33,6 +33,9 @@ type connState struct {
 	// tx is the transaction under way: watched keys, MULTI's queue
 	// (multi.go). Nil when there is none.
 	tx *txState
+	// sub is the connection's subscriptions (pubsub.go), from its first
+	// SUBSCRIBE or PSUBSCRIBE on. Nil before.
+	sub *subscriber
 }
 
 func state(conn redcon.Conn) *connState {
@@ -46,6 +49,18 @@ func state(conn redcon.Conn) *connState {
 
 // handlePing serves PING [message].
 func (s *Server) handlePing(conn redcon.Conn, cmd redcon.Command) {
+	if len(cmd.Args) <= 2 && subscribed(conn) != nil && state(conn).proto == 2 {
+		// In RESP2's subscribed mode a reply is a pub/sub frame, as
+		// Redis sends it: ["pong", message or ""].
+		msg := []byte{}
+		if len(cmd.Args) == 2 {
+			msg = cmd.Args[1]
+		}
+		conn.WriteArray(2)
+		conn.WriteBulkString("pong")
+		conn.WriteBulk(msg)
+		return
+	}
 	switch len(cmd.Args) {
 	case 1:
 		conn.WriteString("PONG")
@@ -75,6 +90,9 @@ func (s *Server) handleQuit(conn redcon.Conn, _ redcon.Command) {
 // handleReset serves RESET: the connection is as if it had just connected.
 func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
 	st := state(conn)
+	if st.sub != nil {
+		st.sub.dropAll() // without replies, as Redis's RESET
+	}
 	*st = connState{id: st.id, proto: 2, user: s.settings().users.anonymous}
 	conn.WriteString("RESET")
 }
@@ -177,6 +195,9 @@ func (s *Server) handleHello(conn redcon.Conn, cmd redcon.Command) {
 	}
 	if req.proto != 0 {
 		st.proto = req.proto
+		if st.sub != nil {
+			st.sub.proto.Store(int32(req.proto)) // its next messages
+		}
 	}
 	writeMapLen(conn, 7)
 	for _, kv := range [][2]string{{"server", "redis"}, {"version", compatVersion}} {

@@ -66,36 +66,39 @@ type diffCall struct {
 
 // diffCalls are the calls each kind is tried with.
 var diffCalls = map[string][]diffCall{
-	"compare-and-delete":                  {{[]string{"k"}, []string{diffToken}}},
-	"compare-and-pexpire":                 {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"compare-and-delete-or-absent":        {{[]string{"k"}, []string{diffToken}}},
-	"compare-and-delete-or-null":          {{[]string{"k"}, []string{diffToken}}},
-	"compare-and-pexpire-or-null":         {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"compare-and-add-or-set-pttl":         {{[]string{"k"}, []string{diffToken, "5000", "0"}}, {[]string{"k"}, []string{diffToken, diffTTL, "1"}}},
-	"extend-or-acquire":                   {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"extend-or-acquire-or-null":           {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"extend-or-acquire-or-conflict":       {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"extend-or-acquire-or-error":          {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"compare-and-delete-or-free-or-error": {{[]string{"k"}, []string{diffToken}}},
-	"owner-ttl-seconds-or-error":          {{[]string{"k"}, []string{diffToken}}},
-	"set-if-owner-or-free":                {{[]string{"k"}, []string{diffToken, diffTTL, "yes"}}, {[]string{"k"}, []string{diffToken, diffTTL, "no"}}},
-	"acquire":                             {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"acquire-or-renew":                    {{[]string{"k"}, []string{diffToken, "3", diffTTL}}},
-	"owner-pttl":                          {{[]string{"k"}, []string{diffToken}}},
-	"owner-pttl-or-zero":                  {{[]string{"k"}, []string{diffToken}}},
-	"value-and-pttl":                      {{[]string{"k"}, nil}},
-	"compare-and-expire-seconds":          {{[]string{"k", "signal"}, []string{diffToken, "10"}}},
-	"multi-acquire":                       {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
-	"multi-release-count":                 {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
-	"multi-extend":                        {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
-	"db-multi-acquire":                    {{[]string{"a", "b"}, []string{"0", diffToken, diffTTL}}, {[]string{"a", "a"}, []string{"0", diffToken, diffTTL}}},
-	"db-multi-release-count":              {{[]string{"a", "b"}, []string{"0", diffToken}}, {[]string{"a", "a"}, []string{"0", diffToken}}},
-	"db-multi-extend":                     {{[]string{"a", "b"}, []string{"0", diffToken, diffTTL}}, {[]string{"a", "a"}, []string{"0", diffToken, diffTTL}}},
-	"multi-acquire-or-renew":              {{[]string{"a"}, []string{diffToken, "3", diffTTL}}, {[]string{"a", "b"}, []string{diffToken, "3", diffTTL}}, {[]string{"a", "a"}, []string{diffToken, "3", diffTTL}}},
-	"multi-release-all":                   {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
-	"multi-pexpire-all":                   {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
-	"multi-owner-pttl":                    {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
-	"pexpire-any":                         {{[]string{"a", "b"}, []string{diffTTL, ""}}, {[]string{"a", "a"}, []string{diffTTL, ""}}},
+	"compare-and-delete":           {{[]string{"k"}, []string{diffToken}}},
+	"compare-and-pexpire":          {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"compare-and-delete-or-absent": {{[]string{"k"}, []string{diffToken}}},
+	"compare-and-delete-or-null":   {{[]string{"k"}, []string{diffToken}}},
+	// The channel is published on by the reference alone: no state.
+	"compare-and-delete-publish-or-null":     {{[]string{"k"}, []string{diffToken, "k-channel:k"}}},
+	"compare-and-delete-publish-key-or-null": {{[]string{"k", "ch"}, []string{diffToken}}},
+	"compare-and-pexpire-or-null":            {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"compare-and-add-or-set-pttl":            {{[]string{"k"}, []string{diffToken, "5000", "0"}}, {[]string{"k"}, []string{diffToken, diffTTL, "1"}}},
+	"extend-or-acquire":                      {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"extend-or-acquire-or-null":              {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"extend-or-acquire-or-conflict":          {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"extend-or-acquire-or-error":             {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"compare-and-delete-or-free-or-error":    {{[]string{"k"}, []string{diffToken}}},
+	"owner-ttl-seconds-or-error":             {{[]string{"k"}, []string{diffToken}}},
+	"set-if-owner-or-free":                   {{[]string{"k"}, []string{diffToken, diffTTL, "yes"}}, {[]string{"k"}, []string{diffToken, diffTTL, "no"}}},
+	"acquire":                                {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"acquire-or-renew":                       {{[]string{"k"}, []string{diffToken, "3", diffTTL}}},
+	"owner-pttl":                             {{[]string{"k"}, []string{diffToken}}},
+	"owner-pttl-or-zero":                     {{[]string{"k"}, []string{diffToken}}},
+	"value-and-pttl":                         {{[]string{"k"}, nil}},
+	"compare-and-expire-seconds":             {{[]string{"k", "signal"}, []string{diffToken, "10"}}},
+	"multi-acquire":                          {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
+	"multi-release-count":                    {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
+	"multi-extend":                           {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
+	"db-multi-acquire":                       {{[]string{"a", "b"}, []string{"0", diffToken, diffTTL}}, {[]string{"a", "a"}, []string{"0", diffToken, diffTTL}}},
+	"db-multi-release-count":                 {{[]string{"a", "b"}, []string{"0", diffToken}}, {[]string{"a", "a"}, []string{"0", diffToken}}},
+	"db-multi-extend":                        {{[]string{"a", "b"}, []string{"0", diffToken, diffTTL}}, {[]string{"a", "a"}, []string{"0", diffToken, diffTTL}}},
+	"multi-acquire-or-renew":                 {{[]string{"a"}, []string{diffToken, "3", diffTTL}}, {[]string{"a", "b"}, []string{diffToken, "3", diffTTL}}, {[]string{"a", "a"}, []string{diffToken, "3", diffTTL}}},
+	"multi-release-all":                      {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
+	"multi-pexpire-all":                      {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
+	"multi-owner-pttl":                       {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
+	"pexpire-any":                            {{[]string{"a", "b"}, []string{diffTTL, ""}}, {[]string{"a", "a"}, []string{diffTTL, ""}}},
 }
 
 // pttlKinds reply with a PTTL (or hold one in their reply).
@@ -121,8 +124,10 @@ func differenceKey(kind string, call diffCall, state string) string {
 // differential is a proxy on three redis-servers beside a reference one.
 type differential struct {
 	proxy, reference *respConn
-	backends         []*respConn
-	cases            atomic.Int64 // unique key prefixes
+	// proxyAddr and referenceAddr are where to open more connections.
+	proxyAddr, referenceAddr string
+	backends                 []*respConn
+	cases                    atomic.Int64 // unique key prefixes
 }
 
 func startDifferential(t testing.TB) *differential {
@@ -145,7 +150,8 @@ func startDifferential(t testing.TB) *differential {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &differential{proxy: dialRESP(t, serve(t, srv)), reference: dialRESP(t, servers[3].Addr())}
+	addr := serve(t, srv)
+	d := &differential{proxy: dialRESP(t, addr), reference: dialRESP(t, servers[3].Addr()), proxyAddr: addr, referenceAddr: servers[3].Addr()}
 	for _, s := range servers[:3] {
 		d.backends = append(d.backends, dialRESP(t, s.Addr()))
 	}

@@ -100,7 +100,16 @@ func (s *Server) infoSections() []infoSection {
 		{"Stats", s.infoStats, true},
 		{"Backends", s.infoBackends, true},
 		{"Waits", s.infoWaits, true},
+		{"Pubsub", s.infoPubsub, true},
 	}
+}
+
+// infoPubsub shows the subscribed connections, their channels and
+// patterns, and the messages written to them (pubsub.go).
+func (s *Server) infoPubsub(b *strings.Builder) {
+	clients, channels, patterns := s.hub.counts()
+	fmt.Fprintf(b, "pubsub_clients:%d\r\npubsub_channels:%d\r\npubsub_patterns:%d\r\npubsub_messages_delivered:%d\r\n",
+		clients, channels, patterns, s.hub.delivered.Load())
 }
 
 // infoWaits shows the callers waiting for held locks, and what the
@@ -200,10 +209,15 @@ func (s *Server) infoBackends(b *strings.Builder) {
 
 // backendReporter returns the Locker's BackendReporter, or nil.
 func (s *Server) backendReporter() BackendReporter {
-	locks := s.locks
-	if o, ok := locks.(*observedLocker); ok {
-		locks = o.locks
-	}
-	r, _ := locks.(BackendReporter)
+	r, _ := s.engine().(BackendReporter)
 	return r
+}
+
+// engine is the Locker New was given, under the observer's counts: what
+// implements the optional interfaces (BackendReporter, ReleaseWatcher).
+func (s *Server) engine() Locker {
+	if o, ok := s.locks.(*observedLocker); ok {
+		return o.locks
+	}
+	return s.locks
 }

@@ -71,6 +71,22 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"f0f9038aa2b6d6c3436c72d147573ea2a58f0ef2", "356d97191f2b63031781ccc0e8e82f02e1995a90"},
 	},
 	{
+		// Spring Integration PUB_SUB_LOCK unlock (6.0.7 on; DEL in the
+		// fallback of 6.x). Its PUBLISH to the channel in ARGV[2] is not
+		// run on the backends: every proxy hears the quorum release and
+		// tells its own subscribers of the channel (pubsub.go), once.
+		name: "compare-and-delete-publish-or-null", keys: 1, args: 2, run: runCompareAndDeleteOrNull,
+		bodies:  springPubSubUnlocks("ARGV[2]"),
+		digests: []string{"7a71e9443a2a41539fb115a5a27d5a748a871aed", "b2dedc0ab01c17f9f20e3e6ddb62dcb6afbed0bd"},
+	},
+	{
+		// The same, about 6.4.8 to 7.0.0-RC2: the channel is KEYS[2], and
+		// is no lock key.
+		name: "compare-and-delete-publish-key-or-null", keys: 2, args: 1, run: runCompareAndDeleteOrNull,
+		bodies:  springPubSubUnlocks("KEYS[2]"),
+		digests: []string{"67aebbcba76d9674162e8906de1f669866f48e07", "4d7192f70618a620282e427698f9cde890151e58"},
+	},
+	{
 		// Spring Integration renew.
 		name: "compare-and-pexpire-or-null", keys: 1, args: 2, run: runCompareAndPExpireOrNull,
 		bodies:  nullGuarded(`redis.call("pexpire", KEYS[1], ARGV[2])`),
@@ -369,6 +385,19 @@ var nullGuards = []string{
 func ownerGuarded(actions ...string) []string { return guarded(ownerGuards, actions) }
 
 func nullGuarded(actions ...string) []string { return guarded(nullGuards, actions) }
+
+// springPubSubUnlocks are Spring's PUB_SUB_LOCK unlock, with UNLINK or
+// DEL, publishing on channel.
+func springPubSubUnlocks(channel string) []string {
+	var bodies []string
+	for _, del := range []string{"unlink", "del"} {
+		bodies = append(bodies, fmt.Sprintf(`
+			if redis.call("get", KEYS[1]) == ARGV[1] and redis.call(%q, KEYS[1]) == 1 then
+				redis.call("publish", %s, KEYS[1]) return true end
+			return false`, del, channel))
+	}
+	return bodies
+}
 
 func guarded(shapes, actions []string) []string {
 	var bodies []string

@@ -122,6 +122,7 @@ type Server struct {
 	nextID  atomic.Int64 // connection ids, as CLIENT ID and HELLO report them
 	clients atomic.Int64 // open connections, for INFO and max clients
 	stats   *counters    // commands and lock operations (observe.go)
+	hub     *pubsubHub   // subscribed connections (pubsub.go)
 
 	// mu orders begin against Shutdown so that no command starts after
 	// inflight.Wait may have begun, and Serve against Shutdown so that no
@@ -153,6 +154,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		fencing:  cfg.Fencing,
 		stopped:  make(chan struct{}),
 		release:  make(chan struct{}),
+		hub:      newPubsubHub(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()

@@ -51,6 +51,7 @@ type waits struct {
 	queues  map[string]*waitQueue
 	watches map[string]*watch     // Releases', by backend pattern
 	subs    []*backend.Subscriber // one per backend, nil where it failed
+	quorum  int                   // backends that must carry a pattern
 	stats   waitCounts
 }
 
@@ -131,10 +132,11 @@ func (e *Engine) subscribe() {
 	e.waits.queues = map[string]*waitQueue{}
 	e.waits.watches = map[string]*watch{}
 	e.waits.subs = make([]*backend.Subscriber, len(e.nodes))
+	e.waits.quorum = e.quorum
 	for i := range e.nodes {
 		sub, err := backend.NewSubscriber(backend.SubscriberConfig{
 			URL: e.cfg.Backends[i], TLS: e.cfg.TLSConfig, Timeout: e.cfg.NodeTimeout,
-			Message:    func(pattern, channel, token string) { e.noticed(pattern, channel, token) },
+			Message:    func(pattern, channel, token string) { e.noticed(i, pattern, channel, token) },
 			Subscribed: func(channel string) { e.confirmed(i, channel) },
 		})
 		if err == nil { // New has checked every URL
@@ -153,13 +155,17 @@ func (w *waits) close() {
 
 // noticed hears one backend's notice of a release, on a key's channel
 // (pattern "") or on a pattern of Releases.
-func (e *Engine) noticed(pattern, channel, token string) {
+func (e *Engine) noticed(from int, pattern, channel, token string) {
+	if topic, ok := strings.CutPrefix(channel, relayPrefix); ok {
+		e.waits.relayed(from, pattern, topic, token)
+		return
+	}
 	key, ok := strings.CutPrefix(channel, releasedPrefix)
 	if !ok {
 		return
 	}
 	if pattern != "" {
-		e.waits.watched(pattern, key, token)
+		e.waits.watched(from, pattern, key+"\x00"+token, key, token)
 		return
 	}
 	e.waits.stats.notices.Add(1)
@@ -197,6 +203,9 @@ func (e *Engine) released(key, token string) {
 
 // confirmed hears that backend i carries channel.
 func (e *Engine) confirmed(i int, channel string) {
+	if e.waits.confirmedPattern(i, channel) {
+		return
+	}
 	key, ok := strings.CutPrefix(channel, releasedPrefix)
 	if !ok {
 		return
@@ -445,26 +454,46 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 	}
 }
 
-// watch is the callers of Releases with one pattern.
+// watch is the callers of Releases (or Relayed) with one backend pattern.
 type watch struct {
-	fns      map[int]func(key, token string)
-	next     int
-	released map[string]time.Time // key and token heard lately, as in waitQueue
+	fns  map[int]func(name, payload string)
+	next int
+	// seen are the notices heard lately, by id: their copies from the
+	// other backends are not news. A notice's id need not be unique:
+	// Spring's registry releases with the same token every time, so the
+	// same key and token twice within noticeDedupe is two releases when
+	// one backend tells it twice (a backend tells each release once).
+	seen map[string]*sighting
+	// subscribed is closed when a quorum of backends confirmed the
+	// pattern; confirmed says which.
+	subscribed chan struct{}
+	confirmed  map[int]bool
 }
 
 // Releases calls fn(key, token) for each release or delete of a key that
 // matches pattern (Redis's glob, as PSUBSCRIBE takes it) through any
 // engine, once per release however many backends tell it, until stop is
 // called. token is the released token, "" for a delete. The engine keeps
-// one pattern subscription per backend while anyone watches pattern. fn
-// is called from the engine's goroutines and must not block.
+// one pattern subscription per backend while anyone watches pattern. It
+// returns once a quorum of backends carry the pattern, or after the
+// backend timeout when too few answer, so that a release made after it
+// returns is heard while a quorum of backends is up. fn is called from the
+// engine's goroutines and must not block; it may be called once more
+// while stop runs.
 func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func()) {
+	return e.watchPattern(releasedPrefix+pattern, fn)
+}
+
+// watchPattern adds fn to the callers of backendPattern, subscribing the
+// backends to it if fn is the first, and waits (at most the backend
+// timeout) until a quorum of them carry it.
+func (e *Engine) watchPattern(backendPattern string, fn func(name, payload string)) (stop func()) {
 	w := &e.waits
-	backendPattern := releasedPrefix + pattern
 	w.mu.Lock()
 	wt := w.watches[backendPattern]
 	if wt == nil {
-		wt = &watch{fns: map[int]func(string, string){}, released: map[string]time.Time{}}
+		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]*sighting{},
+			subscribed: make(chan struct{}), confirmed: map[int]bool{}}
 		w.watches[backendPattern] = wt
 		for _, s := range w.subs {
 			if s != nil {
@@ -476,6 +505,12 @@ func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func
 	wt.next++
 	wt.fns[id] = fn
 	w.mu.Unlock()
+	settle := time.NewTimer(e.cfg.NodeTimeout)
+	select {
+	case <-wt.subscribed:
+	case <-settle.C:
+	}
+	settle.Stop()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -495,8 +530,34 @@ func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func
 	}
 }
 
-// watched hears one backend's copy of a release on a watched pattern.
-func (w *waits) watched(pattern, key, token string) {
+// confirmedPattern hears that backend i carries a watched pattern; false
+// when pattern is not one.
+func (w *waits) confirmedPattern(i int, pattern string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	wt := w.watches[pattern]
+	if wt == nil {
+		return false
+	}
+	if !wt.confirmed[i] {
+		wt.confirmed[i] = true
+		if len(wt.confirmed) == w.quorum {
+			close(wt.subscribed)
+		}
+	}
+	return true
+}
+
+// sighting is when a notice was first heard, and which backends told it
+// since.
+type sighting struct {
+	at   time.Time
+	from map[int]bool
+}
+
+// watched hears backend from's copy of a notice on a watched pattern:
+// name and payload for the callers, id the same in every copy.
+func (w *waits) watched(from int, pattern, id, name, payload string) {
 	w.mu.Lock()
 	wt := w.watches[pattern]
 	if wt == nil {
@@ -504,24 +565,24 @@ func (w *waits) watched(pattern, key, token string) {
 		return
 	}
 	now := time.Now()
-	id := key + "\x00" + token
-	if at, seen := wt.released[id]; seen && now.Sub(at) < noticeDedupe {
+	if s := wt.seen[id]; s != nil && now.Sub(s.at) < noticeDedupe && !s.from[from] {
+		s.from[from] = true // another backend's copy of what was told
 		w.mu.Unlock()
 		return
 	}
-	for k, at := range wt.released {
-		if now.Sub(at) >= noticeDedupe {
-			delete(wt.released, k)
+	for k, s := range wt.seen {
+		if now.Sub(s.at) >= noticeDedupe {
+			delete(wt.seen, k)
 		}
 	}
-	wt.released[id] = now
+	wt.seen[id] = &sighting{at: now, from: map[int]bool{from: true}}
 	fns := make([]func(string, string), 0, len(wt.fns))
 	for _, fn := range wt.fns {
 		fns = append(fns, fn)
 	}
 	w.mu.Unlock()
 	for _, fn := range fns {
-		fn(key, token)
+		fn(name, payload)
 	}
 }
 

@@ -1,10 +1,12 @@
 package test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,8 +34,13 @@ var javaClients = []struct {
 	{"lettuce-6-recipe-resp2", "lettuce-6", "compat.LettuceRecipe", []string{"-Dcompat.resp=2"}},
 	{"spring-integration-6-RedisLockRegistry", "spring-integration-6", "compat.SpringLockRegistry", nil},
 	{"spring-integration-7-RedisLockRegistry", "spring-integration", "compat.SpringLockRegistry", nil},
+	{"spring-integration-6-RedisLockRegistry-PUB_SUB_LOCK", "spring-integration-6", "compat.SpringLockRegistry", []string{springPubSub}},
+	{"spring-integration-7-RedisLockRegistry-PUB_SUB_LOCK", "spring-integration", "compat.SpringLockRegistry", []string{springPubSub}},
 	{"shedlock-redis-spring-safeUpdate", "shedlock", "compat.ShedLockRedis", nil},
 }
+
+// springPubSub runs a Spring RedisLockRegistry in its PUB_SUB_LOCK mode.
+const springPubSub = "-Dcompat.spring.lockType=PUB_SUB_LOCK"
 
 // javaFlags keep a JVM's start short: the contract runs every worker as its
 // own process, so the suite starts about a hundred JVMs that each live a
@@ -191,4 +198,66 @@ func dependencyLines(t *testing.T, path string) []string {
 		}
 	}
 	return lines
+}
+
+// TestCompatJavaSpringPubSubAcrossProxies runs Spring Integration's
+// RedisLockRegistry in PUB_SUB_LOCK mode, both lines, across two proxies on
+// the same five backends, with all of them up and with one killed:
+// threads of a registry on each proxy contend for one key (no two holders,
+// every holding counted), then a waiter on proxy B is woken by an unlock
+// through proxy A, which it hears only as the proxy's unlock message: without
+// it, it would sleep out expireAfter (30 s) before trying again.
+func TestCompatJavaSpringPubSubAcrossProxies(t *testing.T) {
+	dir := javaBuild(t)
+	for _, down := range []int{0, 1} {
+		t.Run(fmt.Sprintf("backends_down=%d", down), func(t *testing.T) {
+			c, b := twoProxies(t, 5)
+			for i := range down {
+				c.servers[i].Kill()
+			}
+			for _, module := range []string{"spring-integration-6", "spring-integration"} {
+				t.Run(module, func(t *testing.T) {
+					java := func(args ...string) *exec.Cmd {
+						return exec.Command("java", slices.Concat(javaFlags, []string{springPubSub,
+							"-cp", javaClasspath(dir, module), "compat.SpringPubSub"}, args)...)
+					}
+					const rounds, threads = 10, 4
+					log := filepath.Join(t.TempDir(), "holders.log")
+					start := time.Now()
+					out, err := java("contend", c.proxy.Addr, b.Addr, log, fmt.Sprint(rounds), fmt.Sprint(threads)).CombinedOutput()
+					if err != nil {
+						t.Fatalf("contend: %v\n%s", err, out)
+					}
+					checkLockLog(t, log, 2*threads*rounds)
+					t.Logf("%d holdings by %d threads on two proxies in %v: %s", 2*threads*rounds, 2*threads, time.Since(start).Round(time.Millisecond), out)
+					before := b.Client(t).Info(t.Context(), "pubsub").Val()
+					out, err = java("wake", c.proxy.Addr, b.Addr, "10", "30000").CombinedOutput()
+					if err != nil {
+						t.Fatalf("wake: %v\n%s", err, out)
+					}
+					t.Logf("wake-up through the other proxy:\n%s", out)
+					after := b.Client(t).Info(t.Context(), "pubsub").Val()
+					if d := infoField(t, after, "pubsub_messages_delivered") - infoField(t, before, "pubsub_messages_delivered"); d < 10 {
+						t.Fatalf("proxy B delivered %d unlock messages for 10 unlocks through A", d)
+					}
+				})
+			}
+		})
+	}
+}
+
+// infoField reads an integer field of an INFO reply.
+func infoField(t *testing.T, info, field string) int {
+	t.Helper()
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("INFO %s: %q", field, v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("INFO has no %s:\n%s", field, info)
+	return 0
 }

@@ -55,8 +55,7 @@ final class Contract {
      * loops, schedulers) that would keep the JVM up.
      */
     static void main(String[] args, Program program) {
-        int code;
-        try {
+        run(() -> {
             if (args.length == 5 && args[0].equals("contend")) {
                 try (HoldersLog log = new HoldersLog(args[2], args[4])) {
                     program.contend(args[1], log, Integer.parseInt(args[3]), args[4]);
@@ -67,6 +66,14 @@ final class Contract {
                 System.err.println("usage: contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR");
                 System.exit(2);
             }
+        });
+    }
+
+    /** Runs a program's work and exits as main does: 0, or 1 with the failure printed. */
+    static void run(ThrowingAction work) {
+        int code;
+        try {
+            work.run();
             code = 0;
         } catch (Throwable e) {
             System.out.flush();

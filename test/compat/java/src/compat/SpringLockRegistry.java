@@ -24,6 +24,10 @@ import org.springframework.integration.redis.util.RedisLockRegistry;
  * runs Lua scripts; 7.1 sends Redis 8.4's DELEX IFEQ and SET IFEQ PX, and
  * falls back to scripts for good when a server answers them with a syntax
  * error (as Redis before 8.4 does). Both obtain by a script.
+ *
+ * <p>-Dcompat.spring.lockType=PUB_SUB_LOCK runs the registry in its pub/sub
+ * mode: a waiter PSUBSCRIBEs "compat-channel:*" and the unlock script
+ * PUBLISHes the lock key there (SPIN_LOCK, polling, is the default).
  */
 public final class SpringLockRegistry implements Contract.Program {
     private static final String REGISTRY_KEY = "compat";
@@ -32,15 +36,16 @@ public final class SpringLockRegistry implements Contract.Program {
         Contract.main(args, new SpringLockRegistry());
     }
 
-    private static LettuceConnectionFactory connect(String addr) {
+    static LettuceConnectionFactory connect(String addr) {
         var factory = new LettuceConnectionFactory(new RedisStandaloneConfiguration(Contract.host(addr), Contract.port(addr)));
         factory.afterPropertiesSet();
         return factory;
     }
 
-    private static RedisLockRegistry registry(LettuceConnectionFactory factory, Duration expireAfter) {
+    static RedisLockRegistry registry(LettuceConnectionFactory factory, Duration expireAfter) {
         // The long constructor, which both the 6.x and 7.x lines have.
         var registry = new RedisLockRegistry(factory, REGISTRY_KEY, expireAfter.toMillis());
+        registry.setRedisLockType(RedisLockRegistry.RedisLockType.valueOf(System.getProperty("compat.spring.lockType", "SPIN_LOCK")));
         // Its default of 100 ms between tries would make the contention run
         // last minutes; a setting, not a change of the library.
         registry.setIdleBetweenTries(Duration.ofMillis(2));
@@ -49,10 +54,18 @@ public final class SpringLockRegistry implements Contract.Program {
 
     @Override
     public void contend(String addr, Contract.HoldersLog log, int rounds, String worker) throws Exception {
-        var registry = registry(connect(addr), Duration.ofMillis(CONTEND_TTL_MS));
-        Lock lock = registry.obtain("contended");
+        holdRounds(registry(connect(addr), Duration.ofMillis(CONTEND_TTL_MS)).obtain("contended"), log, rounds, Lock::lock);
+    }
+
+    /** How a contender takes a lock. */
+    interface Taker {
+        void take(Lock lock) throws Exception;
+    }
+
+    /** Takes lock rounds times with take, each holding logged. */
+    static void holdRounds(Lock lock, Contract.HoldersLog log, int rounds, Taker take) throws Exception {
         for (int n = 0; n < rounds; n++) {
-            lock.lock();
+            take.take(lock);
             log.enter(n);
             Contract.hold();
             log.exit(n);
