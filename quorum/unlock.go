@@ -14,10 +14,11 @@ import (
 // ErrNotHeld, when a quorum found no key at all — and a *NoQuorumError when
 // they could.
 func (e *Engine) release(ctx context.Context, key, token string) (Result, error) {
-	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseScript, []string{key}, token), decodeRelease)
+	id := newReleaseID()
+	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseScript, []string{key}, token, id), decodeRelease)
 	if err == nil {
 		// This engine's waiters need not wait for the backends' notice.
-		e.released(key, token)
+		e.released(key, id)
 	}
 	return r, err
 }
@@ -50,10 +51,11 @@ func (e *Engine) unlockOp(ctx context.Context, cmd *backend.Command, decode func
 // deleted every one of them. Errors as Release (never ErrAbsent). keys is
 // never empty: Unlock refuses a request without keys.
 func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
-	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token), decodeAllKeys(len(keys)))
+	id := newReleaseID()
+	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token, id), decodeAllKeys(len(keys)))
 	if err == nil {
 		for _, k := range keys {
-			e.released(k, token)
+			e.released(k, id)
 		}
 	}
 	return r, err
@@ -61,7 +63,7 @@ func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (R
 
 // release runs compare-and-delete on one backend.
 func (n *node) release(ctx context.Context, key, token string) (ack, error) {
-	r, err := n.run(ctx, releaseScript, []string{key}, token)
+	r, err := n.run(ctx, releaseScript, []string{key}, token, newReleaseID())
 	if err != nil {
 		return ack{}, err
 	}
@@ -76,7 +78,7 @@ func decodeRelease(_ *node, r backend.Reply) (ack, error) {
 }
 
 func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
-	r, err := n.run(ctx, releaseAllScript, keys, token)
+	r, err := n.run(ctx, releaseAllScript, keys, token, newReleaseID())
 	if err != nil {
 		return ack{}, err
 	}

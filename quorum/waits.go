@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -65,8 +66,8 @@ type waitQueue struct {
 	// freeAt is when the key's holder runs out, as last learned: the
 	// head's timer. Zero: unknown, try at once.
 	freeAt time.Time
-	// released are the tokens released in the last noticeDedupe, and
-	// when; spent says whether a grant (or an await) has used that
+	// released are the releases (by id) heard in the last noticeDedupe,
+	// and when; spent says whether a grant (or an await) has used that
 	// release since. Every copy of a release wakes the head until then: a
 	// head woken by the first copy may try before the release has landed
 	// on a quorum, and the later copies say it has.
@@ -164,16 +165,34 @@ func (e *Engine) noticed(from int, pattern, channel, token string) {
 	if !ok {
 		return
 	}
+	id, token := splitNotice(token)
 	if pattern != "" {
-		e.waits.watched(from, pattern, key+"\x00"+token, key, token)
+		e.waits.watched(from, pattern, key+"\x00"+id, key, token)
 		return
 	}
 	e.waits.stats.notices.Add(1)
-	e.released(key, token)
+	e.released(key, id)
 }
 
-// released wakes the head of key's queue, once per released token.
-func (e *Engine) released(key, token string) {
+// releaseIDLen is the length of a release's id, which starts its notice:
+// the copies of one release carry the same id, and two releases (even of
+// one key by one token, as clients that reuse their token make) never do.
+const releaseIDLen = 16
+
+func newReleaseID() string { return fmt.Sprintf("%016x", rand.Uint64()) }
+
+// splitNotice reads a release notice: the release's id, then the token
+// released ("" for a delete).
+func splitNotice(payload string) (id, token string) {
+	if len(payload) < releaseIDLen {
+		return payload, ""
+	}
+	return payload[:releaseIDLen], payload[releaseIDLen:]
+}
+
+// released wakes the head of key's queue for the release id, until a grant
+// has used that release.
+func (e *Engine) released(key, id string) {
 	w := &e.waits
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -182,7 +201,7 @@ func (e *Engine) released(key, token string) {
 		return
 	}
 	now := time.Now()
-	seen, known := q.released[token]
+	seen, known := q.released[id]
 	switch {
 	case known && now.Sub(seen.at) < noticeDedupe && seen.spent:
 		return
@@ -192,7 +211,7 @@ func (e *Engine) released(key, token string) {
 				delete(q.released, t)
 			}
 		}
-		q.released[token] = releaseSeen{at: now}
+		q.released[id] = releaseSeen{at: now}
 		w.stats.releases.Add(1)
 	}
 	select {

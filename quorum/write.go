@@ -12,9 +12,10 @@ import (
 // *NoQuorumError when the backends that did not answer could have made
 // that a quorum.
 func (e *Engine) del(ctx context.Context, key string) (bool, error) {
-	deleted, err := e.writeAll(ctx, backend.ScriptCommand(deleteScript, []string{key}))
+	id := newReleaseID()
+	deleted, err := e.writeAll(ctx, backend.ScriptCommand(deleteScript, []string{key}, id))
 	if deleted {
-		e.released(key, "")
+		e.released(key, id)
 	}
 	return deleted, err
 }

@@ -1,7 +1,8 @@
 -- DEL, whoever holds the key, telling the engines waiting for it
--- (waits.go) when there was one: 1 deleted, 0 absent.
+-- (waits.go) when there was one, with the delete's id ARGV[1] and no
+-- token: 1 deleted, 0 absent.
 local deleted = redis.call("del", KEYS[1])
 if deleted == 1 then
-	redis.call("publish", "{lockproxy}:released:" .. KEYS[1], "")
+	redis.call("publish", "{lockproxy}:released:" .. KEYS[1], ARGV[1])
 end
 return deleted
