@@ -1,7 +1,6 @@
 package test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -76,38 +75,6 @@ func TestPyRedisLockNoExpire(t *testing.T) {
 	}
 }
 
-// readRESP reads one whole reply, RESP2 or RESP3, as its bytes.
-func readRESP(rd *bufio.Reader) (string, error) {
-	line, err := rd.ReadString('\n')
-	if err != nil || len(line) < 3 {
-		return line, fmt.Errorf("short reply %q: %v", line, err)
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
-	elements := 0
-	switch line[0] {
-	case '$', '=', '!':
-		if n < 0 {
-			return line, nil
-		}
-		buf := make([]byte, n+2)
-		_, err := io.ReadFull(rd, buf)
-		return line + string(buf), err
-	case '*', '~', '>':
-		elements = n
-	case '%':
-		elements = 2 * n
-	}
-	out := line
-	for range max(elements, 0) {
-		r, err := readRESP(rd)
-		out += r
-		if err != nil {
-			return out, err
-		}
-	}
-	return out, nil
-}
-
 // TestBLPopLikeRedis compares BLPOP's replies through the proxy with a
 // real redis-server's, byte for byte, in RESP2 and RESP3: the element when
 // the signal comes (a release through the proxy, an LPUSH on Redis), the
@@ -128,7 +95,7 @@ func TestBLPopLikeRedis(t *testing.T) {
 					if _, err := io.WriteString(conn, wireCmd(args...)); err != nil {
 						t.Fatal(err)
 					}
-					r, err := readRESP(conn.rd)
+					r, err := readReply(conn.rd)
 					if err != nil {
 						t.Fatalf("%v: %v", args, err)
 					}
