@@ -43,6 +43,7 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "delifeq", concurrent: true, arity: 3, run: s.handleDelIfEq},
 		&command{name: "fence", concurrent: true, arity: 3, run: s.handleFence},
 		&command{name: "lock.acquire", arity: -5, run: s.handleLockAcquire},
+		&command{name: "blpop", arity: -3, run: s.handleBLPop},
 		&command{name: "eval", concurrent: true, arity: -3, run: s.handleEval},
 		&command{name: "evalsha", concurrent: true, arity: -3, run: s.handleEvalSHA},
 		&command{name: "script", arity: -2, subs: table(

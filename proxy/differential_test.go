@@ -37,6 +37,9 @@ import (
 //   - bsm/redislock 0.10's obtain over several keys that the token already
 //     holds replies null through the proxy, where Redis re-obtains them:
 //     lockproxy takes several keys with AcquireAll (knownDifferences).
+//   - python-redis-lock's release and reset leave its signal list, KEYS[2],
+//     unwritten: its waiters BLPOP through lockproxy, which wakes them from
+//     the release itself (signalKinds).
 
 // Starting states of every key a script names.
 const (
@@ -88,6 +91,8 @@ var diffCalls = map[string][]diffCall{
 	"owner-pttl-or-zero":                     {{[]string{"k"}, []string{diffToken}}},
 	"value-and-pttl":                         {{[]string{"k"}, nil}},
 	"compare-and-expire-seconds":             {{[]string{"k", "signal"}, []string{diffToken, "10"}}},
+	"compare-and-delete-and-signal":          {{[]string{"k", "signal"}, []string{diffToken, "1000"}}},
+	"delete-and-signal":                      {{[]string{"k", "signal"}, []string{diffToken, "1000"}}},
 	"multi-acquire":                          {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
 	"multi-release-count":                    {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
 	"multi-extend":                           {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
@@ -103,6 +108,10 @@ var diffCalls = map[string][]diffCall{
 
 // pttlKinds reply with a PTTL (or hold one in their reply).
 var pttlKinds = map[string]bool{"owner-pttl": true, "owner-pttl-or-zero": true, "value-and-pttl": true, "multi-owner-pttl": true}
+
+// signalKinds name a signal list in KEYS[2] that lockproxy does not write:
+// neither side's KEYS[2] is compared.
+var signalKinds = map[string]bool{"compare-and-delete-and-signal": true, "delete-and-signal": true}
 
 // knownDifferences are the calls where lockproxy deliberately answers
 // otherwise than one Redis (see the file comment), by kind, keys,
@@ -230,6 +239,13 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	if err != nil {
 		return false, err
 	}
+	unsignalled := func(views map[string]keyView) map[string]keyView {
+		if signalKinds[kind.name] {
+			delete(views, keys[1])
+		}
+		return views
+	}
+	ref = unsignalled(ref)
 	// The last backend's write may land after the quorum's answer, and a
 	// rollback after it: wait for the backends to settle.
 	deadline := time.Now().Add(3 * time.Second)
@@ -239,7 +255,7 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 			if err != nil {
 				return false, err
 			}
-			why := sameKeys(got, ref)
+			why := sameKeys(unsignalled(got), ref)
 			if why == "" {
 				break
 			}

@@ -244,6 +244,12 @@ func lockShape(tx *txState) (lockTx, error) {
 	if len(args) < 2 {
 		return lockTx{}, errTxShape("%s", strings.ToUpper(name))
 	}
+	if name == "blpop" {
+		// Redis runs BLPOP in a transaction without blocking, which here
+		// would only say whether lock:<name> is free this instant: a caller
+		// of python-redis-lock never sends it, and one who does is told.
+		return lockTx{}, errorf("ERR lockproxy serves BLPOP only outside MULTI, where it waits for the lock; nothing was done")
+	}
 	key := string(args[1])
 	w := tx.watched[key]
 	switch {

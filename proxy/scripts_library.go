@@ -243,6 +243,30 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"fed16109024d968d9496e4140fe1355bac05ebff"},
 	},
 	{
+		// python-redis-lock release: 0 released, 1 not owner (inverted).
+		// The signal list KEYS[2] is not written: its waiters BLPOP through
+		// lockproxy, which wakes them from the release itself (blpop.go).
+		name: "compare-and-delete-and-signal", keys: 2, args: 2, run: runCompareAndDeleteAndSignal,
+		bodies: []string{`
+			if redis.call("get", KEYS[1]) ~= ARGV[1] then return 1
+			else
+				redis.call("del", KEYS[2]) redis.call("lpush", KEYS[2], 1) redis.call("pexpire", KEYS[2], ARGV[2])
+				redis.call("del", KEYS[1]) return 0
+			end`,
+		},
+		digests: []string{"90da91872223f85eb1376a17e3c4df21ace8c54b"},
+	},
+	{
+		// python-redis-lock reset: a forced delete that signals the
+		// waiters (as above), answering DEL's count.
+		name: "delete-and-signal", keys: 2, args: 2, run: runDeleteAndSignal,
+		bodies: []string{`
+			redis.call('del', KEYS[2]) redis.call('lpush', KEYS[2], 1) redis.call('pexpire', KEYS[2], ARGV[2])
+			return redis.call('del', KEYS[1])`,
+		},
+		digests: []string{"afbc8014508f92e446b56567e8ba600e811c1bd5"},
+	},
+	{
 		// node-redlock 4 and 5 acquire: every key or none; a backend votes
 		// only when the reply is #KEYS.
 		name: "multi-acquire", keys: 1, args: 2, run: runMultiAcquire,
@@ -701,6 +725,33 @@ func runCompareAndExpireSeconds(ctx context.Context, l Locker, keys, args []stri
 	}
 	err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	return answer(err, int64(0), int64(1))
+}
+
+// runCompareAndDeleteAndSignal releases KEYS[1] held by ARGV[1]: 0, or 1
+// when not held. ARGV[2], the signal list's expiry, is checked as the
+// script's PEXPIRE would; nothing else uses it.
+func runCompareAndDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	if _, ok := parseInt([]byte(args[1])); !ok {
+		return nil, errNotInteger
+	}
+	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
+	return answer(err, int64(0), int64(1))
+}
+
+// runDeleteAndSignal deletes KEYS[1] whoever holds it: 1 when a quorum
+// held it, else 0.
+func runDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	if _, ok := parseInt([]byte(args[1])); !ok {
+		return nil, errNotInteger
+	}
+	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: keys[0]})
+	switch {
+	case err != nil:
+		return nil, err
+	case deleted:
+		return int64(1), nil
+	}
+	return int64(0), nil
 }
 
 // runMultiAcquire takes every key for ARGV[1]: #KEYS, or 0.

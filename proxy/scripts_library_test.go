@@ -197,10 +197,10 @@ var realScripts = []struct {
 		reason: symfonyReason},
 	{file: "symfony-lock-7.2-dev-delete.lua", sha: "a70f7f5087a0cb2c2c9ca50d1f64e234c2628f0c", library: "Symfony Lock RedisStore 5.4-7.x delete",
 		reason: symfonyReason},
-	{file: "python-redis-lock-4.0.1-release.lua", sha: "90da91872223f85eb1376a17e3c4df21ace8c54b", library: "python-redis-lock 4.0 release",
-		reason: "wakes waiters through a signal list (DEL, LPUSH, PEXPIRE of lock-signal:<name>) that they BLPOP"},
-	{file: "python-redis-lock-4.0.1-reset.lua", sha: "afbc8014508f92e446b56567e8ba600e811c1bd5", library: "python-redis-lock 4.0 reset",
-		reason: "a forced delete that also signals the waiters' list"},
+	{file: "python-redis-lock-4.0.1-release.lua", sha: "90da91872223f85eb1376a17e3c4df21ace8c54b", kind: "compare-and-delete-and-signal",
+		library: "python-redis-lock 4.0 release"},
+	{file: "python-redis-lock-4.0.1-reset.lua", sha: "afbc8014508f92e446b56567e8ba600e811c1bd5", kind: "delete-and-signal",
+		library: "python-redis-lock 4.0 reset"},
 	{file: "python-redis-lock-4.0.1-reset-all.lua", sha: "b121d3548d693116c3851b63befe947e49f28c7c", library: "python-redis-lock 4.0 reset_all",
 		reason: "KEYS lock:* inside the script, and the waiters' signal lists"},
 }
@@ -411,6 +411,17 @@ var kindCases = map[string][]scriptCase{
 	"compare-and-expire-seconds": {
 		{name: "extended", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "30"}, want: ":0\r\n", calls: []string{"extend lock:n id 30s"}},
 		{name: "not owner", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "30"}, answer: fails(quorum.ErrNotHeld), want: ":1\r\n", calls: []string{"extend lock:n id 30s"}},
+	},
+	"compare-and-delete-and-signal": {
+		{name: "released", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "1000"}, want: ":0\r\n", calls: []string{"release lock:n id"}},
+		{name: "not owner", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "1000"}, answer: fails(quorum.ErrNotHeld), want: ":1\r\n", calls: []string{"release lock:n id"}},
+		{name: "absent", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "1000"}, answer: fails(quorum.ErrAbsent), want: ":1\r\n", calls: []string{"release lock:n id"}},
+		{name: "signal expiry not a number", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "soon"}, want: "-ERR value is not an integer or out of range\r\n"},
+	},
+	"delete-and-signal": {
+		{name: "deleted", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "1000"}, answer: returns(true), want: ":1\r\n", calls: []string{"delete lock:n"}},
+		{name: "absent", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "1000"}, want: ":0\r\n", calls: []string{"delete lock:n"}},
+		{name: "signal expiry not a number", keys: []string{"lock:n", "lock-signal:n"}, args: []string{"id", "soon"}, want: "-ERR value is not an integer or out of range\r\n"},
 	},
 	"multi-acquire": {
 		{name: "all", keys: []string{"a", "b"}, args: []string{"v", "5000"}, want: ":2\r\n", calls: []string{"acquireall a,b v 5s"}},

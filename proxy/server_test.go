@@ -23,7 +23,7 @@ type call struct {
 	ctx        context.Context
 	op         string
 	key, token string
-	ttl        time.Duration
+	ttl        time.Duration // or a Read's Wait
 }
 
 func (c call) String() string {
@@ -91,7 +91,7 @@ func (f *fakeLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Resu
 // Read answers with a string (the value), a time.Duration (a TTL) or a
 // bool (exists).
 func (f *fakeLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
-	v, err := f.do(call{ctx, opName(req.Op), req.Key, req.Token, 0})
+	v, err := f.do(call{ctx, opName(req.Op), req.Key, req.Token, req.Wait})
 	var r quorum.Reading
 	switch v := v.(type) {
 	case string:

@@ -3,6 +3,7 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -19,8 +20,8 @@ func TestOpNames(t *testing.T) {
 			t.Errorf("%s both takes free keys and is about the token's own", op)
 		}
 	}
-	if got := Op(NumOps).String(); got != "op(16)" {
-		t.Errorf("an op out of range is named %q", got)
+	if exp, got := fmt.Sprintf("op(%d)", NumOps), Op(NumOps).String(); exp != got {
+		t.Errorf("an op out of range is named %q, want %q", got, exp)
 	}
 }
 

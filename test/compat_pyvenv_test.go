@@ -54,6 +54,11 @@ var pyClients = func() []pyClient {
 				"redispy_watch.py", []string{"REDISPY_PROTOCOL=" + protocol}})
 		}
 	}
+	// python-redis-lock waits in BLPOP lock-signal:<name>, in either protocol.
+	for _, protocol := range []string{"2", "3"} {
+		out = append(out, pyClient{"python-redis-lock-4.0.1-resp" + protocol, "pyredislock", "pyredislock.py",
+			[]string{"REDISPY_PROTOCOL=" + protocol}})
+	}
 	return append(out,
 		pyClient{name: "pottery-3.0.1-Redlock", venv: "pottery", program: "pottery_redlock.py"},
 		pyClient{name: "aioredlock-0.7.3", venv: "aioredlock", program: "aioredlock_lock.py"},
@@ -88,16 +93,7 @@ func TestCompatPyPIProgramsOnRedis(t *testing.T) {
 // that run in them.
 func pyPIClients(t *testing.T) []compatClient {
 	t.Helper()
-	dir, err := filepath.Abs(pyDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	python := requirePythonVenv(t)
-	out, err := exec.Command(python, "-c", "import sys; print(sys.executable, sys.version)").CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", python, err, out)
-	}
-	interpreter := string(out)
+	python, interpreter, dir := pyInterpreter(t)
 	start := time.Now()
 	pythons := map[string]string{}
 	for _, c := range pyClients {
@@ -123,6 +119,22 @@ func pyPIClients(t *testing.T) []compatClient {
 		}}
 	}
 	return clients
+}
+
+// pyInterpreter returns python3's path, its description for the
+// environments' stamps, and pyDir's absolute path.
+func pyInterpreter(t *testing.T) (python, interpreter, dir string) {
+	t.Helper()
+	dir, err := filepath.Abs(pyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	python = requirePythonVenv(t)
+	out, err := exec.Command(python, "-c", "import sys; print(sys.executable, sys.version)").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", python, err, out)
+	}
+	return python, string(out), dir
 }
 
 // requirePythonVenv fails (never skips) unless python3 has the venv module

@@ -89,8 +89,8 @@ func (c *seClient) reply() string {
 	return s
 }
 
-// readReply reads one RESP2 reply: a line, a bulk string, or an array of
-// replies.
+// readReply reads one RESP2 or RESP3 reply: a line, a bulk string, or an
+// aggregate (array, set, push, map) of replies.
 func readReply(rd *bufio.Reader) (string, error) {
 	line, err := rd.ReadString('\n')
 	if err != nil || len(line) < 3 {
@@ -98,14 +98,17 @@ func readReply(rd *bufio.Reader) (string, error) {
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
 	switch line[0] {
-	case '$':
+	case '$', '=', '!':
 		if n < 0 {
 			return line, nil
 		}
 		buf := make([]byte, n+2)
 		_, err := io.ReadFull(rd, buf)
 		return line + string(buf), err
-	case '*':
+	case '*', '~', '>', '%':
+		if line[0] == '%' {
+			n *= 2 // a map's keys and values
+		}
 		out := line
 		for range max(n, 0) {
 			r, err := readReply(rd)
