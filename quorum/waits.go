@@ -614,30 +614,41 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 	if !ok {
 		return p.ended(ctx, ErrTimeout)
 	}
-	// A release before this turn came (while it was subscribing, or for an
-	// earlier waiter) shows here: the key is free.
-	left, err := e.pttl(context.WithoutCancel(ctx), key)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		p.granted()
-		return nil
-	case errors.Is(err, ErrNoExpiry):
-		left = e.cfg.MaxTTL
-	case err != nil:
-		left = max(retryUndecided, e.cfg.NodeTimeout)
+	// Each look at the key is a PTTL read: free, and the caller is told;
+	// held, and the wait goes on until a release is heard or the holder's
+	// time runs out, and then looks again (a holder that renewed keeps
+	// its lock, and this caller its place). The first look waits out the
+	// hand-over that the waiter before left, if any: its caller takes the
+	// key in that time, or lets it be.
+	for {
+		if at := e.waits.freeAt(p.q); time.Until(at) > 0 {
+			timer := time.NewTimer(time.Until(at))
+			select {
+			case <-p.q.wake:
+				e.waits.stats.wakeUps.Add(1)
+			case <-timer.C:
+			case <-p.deadline:
+				timer.Stop()
+				return p.ended(ctx, ErrTimeout)
+			case <-ctx.Done():
+				timer.Stop()
+				return p.ended(ctx, ErrTimeout)
+			}
+			timer.Stop()
+		}
+		left, err := e.pttl(context.WithoutCancel(ctx), key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			// The caller takes the key itself: the next in line gives it
+			// a backend timeout to do so before looking.
+			e.waits.setFreeAt(p.q, time.Now().Add(e.cfg.NodeTimeout))
+			p.granted()
+			return nil
+		case errors.Is(err, ErrNoExpiry):
+			left = e.cfg.MaxTTL
+		case err != nil:
+			left = max(retryUndecided, e.cfg.NodeTimeout)
+		}
+		e.waits.setFreeAt(p.q, time.Now().Add(left))
 	}
-	e.waits.setFreeAt(p.q, time.Now().Add(left))
-	timer := time.NewTimer(left)
-	defer timer.Stop()
-	select {
-	case <-p.q.wake:
-		e.waits.stats.wakeUps.Add(1)
-	case <-timer.C:
-	case <-p.deadline:
-		return p.ended(ctx, ErrTimeout)
-	case <-ctx.Done():
-		return p.ended(ctx, ErrTimeout)
-	}
-	p.granted()
-	return nil
 }
