@@ -296,3 +296,40 @@ func TestReleasesSameTokenTwice(t *testing.T) {
 		}
 	}
 }
+
+// TestAwaitHolderRenews: an await whose holder renewed its lock before
+// the old expiry does not answer at that expiry, but at the release.
+func TestAwaitHolderRenews(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	ctx := t.Context()
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{key}, Token: "holder", TTL: 400 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.engine.Read(ctx, Read{Op: OpAwaitRelease, Key: key, Wait: 50 * time.Second})
+		done <- err
+	}()
+	// Its first look has set its timer at the 400 ms expiry.
+	waitFor(t, func() bool {
+		c.engine.waits.mu.Lock()
+		defer c.engine.waits.mu.Unlock()
+		q := c.engine.waits.queues[key]
+		return q != nil && !q.freeAt.IsZero()
+	})
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpExtend, Keys: []string{key}, Token: "holder", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the await answered (%v) while the renewed lock was held", err)
+	case <-time.After(time.Second): // well past the old expiry
+	}
+	if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{key}, Token: "holder"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("await after the release: %v", err)
+	}
+}
