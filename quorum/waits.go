@@ -478,10 +478,9 @@ type watch struct {
 	fns  map[int]func(name, payload string)
 	next int
 	// seen are the notices heard lately, by id: their copies from the
-	// other backends are not news. A notice's id need not be unique:
-	// Spring's registry releases with the same token every time, so the
-	// same key and token twice within noticeDedupe is two releases when
-	// one backend tells it twice (a backend tells each release once).
+	// other backends are not news. A release's id is its own (a relayed
+	// message's may repeat), so one backend telling an id twice is two
+	// notices: a backend tells each one once.
 	seen map[string]*sighting
 	// subscribed is closed when a quorum of backends confirmed the
 	// pattern; confirmed says which.
