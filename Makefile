@@ -15,9 +15,11 @@ run: build
 ## test: every test, with the race detector, against real redis-server processes
 ## and the real client libraries of the compatibility suite. One package at a
 ## time (-p 1): the fault tests time backends out on purpose, and another
-## package's load on this 2-core machine must not do it for them.
+## package's load on this 2-core machine must not do it for them. The test
+## package, the compatibility suite's JVM and Python runs among it, takes
+## over go test's default 10 minutes under -race.
 test: deps
-	$(GO) test -race -count=1 -p 1 ./...
+	$(GO) test -race -count=1 -p 1 -timeout 20m ./...
 
 ## fuzz: each native fuzz target of proxy/ for FUZZTIME (go test -fuzz takes
 ## one target at a time); inputs that fail land in proxy/testdata/fuzz.

@@ -309,6 +309,14 @@ func (w *waits) spend(q *waitQueue) {
 	}
 }
 
+// freedAfter is how long until a key whose PTTL read answered left is
+// free on a quorum: PTTL leaves out the drift allowance, which a holder
+// may count on but a waiter need not wait for, plus a millisecond for the
+// backends' clocks to pass it.
+func (e *Engine) freedAfter(left time.Duration) time.Duration {
+	return left + e.drift(left) + time.Millisecond
+}
+
 // setFreeAt records when the key's holder runs out, for the head's timer.
 func (w *waits) setFreeAt(q *waitQueue, at time.Time) {
 	w.mu.Lock()
@@ -448,7 +456,7 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			left, perr := e.pttl(context.WithoutCancel(ctx), key)
 			switch {
 			case perr == nil:
-				e.waits.setFreeAt(q, time.Now().Add(left))
+				e.waits.setFreeAt(q, time.Now().Add(e.freedAfter(left)))
 			case errors.Is(perr, ErrNoExpiry):
 				e.waits.setFreeAt(q, time.Now().Add(e.cfg.MaxTTL))
 			default: // gone since, or undecided
@@ -648,6 +656,6 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 		case err != nil:
 			left = max(retryUndecided, e.cfg.NodeTimeout)
 		}
-		e.waits.setFreeAt(p.q, time.Now().Add(left))
+		e.waits.setFreeAt(p.q, time.Now().Add(e.freedAfter(left)))
 	}
 }
