@@ -5,7 +5,7 @@ local deleted = 0
 for _, key in ipairs(KEYS) do
 	if redis.call("get", key) == ARGV[1] then
 		deleted = deleted + redis.call("del", key)
-		redis.call("publish", "{lockproxy}:released:" .. key, ARGV[2] .. ARGV[1])
+		redis.pcall("publish", "{lockproxy}:released:" .. key, ARGV[2] .. ARGV[1])
 	end
 end
 return deleted
