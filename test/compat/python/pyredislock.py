@@ -28,18 +28,15 @@ import redis_lock
 # No __pycache__ beside the programs when importing the shared checks.
 sys.dont_write_bytecode = True
 from checks import Checks, expect, raises, within  # noqa: E402
+from redispy_recipe import connect as recipe_connect  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
 
 
 def connect(addr):
-    host, port = addr.rsplit(":", 1)
-    options = {}
-    if os.environ.get("REDISPY_PROTOCOL"):
-        options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
     # No socket timeout: acquire blocks in BLPOP for up to the lock's expire.
-    return redis.StrictRedis(host=host, port=int(port), **options)
+    return recipe_connect(addr, socket_timeout=None)
 
 
 def contend(addr, logfile, rounds, worker):

@@ -23,18 +23,12 @@ from redis.exceptions import LockNotOwnedError
 # No __pycache__ beside the programs when importing the shared checks.
 sys.dont_write_bytecode = True
 from checks import Checks, expect, raises, within  # noqa: E402
+from redispy_recipe import connect  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
 
 
-def connect(addr):
-    host, port = addr.rsplit(":", 1)
-    options = {}
-    # redis-py 4.3 has no protocol argument: pass it only when asked for.
-    if os.environ.get("REDISPY_PROTOCOL"):
-        options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
-    return redis.Redis(host=host, port=int(port), socket_timeout=10, **options)
 
 
 def contend(addr, logfile, rounds, worker):

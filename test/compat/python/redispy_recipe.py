@@ -38,13 +38,15 @@ else
 end"""
 
 
-def connect(addr):
+def connect(addr, socket_timeout=10):
+    """A client of addr; REDISPY_PROTOCOL=3 speaks RESP3. The other
+    redis-py programs connect with it too."""
     host, port = addr.rsplit(":", 1)
     options = {}
     # redis-py 4.3 has no protocol argument: pass it only when asked for.
     if os.environ.get("REDISPY_PROTOCOL"):
         options["protocol"] = int(os.environ["REDISPY_PROTOCOL"])
-    return redis.Redis(host=host, port=int(port), socket_timeout=10, **options)
+    return redis.Redis(host=host, port=int(port), socket_timeout=socket_timeout, **options)
 
 
 def acquire(r, key, token, ttl_ms):
