@@ -8,7 +8,6 @@ import (
 	"image/png"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,32 +41,10 @@ func startStatusCluster(t *testing.T, n int) *statusCluster {
 	for i, s := range c.servers {
 		urls[i] = s.URL()
 	}
-	log := slog.New(slog.DiscardHandler)
-	// A generous backend timeout: the page's states are under test, not a
-	// loaded machine's hiccups.
-	engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: 500 * time.Millisecond, DisableRestartQuarantine: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	srv, err := proxy.New(reportingEngine{engine}, proxy.Config{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	c.client = redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
-	t.Cleanup(func() { c.client.Close() })
-	c.page = &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), log: log}
-	hs := httptest.NewServer(opsHandler(engine, c.page, false, false))
+	p := startTestProxyOver(t, urls)
+	c.client = p.client
+	c.page = &statusPage{engine: p.engine, sampler: newOpsSampler(p.server.Stats), log: slog.New(slog.DiscardHandler)}
+	hs := httptest.NewServer(opsHandler(p.engine, c.page, false, false))
 	t.Cleanup(hs.Close)
 	c.url = hs.URL
 	return c
