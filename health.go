@@ -62,14 +62,14 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	return states, counting
 }
 
-// opsHandler serves /metrics, /healthz (the process answers) and /readyz
-// (a quorum of backends answers PING within the backend timeout), and with
-// withPprof Go's profiles, which are off by default: a CPU profile costs the
-// proxy while it runs, and the address may be reachable by more than the
-// operator. On embedded backends /readyz always answers 503: they answer
-// every PING, yet locks on them die with the process and no other proxy
-// shares them, so no orchestrator may take such a proxy for a ready one.
-func opsHandler(e *quorum.Engine, withPprof, embedded bool) http.Handler {
+// opsHandler serves the status page at /, /metrics, /healthz (the process
+// answers) and /readyz (a quorum of backends answers PING within the backend
+// timeout), and with withPprof Go's profiles, which are off by default: a
+// CPU profile costs the proxy while it runs, and the address may be reachable
+// by more than the operator. On embedded backends /readyz always answers 503:
+// they answer every PING, yet locks on them die with the process and no other
+// proxy shares them, so no orchestrator may take such a proxy for a ready one.
+func opsHandler(e *quorum.Engine, status http.Handler, withPprof, embedded bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -78,6 +78,7 @@ func opsHandler(e *quorum.Engine, withPprof, embedded bool) http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
+	mux.Handle("GET /{$}", status)
 	mux.Handle("/metrics", promhttp.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

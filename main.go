@@ -121,7 +121,12 @@ func run(args []string, stderr io.Writer) error {
 			closeAll(lns)
 			return fmt.Errorf("metrics: %w", err)
 		}
-		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
+		status := &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log}
+		g.Go(func() error {
+			status.sampler.run(gctx)
+			return nil
+		})
+		ops = &http.Server{Handler: opsHandler(engine, status, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
 		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {

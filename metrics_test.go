@@ -27,6 +27,7 @@ type testProxy struct {
 	reg    *prometheus.Registry
 	client *redis.Client
 	engine *quorum.Engine
+	server *proxy.Server
 }
 
 func startTestProxy(t *testing.T) *testProxy {
@@ -36,6 +37,12 @@ func startTestProxy(t *testing.T) *testProxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
+	return startTestProxyOver(t, urls)
+}
+
+// startTestProxyOver is startTestProxy over the backends at urls.
+func startTestProxyOver(t *testing.T, urls []string) *testProxy {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	obs := newMetrics()
 	// A generous backend timeout: these tests are about what the metrics
@@ -66,7 +73,7 @@ func startTestProxy(t *testing.T) *testProxy {
 	})
 	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	return &testProxy{reg: reg, client: client, engine: engine}
+	return &testProxy{reg: reg, client: client, engine: engine, server: srv}
 }
 
 // lockCycle takes key and releases it.
