@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 var (
@@ -171,14 +173,15 @@ func (e *NodeError) Kind() string {
 }
 
 // answered reports whether the backend answered but its answer may not
-// count: quarantined, its clock out of bounds, or refused by its greeting
-// or a script's set check.
+// count: quarantined, its clock out of bounds, refused by its greeting or a
+// script's set check, or refusing our credentials.
 func (e *NodeError) answered() bool {
 	var (
 		q *QuarantineError
 		c *ClockError
+		a *backend.AuthError
 	)
-	return errors.As(e.Err, &q) || errors.As(e.Err, &c) || isRefusal(e.Err)
+	return errors.As(e.Err, &q) || errors.As(e.Err, &c) || errors.As(e.Err, &a) || isRefusal(e.Err)
 }
 
 // quarantineKind is how a quarantine that has time left starts, in
