@@ -75,7 +75,7 @@ func (e *NoQuorumError) Error() string {
 // counts, then each kind of backend that did not count, grouped, such as
 // "1 of 3 backends answered, 2 needed (2 timeout)". When some of those
 // answered but may not count (quarantined, a clock out of bounds, a
-// refusal), it says so, lest "answered" send an operator looking for a
+// refusal, our credentials refused), it says so, lest "answered" send an operator looking for a
 // network fault: "0 of 3 backends count (3 answered, 3 quarantined after a
 // restart for up to 12 s more); 2 needed".
 func (e *NoQuorumError) Reason() string {
@@ -156,7 +156,7 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // Kind names the failure in words of our own (timeout, refused,
-// quarantined, closed, error), safe to show to clients: a backend's own
+// quarantined, closed, auth, not redis, error), safe to show to clients: a backend's own
 // error text could carry MOVED or READONLY and make clients redirect.
 func (e *NodeError) Kind() string {
 	var (
