@@ -22,7 +22,10 @@ type backendState struct {
 	LatencyMS float64 `json:"latency_ms"`
 	// Error is the kind of its failure when it did not answer the probe,
 	// as lockproxy_backend_failures_total labels it.
-	Error           string  `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Detail says, for a mistake in the configuration (auth, not_redis),
+	// what is wrong and what to check.
+	Detail          string  `json:"detail,omitempty"`
 	QuarantineLeftS float64 `json:"quarantine_left_s,omitempty"`
 	// ClockRate is its clock's rate relative to the proxy's, for a backend
 	// that does not count because of it.
@@ -49,6 +52,9 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 			st.State, st.Error, st.ClockRate = quorum.StateClock.String(), quorum.KindClock, c.Rate
 		default:
 			st.State, st.Error = quorum.StateDown.String(), kindLabel(known[i].LastError)
+			if k := known[i].LastError; k == quorum.KindAuth || k == quorum.KindNotRedis {
+				st.Detail = s.Err.Error()
+			}
 			if st.Error == "" {
 				st.Error = quorum.KindError
 			}

@@ -29,7 +29,7 @@ type command struct {
 // newCommands builds the dispatch table: every command the proxy answers.
 // Nothing else is forwarded anywhere.
 func (s *Server) newCommands() map[string]*command {
-	return table(
+	return withHelp(table(
 		&command{name: "set", concurrent: true, arity: -3, run: s.handleSet},
 		&command{name: "setnx", concurrent: true, arity: 3, run: s.handleSetNX},
 		&command{name: "get", concurrent: true, arity: 2, run: s.handleGet},
@@ -88,7 +88,7 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "config", arity: -2, subs: table(
 			&command{name: "config|get", arity: -3, run: s.handleConfigGet},
 		)},
-	)
+	))
 }
 
 // table indexes commands by their own (last) name.

@@ -106,34 +106,8 @@ func (s *Server) errorText(err error) string {
 }
 
 // noQuorumText names only counts and our own words for each backend's
-// failure (NodeError.Kind), grouped: "2 timeout, 1 connection refused".
-// When enough backends answered, it says how few of them agreed: the
-// backends that did not answer could have decided it either way.
-func noQuorumText(e *quorum.NoQuorumError) string {
-	msg := fmt.Sprintf("NOQUORUM %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
-	if e.Counted >= e.Needed {
-		msg = fmt.Sprintf("NOQUORUM %d of %d backends answered but only %d agreed, %d needed", e.Counted, e.Total, e.Agreed, e.Needed)
-	}
-	var kinds []string
-	count := map[string]int{}
-	for _, n := range e.Nodes {
-		if n == nil {
-			continue
-		}
-		k := n.Kind()
-		if count[k] == 0 {
-			kinds = append(kinds, k)
-		}
-		count[k]++
-	}
-	for i, k := range kinds {
-		kinds[i] = fmt.Sprintf("%d %s", count[k], k)
-	}
-	if len(kinds) > 0 {
-		msg += " (" + strings.Join(kinds, ", ") + ")"
-	}
-	return msg
-}
+// failure (NoQuorumError.Reason): never a backend's error text.
+func noQuorumText(e *quorum.NoQuorumError) string { return "NOQUORUM " + e.Reason() }
 
 func ttlText(e *quorum.TTLError) string {
 	if e.TTL <= 0 {

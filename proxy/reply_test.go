@@ -54,7 +54,12 @@ func TestWriteError(t *testing.T) {
 		{"wrapped arg error", fmt.Errorf("x: %w", errNoScript), "-NOSCRIPT No matching script. Please use EVAL.\r\n"},
 		{"arity", errArity("set"), "-ERR wrong number of arguments for 'set' command\r\n"},
 		{"no quorum", &quorum.NoQuorumError{Counted: 0, Needed: 3, Total: 5, Nodes: nodes},
-			"-NOQUORUM 0 of 5 backends answered, 3 needed (2 timeout, 1 connection refused, 1 error, 1 quarantined for 30s after restart)\r\n"},
+			"-NOQUORUM 0 of 5 backends count (1 answered, 2 timeout, 1 connection refused, 1 error, 1 quarantined after a restart for up to 30 s more); 3 needed\r\n"},
+		{"every backend quarantined", &quorum.NoQuorumError{Counted: 0, Needed: 2, Total: 3, Nodes: []*quorum.NodeError{
+			{Node: 0, Addr: "10.0.0.1:6379", Err: &quorum.QuarantineError{Left: 11200 * time.Millisecond}},
+			{Node: 1, Addr: "10.0.0.2:6379", Err: &quorum.QuarantineError{Left: 5 * time.Second}},
+			{Node: 2, Addr: "10.0.0.3:6379", Err: &quorum.QuarantineError{Left: 300 * time.Millisecond}},
+		}}, "-NOQUORUM 0 of 3 backends count (3 answered, 3 quarantined after a restart for up to 12 s more); 2 needed\r\n"},
 		{"no quorum without nodes", &quorum.NoQuorumError{Counted: 1, Needed: 2, Total: 3},
 			"-NOQUORUM 1 of 3 backends answered, 2 needed\r\n"},
 		{"joined no quorum", errors.Join(&quorum.NoQuorumError{Counted: 2, Needed: 3, Total: 5, Nodes: nodes[:1]}, context.DeadlineExceeded),

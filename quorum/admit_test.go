@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -37,8 +38,11 @@ func TestQuarantineColdStart(t *testing.T) {
 	if !errors.As(err, &nq) {
 		t.Fatalf("expected *NoQuorumError while every backend is quarantined, got %v", err)
 	}
-	if !strings.Contains(nq.Error(), "quarantined") {
-		t.Errorf("error does not say why: %v", nq)
+	// They answered: the reason must say so, and why they do not count.
+	// Up to shortMaxTTL less the backends' uptime, rounded up.
+	want := regexp.MustCompile(`^0 of 3 backends count \(3 answered, 3 quarantined after a restart for up to [1-3] s more\); 2 needed$`)
+	if got := nq.Reason(); !want.MatchString(got) {
+		t.Errorf("reason %q does not match %s", got, want)
 	}
 	start := time.Now()
 	waitAllCount(t, c.engine)

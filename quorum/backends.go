@@ -61,11 +61,13 @@ const (
 	KindReplica     = "replica"     // a replica, not a master
 	KindOtherSet    = "other set"   // it records another backend set
 	KindClock       = "clock"       // its clock runs at a rate beyond drift_factor
+	KindAuth        = "auth"        // it refused the user or password of its URL
+	KindNotRedis    = "not redis"   // what answers at its address speaks another protocol
 	KindError       = "error"
 )
 
 // failureKinds lists every kind, in a fixed order for reports.
-var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindOtherSet, KindClock, KindError}
+var failureKinds = [...]string{KindTimeout, KindRefused, KindClosed, KindQuarantined, KindUnsupported, KindDuplicate, KindReplica, KindOtherSet, KindClock, KindAuth, KindNotRedis, KindError}
 
 // failureKind classifies a backend failure into one of failureKinds.
 func failureKind(err error) string {
@@ -76,8 +78,14 @@ func failureKind(err error) string {
 		r *ReplicaError
 		s *SetError
 		c *ClockError
+		a *backend.AuthError
+		x *backend.NotRedisError
 	)
 	switch {
+	case errors.As(err, &a):
+		return KindAuth
+	case errors.As(err, &x):
+		return KindNotRedis
 	case errors.As(err, &s):
 		return KindOtherSet
 	case errors.As(err, &q):

@@ -1,10 +1,16 @@
 package quorum
 
 import (
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // TestBackendStates: Backends reports each backend's connection, counters
@@ -51,4 +57,92 @@ func TestBackendStates(t *testing.T) {
 	if n := strings.Count(text, "backend unreachable"); n != 1 {
 		t.Errorf("%d lines say a backend is unreachable, want 1:\n%s", n, text)
 	}
+}
+
+// TestBackendMistakes: a backend URL that reaches something other than
+// Redis, or that Redis refuses to authenticate, is told as such, with its
+// own failure kind, in one log line naming the backend and what to check;
+// the two good backends still make a quorum.
+func TestBackendMistakes(t *testing.T) {
+	guarded := redistest.Start(t)
+	setup := guarded.Client(t)
+	if err := setup.Do(t.Context(), "ACL", "SETUSER", "app", "on", ">app-pw", "~*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.ConfigSet(t.Context(), "requirepass", "secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(web.Close)
+	webAddr := strings.TrimPrefix(web.URL, "http://")
+	sshAddr := banner(t, "SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+
+	for _, tc := range []struct {
+		name, url, kind, log string
+	}{
+		{"HTTP server", "redis://" + webAddr, KindNotRedis,
+			`backend ` + webAddr + ` did not answer as Redis (its first bytes: \"HTTP/1.1 400 Bad Request\"): is this a Redis port?`},
+		{"SSH server", "redis://" + sshAddr, KindNotRedis,
+			`backend ` + sshAddr + ` did not answer as Redis (its first bytes: \"SSH-2.0-OpenSSH_9.2p1 Debian-2\"): is this a Redis port?`},
+		{"wrong password", "redis://:guess@" + guarded.Addr(), KindAuth,
+			`authentication failed on backend ` + guarded.Addr() + ` as user \"default\" (its URL names no user): check the password in its URL (WRONGPASS invalid username-password pair or user is disabled.)`},
+		{"wrong user", "redis://nobody:app-pw@" + guarded.Addr(), KindAuth,
+			`authentication failed on backend ` + guarded.Addr() + ` as user \"nobody\": check the user and password in its URL (WRONGPASS invalid username-password pair or user is disabled.)`},
+		{"no password", "redis://" + guarded.Addr(), KindAuth,
+			`authentication failed on backend ` + guarded.Addr() + `: it requires a password and its URL gives none (NOAUTH Authentication required.); give one as redis://user:password@host:port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Their own: a backend set is recorded in every backend's data.
+			good := redistest.StartN(t, 2)
+			var logged syncBuffer
+			e := newEngine(t, Config{
+				Backends:                 []string{good[0].URL(), good[1].URL(), tc.url},
+				DisableRestartQuarantine: true,
+				NodeTimeout:              time.Second,
+				Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
+			})
+			if _, err := e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
+				t.Fatalf("acquire on the two good backends: %v", err)
+			}
+			waitFor(t, func() bool { return e.Backends()[2].Failures[tc.kind] > 0 })
+			if st := e.Backends()[2]; st.State != StateDown || st.LastError != tc.kind {
+				t.Errorf("state %s, last error %q; want down, %q", st.State, st.LastError, tc.kind)
+			}
+			want := `level=ERROR msg="` + tc.log + `; it does not count toward quorum until this is fixed"`
+			if n := strings.Count(logged.String(), want); n != 1 {
+				t.Errorf("%d log lines start with\n%s\nin\n%s", n, want, logged.String())
+			}
+			if strings.Contains(logged.String(), "bad reply type") || strings.Contains(logged.String(), "unreachable") {
+				t.Errorf("the log still says it in the old words:\n%s", logged.String())
+			}
+			// What /readyz shows as the backend's detail.
+			if got, exp := e.Probe(t.Context())[2].Err.Error(), strings.ReplaceAll(tc.log, `\"`, `"`); got != exp {
+				t.Errorf("Probe:\n got %s\nwant %s", got, exp)
+			}
+		})
+	}
+}
+
+// banner serves a protocol that speaks first, as SSH does: each connection
+// gets text, and is closed once the client is done.
+func banner(t *testing.T, text string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				c.Write([]byte(text))
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }

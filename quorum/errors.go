@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 var (
@@ -60,16 +62,72 @@ type NoQuorumError struct {
 
 func (e *NoQuorumError) Error() string {
 	var b strings.Builder
-	if e.Counted < e.Needed {
-		fmt.Fprintf(&b, "quorum: %d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed)
-	} else {
-		fmt.Fprintf(&b, "quorum: %d of %d backends answered but only %d agreed, %d needed", e.Counted, e.Total, e.Agreed, e.Needed)
-	}
+	b.WriteString("quorum: ")
+	b.WriteString(e.Reason())
 	for _, n := range e.Nodes {
 		b.WriteString("; ")
 		b.WriteString(n.Error())
 	}
 	return b.String()
+}
+
+// Reason says why nothing was decided, in words safe to show a client: the
+// counts, then each kind of backend that did not count, grouped, such as
+// "1 of 3 backends answered, 2 needed (2 timeout)". When some of those
+// answered but may not count (quarantined, a clock out of bounds, a
+// refusal, our credentials refused), it says so, lest "answered" send an operator looking for a
+// network fault: "0 of 3 backends count (3 answered, 3 quarantined after a
+// restart for up to 12 s more); 2 needed".
+func (e *NoQuorumError) Reason() string {
+	groups, answered := e.groups()
+	kinds := ""
+	if len(groups) > 0 {
+		kinds = " (" + strings.Join(groups, ", ") + ")"
+	}
+	switch {
+	case e.Counted >= e.Needed:
+		return fmt.Sprintf("%d of %d backends answered but only %d agreed, %d needed", e.Counted, e.Total, e.Agreed, e.Needed) + kinds
+	case answered > 0:
+		return fmt.Sprintf("%d of %d backends count (%d answered, %s); %d needed", e.Counted, e.Total, e.Counted+answered, strings.Join(groups, ", "), e.Needed)
+	}
+	return fmt.Sprintf("%d of %d backends answered, %d needed", e.Counted, e.Total, e.Needed) + kinds
+}
+
+// groups counts the backends that did not count by kind, in the order
+// first seen: "2 timeout", "1 connection refused"; answered is how many of
+// them answered. Quarantines are one group, with the longest time left, so
+// that a restart of every backend reads as one.
+func (e *NoQuorumError) groups() (groups []string, answered int) {
+	var (
+		order []string
+		count = map[string]int{}
+		left  time.Duration
+	)
+	for _, n := range e.Nodes {
+		if n == nil {
+			continue
+		}
+		k := n.Kind()
+		var q *QuarantineError
+		if errors.As(n.Err, &q) && !q.Seeding {
+			k, left = quarantineKind, max(left, q.Left)
+		}
+		if count[k] == 0 {
+			order = append(order, k)
+		}
+		count[k]++
+		if n.answered() {
+			answered++
+		}
+	}
+	for _, k := range order {
+		label := k
+		if k == quarantineKind {
+			label += " for up to " + seconds(left) + " more"
+		}
+		groups = append(groups, fmt.Sprintf("%d %s", count[k], label))
+	}
+	return groups, answered
 }
 
 // Is makes errors.Is(err, ErrNoQuorum) true.
@@ -98,7 +156,7 @@ func (e *NodeError) Error() string {
 func (e *NodeError) Unwrap() error { return e.Err }
 
 // Kind names the failure in words of our own (timeout, refused,
-// quarantined, closed, error), safe to show to clients: a backend's own
+// quarantined, closed, auth, not redis, error), safe to show to clients: a backend's own
 // error text could carry MOVED or READONLY and make clients redirect.
 func (e *NodeError) Kind() string {
 	var (
@@ -114,6 +172,28 @@ func (e *NodeError) Kind() string {
 	return failureKind(e.Err)
 }
 
+// answered reports whether the backend answered but its answer may not
+// count: quarantined, its clock out of bounds, refused by its greeting or a
+// script's set check, or refusing our credentials.
+func (e *NodeError) answered() bool {
+	var (
+		q *QuarantineError
+		c *ClockError
+		a *backend.AuthError
+	)
+	return errors.As(e.Err, &q) || errors.As(e.Err, &c) || errors.As(e.Err, &a) || isRefusal(e.Err)
+}
+
+// quarantineKind is how a quarantine that has time left starts, in
+// QuarantineError's text and in NoQuorumError's groups.
+const quarantineKind = "quarantined after a restart"
+
+// seconds writes d as whole seconds, rounded up: "12 s". A quarantine
+// shown as "0 s" while it lasts would read as over.
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%d s", int64((d+time.Second-1)/time.Second))
+}
+
 // QuarantineError marks a backend that answered but does not count toward
 // any quorum yet: its data set may lack locks granted less than max_ttl
 // ago (a restart, a failover, an unmarked data set), or, with fencing on,
@@ -125,9 +205,9 @@ type QuarantineError struct {
 
 func (e *QuarantineError) Error() string {
 	if e.Seeding {
-		return "quarantined after restart until its fencing counter is re-seeded from the other backends"
+		return "quarantined after a restart until its fencing counter is re-seeded from the other backends"
 	}
-	return fmt.Sprintf("quarantined for %s after restart", e.Left.Round(time.Second))
+	return fmt.Sprintf("%s for %s more", quarantineKind, seconds(e.Left))
 }
 
 // ClockError marks a backend whose clock runs at a rate outside the drift

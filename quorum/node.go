@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -73,7 +74,7 @@ func newNode(index int, rawURL string, cfg Config, srv *servers, members *member
 		Check:    n.check,
 		Hello:    hello,
 		Admit:    n.admit,
-		Refused:  isRefusal,
+		Refused:  redialSlowly,
 		OnState:  n.logState,
 	})
 	if err != nil {
@@ -82,6 +83,18 @@ func newNode(index int, rawURL string, cfg Config, srv *servers, members *member
 	n.pipe, n.addr = p, p.Addr()
 	n.log = cfg.Logger.With("backend", n.addr)
 	return n, nil
+}
+
+// redialSlowly reports whether a failed greeting will fail the same way
+// until someone changes the server or the configuration: a refusal, our
+// credentials refused, another protocol at the address. Such a backend is
+// dialled again every second, not every backend timeout.
+func redialSlowly(err error) bool {
+	var (
+		auth     *backend.AuthError
+		notRedis *backend.NotRedisError
+	)
+	return isRefusal(err) || errors.As(err, &auth) || errors.As(err, &notRedis)
 }
 
 // logState logs each change of the backend's connection, once: a dead
@@ -99,10 +112,19 @@ func (n *node) logState(up bool, err error) {
 		n.log.Info("backend connected", "run_id", id)
 		return
 	}
-	if isRefusal(err) {
-		return
+	var (
+		auth     *backend.AuthError
+		notRedis *backend.NotRedisError
+	)
+	switch {
+	case isRefusal(err):
+	case errors.As(err, &auth), errors.As(err, &notRedis):
+		// A mistake in the configuration, not an outage: the sentence names
+		// the backend and what to check.
+		n.log.Error(err.Error()+"; it does not count toward quorum until this is fixed", "kind", failureKind(err))
+	default:
+		n.log.Warn("backend unreachable; its votes count as failures until it answers again", "err", err)
 	}
-	n.log.Warn("backend unreachable; its votes count as failures until it answers again", "err", err)
 }
 
 // run runs a script on the backend and waits for its reply until ctx is

@@ -152,7 +152,7 @@ func TestPipeAuthAndDatabase(t *testing.T) {
 	})
 	_, err := bad.acquire(t.Context(), uniqueKey(t), "tok", time.Second)
 	var nq *NoQuorumError
-	if !errors.As(err, &nq) || len(nq.Nodes) != 1 || !strings.Contains(nq.Nodes[0].Err.Error(), "AUTH") {
+	if !errors.As(err, &nq) || len(nq.Nodes) != 1 || nq.Nodes[0].Kind() != KindAuth || !strings.Contains(nq.Nodes[0].Err.Error(), `authentication failed on backend `+srv.Addr()+` as user "locker"`) {
 		t.Fatalf("acquire with a wrong password: %v", err)
 	}
 }

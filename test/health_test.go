@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 var metricsLine = regexp.MustCompile(`msg="metrics and health listening" addr=(\S+)`)
@@ -76,5 +79,68 @@ func TestPprofEndpoint(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
 		t.Fatalf("/debug/pprof/goroutine: %d %.200s", resp.StatusCode, body)
+	}
+}
+
+// TestBackendMistakesShown: through the binary, a backend address where an
+// HTTP server answers and a backend whose password is wrong are each told
+// in their own words in the log, /readyz, the failure metric and INFO,
+// not as "bad reply type 'H'" or "unreachable".
+func TestBackendMistakesShown(t *testing.T) {
+	servers := redistest.StartN(t, 4)
+	if err := servers[3].Client(t).ConfigSet(t.Context(), "requirepass", "secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	web := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(web.Close)
+	webAddr, authAddr := strings.TrimPrefix(web.URL, "http://"), servers[3].Addr()
+	list := strings.Join([]string{servers[0].URL(), servers[1].URL(), servers[2].URL(), "redis://" + webAddr, "redis://:guess@" + authAddr}, ",")
+	p := startProxy(t, "-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms", "-metrics", "127.0.0.1:0")
+	base := "http://" + p.waitLog(t, metricsLine)[1]
+
+	notRedis := `backend ` + webAddr + ` did not answer as Redis (its first bytes: "HTTP/1.1 400 Bad Request"): is this a Redis port?`
+	auth := `authentication failed on backend ` + authAddr + ` as user "default" (its URL names no user): check the password in its URL (WRONGPASS invalid username-password pair or user is disabled.)`
+	if got := do(t, p.Client(t), "SET", "k", "me", "NX", "PX", 10000); got != "OK" {
+		t.Fatalf("SET on the three good backends: %q", got)
+	}
+	for _, line := range []string{notRedis, auth} {
+		want := fmt.Sprintf("level=ERROR msg=%q", line+"; it does not count toward quorum until this is fixed")
+		if n := strings.Count(p.Log(), want); n != 1 {
+			t.Errorf("%d log lines start with\n%s", n, want)
+		}
+	}
+	if strings.Contains(p.Log(), "bad reply type") {
+		t.Errorf("the log speaks of the reply parser")
+	}
+
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct {
+		Backends []struct{ Addr, State, Error, Detail string }
+	}
+	err = json.NewDecoder(resp.Body).Decode(&ready)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || len(ready.Backends) != 5 {
+		t.Fatalf("/readyz: %d %+v %v", resp.StatusCode, ready, err)
+	}
+	for i, exp := range []struct{ kind, detail string }{3: {"not_redis", notRedis}, 4: {"auth", auth}} {
+		if b := ready.Backends[i]; i >= 3 && (b.State != "down" || b.Error != exp.kind || b.Detail != exp.detail) {
+			t.Errorf("/readyz backend %d: %+v; want down, %s, %q", i, b, exp.kind, exp.detail)
+		}
+	}
+
+	m := scrape(t, base)
+	for addr, kind := range map[string]string{webAddr: "not_redis", authAddr: "auth"} {
+		if got := m[fmt.Sprintf(`lockproxy_backend_failures_total{backend=%q,kind=%q}`, addr, kind)]; got < 1 {
+			t.Errorf("lockproxy_backend_failures_total of %s, kind %s: %v", addr, kind, got)
+		}
+	}
+	info := redisCLI(t, p.Addr, "INFO", "backends")
+	for i, kind := range []string{3: "not_redis", 4: "auth"} {
+		if i >= 3 && !regexp.MustCompile(fmt.Sprintf(`(?m)^backend%d:addr=[^,]+,state=down,[^\r\n]*last_error=%s,`, i, kind)).MatchString(info) {
+			t.Errorf("INFO backends does not show backend %d down with last_error=%s:\n%s", i, kind, info)
+		}
 	}
 }

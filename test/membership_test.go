@@ -49,7 +49,7 @@ func TestTwoBackendSets(t *testing.T) {
 		}
 		return ""
 	})
-	const refused = "ERR:NOQUORUM 2 of 5 backends answered, 3 needed (3 other set)"
+	const refused = "ERR:NOQUORUM 2 of 5 backends count (5 answered, 3 other set); 3 needed"
 	for _, key := range []string{"job", "another"} {
 		if got := do(t, b.Client(t), "SET", key, "second", "NX", "PX", 20000); got != refused {
 			t.Fatalf("B, SET %s: %q, want %q", key, got, refused)

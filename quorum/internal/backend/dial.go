@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -72,11 +75,49 @@ func dial(done context.Context, opt *redis.Options, timeout time.Duration, greet
 	}
 	deadline, _ := ctx.Deadline()
 	nc.SetDeadline(deadline)
-	rw := bufio.NewReadWriter(bufio.NewReaderSize(nc, 16<<10), bufio.NewWriter(nc))
+	first := &firstBytes{r: nc}
+	rw := bufio.NewReadWriter(bufio.NewReaderSize(first, 16<<10), bufio.NewWriter(nc))
 	if err := greet(rw); err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, notRedis(err, opt.Addr, first.buf)
 	}
 	nc.SetDeadline(time.Time{})
 	return nc, rw, nil
+}
+
+// firstBytes keeps the first bytes a server sent, so that a greeting it
+// answered in another protocol can show them.
+type firstBytes struct {
+	r   io.Reader
+	buf []byte
+}
+
+// firstBytesKept is enough to recognise a protocol: "HTTP/1.1 400 Bad
+// Request", "SSH-2.0-OpenSSH_9.2p1".
+const firstBytesKept = 32
+
+func (f *firstBytes) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if len(f.buf) < firstBytesKept {
+		f.buf = append(f.buf, p[:min(n, firstBytesKept-len(f.buf))]...)
+	}
+	return n, err
+}
+
+// notRedis names a greeting's failure that came from a server speaking
+// something other than RESP, which the reply parser would call a "bad
+// reply type": a reply that does not parse, or a connection closed after
+// bytes that cannot start one. Other failures come back as they are.
+func notRedis(err error, addr string, first []byte) error {
+	var pe protocolError
+	switch {
+	case len(first) == 0:
+		return err
+	case errors.As(err, &pe):
+	case IsClosed(err) && !strings.ContainsRune("+-:$*", rune(first[0])):
+	default:
+		return err
+	}
+	line, _, _ := strings.Cut(string(first), "\r\n")
+	return &NotRedisError{Addr: addr, First: line, Err: err}
 }

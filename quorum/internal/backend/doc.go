@@ -9,7 +9,7 @@
 // reports facts (run_id, uptime, version, the commands the server knows,
 // whether the scripts loaded) and leaves the verdict to the caller's
 // Config.Admit. A failure is classified (timeout, refused, closed, never
-// sent), never weighed, and nothing is ever retried but a script the
+// sent, credentials refused, another protocol than Redis's), never weighed, and nothing is ever retried but a script the
 // server did not have (NOSCRIPT, which ran nothing).
 //
 // Files: pipe.go (Pipe, Request, Completer), dial.go (the URL, TLS and

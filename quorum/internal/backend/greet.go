@@ -45,6 +45,10 @@ func (pp *Pipe) greet(rw *bufio.ReadWriter) error {
 	if err != nil {
 		return err
 	}
+	if g.InfoErr != nil && strings.HasPrefix(g.InfoErr.Error(), "NOAUTH") {
+		// Not a fact for Check to weigh: nothing at all is served.
+		return &AuthError{Addr: pp.opt.Addr, User: pp.opt.Username, Password: pp.opt.Password != "", Reply: g.InfoErr.Error()}
+	}
 	if pp.cfg.Check != nil {
 		if err := pp.cfg.Check(g); err != nil {
 			return err
@@ -95,8 +99,13 @@ func authenticate(rw *bufio.ReadWriter, opt *redis.Options) error {
 		if err != nil {
 			return err
 		}
-		if r.kind == '-' {
-			return serverError(strings.SplitN(string(c.wire), "\r\n", 4)[2] + ": " + r.str)
+		name := strings.SplitN(string(c.wire), "\r\n", 4)[2]
+		switch {
+		case r.kind != '-':
+		case name == "AUTH":
+			return &AuthError{Addr: opt.Addr, User: opt.Username, Password: opt.Password != "", Reply: r.str}
+		default:
+			return serverError(name + ": " + r.str)
 		}
 	}
 	return nil

@@ -49,10 +49,12 @@ type Config struct {
 	// every request waiting for it, with that error. It runs before any
 	// request is written on the connection. Default: every connection is.
 	Admit func(Greeting) error
-	// Refused reports whether an error of Admit refuses a server that
-	// answered, rather than fails the connection: such a server, whose
-	// greeting costs it a dozen commands, is dialled again only every
-	// second. Default: none is.
+	// Refused reports whether a failed greeting will fail the same way
+	// until someone changes the server or the configuration (an error of
+	// Admit refusing a server that answered, an *AuthError, a
+	// *NotRedisError), rather than a failed connection: such a server,
+	// whose greeting costs it a dozen commands, is dialled again only
+	// every second. Default: none is.
 	Refused func(error) bool
 	// OnState hears of each change between connected (up) and not, once,
 	// with the error that ended the connection or failed the dial; never

@@ -147,6 +147,12 @@ func (e serverError) Error() string { return string(e) }
 
 var errUnexpectedReply = errors.New("backend: unexpected reply")
 
+// protocolError is a stream that is not RESP: what a server that is not
+// Redis sends (dial.go names it when a greeting meets one).
+type protocolError string
+
+func (e protocolError) Error() string { return string(e) }
+
 // Integer is an integer reply's value; any other reply is an error.
 func (r Reply) Integer() (int64, error) {
 	if r.kind != ':' {
@@ -230,14 +236,14 @@ func readReplyDepth(br *bufio.Reader, depth int) (Reply, error) {
 	case ':':
 		n, err := strconv.ParseInt(string(rest), 10, 64)
 		if err != nil {
-			return Reply{}, fmt.Errorf("backend: bad integer reply %q", line)
+			return Reply{}, protocolError(fmt.Sprintf("backend: bad integer reply %q", line))
 		}
 		return Reply{kind: ':', int: n}, nil
 	case '$':
 		n, err := strconv.Atoi(string(rest))
 		switch {
 		case err != nil || n < -1 || n > maxBulk:
-			return Reply{}, fmt.Errorf("backend: bad bulk length %q", line)
+			return Reply{}, protocolError(fmt.Sprintf("backend: bad bulk length %q", line))
 		case n == -1:
 			return Reply{}, nil
 		}
@@ -246,14 +252,14 @@ func readReplyDepth(br *bufio.Reader, depth int) (Reply, error) {
 			return Reply{}, err
 		}
 		if buf[n] != '\r' || buf[n+1] != '\n' {
-			return Reply{}, errors.New("backend: bulk reply without CRLF")
+			return Reply{}, protocolError("backend: bulk reply without CRLF")
 		}
 		return Reply{kind: '$', str: string(buf[:n])}, nil
 	case '*':
 		n, err := strconv.Atoi(string(rest))
 		switch {
 		case err != nil || n < -1 || n > maxArray || depth >= maxReplyDepth:
-			return Reply{}, fmt.Errorf("backend: bad array reply %q", line)
+			return Reply{}, protocolError(fmt.Sprintf("backend: bad array reply %q", line))
 		case n == -1:
 			return Reply{}, nil
 		}
@@ -265,7 +271,7 @@ func readReplyDepth(br *bufio.Reader, depth int) (Reply, error) {
 		}
 		return Reply{kind: '*', array: arr}, nil
 	}
-	return Reply{}, fmt.Errorf("backend: bad reply type %q", kind)
+	return Reply{}, protocolError(fmt.Sprintf("backend: bad reply type %q", kind))
 }
 
 // readLine returns one CRLF-terminated line without its CRLF.
@@ -273,12 +279,12 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		if errors.Is(err, bufio.ErrBufferFull) {
-			return nil, errors.New("backend: reply line too long")
+			return nil, protocolError("backend: reply line too long")
 		}
 		return nil, err
 	}
 	if len(line) < 3 || line[len(line)-2] != '\r' {
-		return nil, fmt.Errorf("backend: bad reply line %q", line)
+		return nil, protocolError(fmt.Sprintf("backend: bad reply line %q", line))
 	}
 	return line[:len(line)-2], nil
 }

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"strings"
+
+	"github.com/tidwall/redcon"
+)
+
+// subcommandHelp is what CLIENT HELP, CONFIG HELP, COMMAND HELP and SCRIPT
+// HELP answer: for each subcommand the proxy serves, in the order shown,
+// its usage and the lines that describe it, in Redis's words where it
+// behaves as Redis does. "(no subcommand)" describes the bare command.
+// HELP itself comes last, as in Redis; every other subcommand must be
+// served (commands_test.go checks both ways).
+var subcommandHelp = map[string][][]string{
+	"client": {
+		{"GETNAME", "Return the name of the current connection."},
+		{"ID", "Return the ID of the current connection."},
+		{"INFO", "Return information about the current client connection."},
+		{"SETNAME <name>", "Assign the name <name> to the current connection."},
+		{"SETINFO <option> <value>", "Set client meta attr. Options are:", "* LIB-NAME: the client lib name.", "* LIB-VER: the client lib version."},
+		{"FENCING (ON|OFF)", "Answer SET ... NX with the lock's fencing token instead of OK (needs fencing = true)."},
+		{"CAPA <option> [<option> ...]", "Accepted and ignored: no capability changes lockproxy's replies."},
+		{"MAINT_NOTIFICATIONS (ON|OFF) [<option> <value> ...]", "Accepted and ignored: lockproxy sends no maintenance notifications."},
+	},
+	"command": {
+		{"(no subcommand)", "Return details about all commands: none, as lockproxy has no keys to route."},
+		{"COUNT", "Return the total number of commands in this lockproxy."},
+		{"LIST", "Return a list of all commands in this lockproxy (filters are ignored)."},
+		{"DOCS [<command-name> ...]", "Return documentation details about commands: none."},
+	},
+	"config": {
+		{"GET <pattern>", "Return parameters matching the glob-like <pattern> and their values: none, as lockproxy exposes no settings."},
+	},
+	"script": {
+		{"EXISTS <sha1> [<sha1> ...]", "Return information about the existence of the scripts in the script cache."},
+		{"FLUSH [ASYNC|SYNC]", "Flush lockproxy's Lua scripts cache."},
+		{"LOAD <script>", "Load a script into the scripts cache without executing it."},
+	},
+}
+
+// withHelp adds the HELP subcommand to every command that has subcommands.
+func withHelp(cmds map[string]*command) map[string]*command {
+	for name, c := range cmds {
+		if c.subs == nil {
+			continue
+		}
+		lines := helpLines(name, subcommandHelp[name])
+		c.subs["help"] = &command{name: name + "|help", arity: 2, run: func(conn redcon.Conn, _ redcon.Command) {
+			conn.WriteArray(len(lines))
+			for _, l := range lines {
+				conn.WriteString(l)
+			}
+		}}
+	}
+	return cmds
+}
+
+// helpLines lays entries out as Redis's addReplyHelp does: a heading, then
+// each usage with its description indented by four spaces.
+func helpLines(name string, entries [][]string) []string {
+	lines := []string{strings.ToUpper(name) + " <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"}
+	for _, e := range append(entries, []string{"HELP", "Prints this help."}) {
+		lines = append(lines, e[0])
+		for _, d := range e[1:] {
+			lines = append(lines, "    "+d)
+		}
+	}
+	return lines
+}
