@@ -160,26 +160,52 @@ type settings struct {
 	configured bool
 }
 
+// errVersion is -version's answer to loadConfig's caller: print the
+// version, start nothing.
+var errVersion = errors.New("version requested")
+
+// usageError is a command line that does not parse. main exits 2 with it,
+// as the flag package's own ExitOnError does, and prints a pointer to
+// -help rather than the whole of it, which would bury the one line that
+// matters.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string {
+	return e.msg + "\nRun lockproxy -help for every flag and configuration key."
+}
+
 // loadConfig reads the TOML file named by -config, if any, lets every
 // environment variable that env finds (LOCKPROXY_MAX_TTL) override its key,
 // and every flag that was set override both. Every error names the key. It
-// only reads: it logs nothing, and stderr hears only of the flags (-help,
-// a flag that does not parse), so that a reload may call it again.
-func loadConfig(args []string, env func(string) (string, bool), stderr io.Writer) (*config, error) {
+// only reads: it logs nothing, and out hears only -help, so that a reload
+// may call it again. It returns flag.ErrHelp after writing -help to out,
+// errVersion for -version, and a *usageError for a command line that does
+// not parse.
+func loadConfig(args []string, env func(string) (string, bool), out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package's own complaint prints the whole usage after the
+	// error; the error alone is returned, with a suggestion.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	path := fs.String("config", "", "TOML configuration file (see config.example.toml)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	values := make([]value, len(keys))
 	for i, k := range keys {
 		values[i] = k.value()
 		fs.Var(values[i], k.flag(), k.help)
 	}
-	fs.Usage = func() { usage(stderr, values) }
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			usage(out, values)
+			return nil, err
+		}
+		return nil, flagError(fs, err)
+	}
+	if *showVersion {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, &usageError{fmt.Sprintf("unexpected argument %q: every setting is a flag (-name value)", fs.Arg(0))}
 	}
 	flagged := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
@@ -300,9 +326,73 @@ func redactParseError(err error) error {
 	return err
 }
 
-// usage is -help: every key with its type, bounds and default.
+// flagError words a flag that does not parse, with the flag that was
+// probably meant when one is undefined.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var defined []string
+		fs.VisitAll(func(f *flag.Flag) { defined = append(defined, f.Name) })
+		if s := suggestFlag(name, append(defined, "help")); s != "" {
+			msg += "\ndid you mean -" + s + "?"
+		}
+	}
+	return &usageError{msg}
+}
+
+// suggestFlag returns the defined flag nearest to name, a mistyped one, or
+// "" when none is near enough to be what was meant. A TOML spelling
+// (max_ttl) finds its flag (max-ttl) at once.
+func suggestFlag(name string, defined []string) string {
+	name = strings.ReplaceAll(strings.TrimLeft(name, "-"), "_", "-")
+	// A third of the name: -backend finds -backends, -ttl finds nothing.
+	best, bestDist := "", max(1, len(name)/3)+1
+	for _, d := range defined {
+		if dist := editDistance(name, d); dist < bestDist {
+			best, bestDist = d, dist
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, by bytes:
+// flag names are ASCII.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// usage is -help: what lockproxy is, how it is most often run, then every
+// key with its type, bounds and default.
 func usage(w io.Writer, values []value) {
-	fmt.Fprint(w, `Usage: lockproxy [-config lockproxy.toml] [-flag value ...]
+	fmt.Fprint(w, `lockproxy speaks the Redis protocol to applications and turns their lock
+commands (SET key token NX PX ms, the release and extend scripts of the
+common client libraries) into Redlock quorum operations on N independent
+Redis masters, so that a client written for one Redis gets locks that
+survive the loss of a minority of them. It keeps no lock state of its own:
+any number of proxies may run in front of the same backends.
+
+Usage: lockproxy [-config lockproxy.toml] [-flag value ...]
+
+  lockproxy
+	try it: 5 embedded in-memory backends (no fault tolerance), on 127.0.0.1:7379
+  lockproxy -config /etc/lockproxy/lockproxy.toml
+	production: the keys of config.example.toml, e.g.
+	backends = ["redis://10.0.1.1:6379", "redis://10.0.2.1:6379", "redis://10.0.3.1:6379"]
 
 Every key of the configuration file is also a flag, its name with dashes
 (max_ttl: -max-ttl), and an environment variable, LOCKPROXY_ and its name
@@ -311,6 +401,8 @@ one a line). A flag overrides the environment, which overrides the file.
 
   -config path
     	TOML configuration file (see config.example.toml)
+  -version
+    	print the version and exit
 `)
 	for i, k := range keys {
 		def := values[i].String()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,26 +34,40 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "lockproxy:", err)
+		var usage *usageError
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stderr io.Writer) error {
+// run is lockproxy with args, until a signal stops it. -help and -version
+// write to stdout, the logs go to stderr.
+func run(args []string, stdout, stderr io.Writer) error {
 	// First of all: from here on SIGHUP reloads, where by default it kills.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	cfg, err := loadConfig(args, os.LookupEnv, stderr)
-	if err != nil {
+	build := buildInfo()
+	cfg, err := loadConfig(args, os.LookupEnv, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, build)
+		return nil
+	case err != nil:
 		return err
 	}
 	level := new(slog.LevelVar)
 	level.Set(cfg.logLevel)
 	log := newLogger(stderr, cfg.logFormat, level)
 	cfg.quorum.Logger, cfg.proxy.Logger = log, log
+	cfg.proxy.Version = build.Version
 	if n := len(cfg.quorum.Backends); n%2 == 0 && n > 0 {
 		log.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
 			"backends", n, "quorum", n/2+1)
@@ -75,7 +90,7 @@ func run(args []string, stderr io.Writer) error {
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
 
-	obs := newMetrics()
+	obs := newMetrics(build)
 	cfg.quorum.Observer, cfg.proxy.Observer = obs, obs
 	engine, err := quorum.New(cfg.quorum)
 	if err != nil {
