@@ -115,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	r.tls.Store(cfg.tls)
 	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
-	lns, err := openListeners(cfg, log, &r.tls, "backends", len(cfg.quorum.Backends),
+	lns, mln, err := openListeners(cfg, log, &r.tls, "backends", len(cfg.quorum.Backends),
 		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
 	if err != nil {
 		return err
@@ -130,14 +130,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		g.Go(func() error { return srv.Serve(ln) })
 	}
 	var ops *http.Server
-	if cfg.metrics != "" {
-		mln, err := net.Listen("tcp", cfg.metrics)
-		if err != nil {
-			closeAll(lns)
-			return fmt.Errorf("metrics: %w", err)
-		}
+	if mln != nil {
 		ops = &http.Server{Handler: opsHandler(engine, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
-		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -168,33 +162,46 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// openListeners opens the plain listener and the TLS one, those that are
-// configured, and logs each with attrs. The TLS listener serves, to each
-// new connection, the settings that tlsNow holds then, so that a reload
-// rotates the certificate without closing a connection.
-func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) ([]net.Listener, error) {
-	var lns []net.Listener
-	if cfg.listen != "" {
-		ln, err := net.Listen("tcp", cfg.listen)
-		if err != nil {
-			return nil, fmt.Errorf("listen: %w", err)
+// openListeners opens the plain listener, the TLS one and the metrics
+// one, those that are configured, and only once all are open logs each,
+// the RESP ones with attrs: a port taken fails the start before anything
+// says it is listening. The TLS listener serves, to each new connection,
+// the settings that tlsNow holds then, so that a reload rotates the
+// certificate without closing a connection.
+func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) (lns []net.Listener, ops net.Listener, err error) {
+	var opened []net.Listener
+	open := func(key, addr string) net.Listener {
+		if err != nil || addr == "" {
+			return nil
 		}
-		lns = append(lns, ln)
-		log.Info("lockproxy listening", append([]any{"addr", ln.Addr().String()}, attrs...)...)
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			err = fmt.Errorf("%s: %w", key, err)
+			return nil
+		}
+		opened = append(opened, ln)
+		return ln
 	}
-	if cfg.tlsListen != "" {
-		ln, err := net.Listen("tcp", cfg.tlsListen)
-		if err != nil {
-			closeAll(lns)
-			return nil, fmt.Errorf("tls_listen: %w", err)
-		}
-		lns = append(lns, tls.NewListener(ln, &tls.Config{
+	plain, secure, ops := open("listen", cfg.listen), open("tls_listen", cfg.tlsListen), open("metrics", cfg.metrics)
+	if err != nil {
+		closeAll(opened)
+		return nil, nil, err
+	}
+	if plain != nil {
+		lns = append(lns, plain)
+		log.Info("lockproxy listening", append([]any{"addr", plain.Addr().String()}, attrs...)...)
+	}
+	if secure != nil {
+		lns = append(lns, tls.NewListener(secure, &tls.Config{
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return tlsNow.Load(), nil },
 		}))
-		log.Info("lockproxy listening with TLS", append([]any{"addr", ln.Addr().String(),
+		log.Info("lockproxy listening with TLS", append([]any{"addr", secure.Addr().String(),
 			"min_version", tls.VersionName(cfg.tls.MinVersion), "client_certificates", cfg.tls.ClientCAs != nil}, attrs...)...)
 	}
-	return lns, nil
+	if ops != nil {
+		log.Info("metrics and health listening", "addr", ops.Addr().String())
+	}
+	return lns, ops, nil
 }
 
 func closeAll(lns []net.Listener) {
