@@ -369,14 +369,16 @@ func suggestFlag(name string, defined []string) string {
 	return best
 }
 
-// editDistance is the Levenshtein distance between a and b, by bytes:
-// flag names are ASCII.
+// editDistance is the optimal string alignment distance between a and b:
+// Levenshtein's, with two neighbours swapped (-hepl) one edit, as a typist
+// makes it. By bytes: flag names are ASCII.
 func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	rows := [3][]int{make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)}
+	for j := range rows[1] {
+		rows[1][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
+		prev2, prev, cur := rows[0], rows[1], rows[2]
 		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
@@ -384,10 +386,13 @@ func editDistance(a, b string) int {
 				cost = 0
 			}
 			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
+		rows = [3][]int{prev, cur, prev2}
 	}
-	return prev[len(b)]
+	return rows[1][len(b)]
 }
 
 // usage is -help: what lockproxy is, how it is most often run, then every
