@@ -10,7 +10,10 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
+	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,9 +32,9 @@ import (
 // Checks that need several keys at once are in resolve.
 var keys = []key{
 	{"listen", restart, "address to serve RESP on",
-		text("127.0.0.1:7379", func(s *settings, v string) { s.listen = v })},
+		address("127.0.0.1:7379", func(s *settings, v string) { s.listen = v })},
 	{"tls_listen", restart, "address to serve RESP over TLS on; empty: no TLS",
-		text("", func(s *settings, v string) { s.tlsListen = v })},
+		address("", func(s *settings, v string) { s.tlsListen = v })},
 	{"tls_cert_file", live, "PEM certificate (chain) of the TLS listener",
 		filename("", func(s *settings, v string) { s.tlsCertFile = v })},
 	{"tls_key_file", live, "PEM private key of the TLS listener",
@@ -41,7 +44,7 @@ var keys = []key{
 	{"tls_min_version", live, "oldest TLS version accepted",
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
 	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
-		list(func(s *settings, v []string) { s.quorum.Backends = v })},
+		list(`["redis://host:6379"]`, checkBackends, func(s *settings, v []string) { s.quorum.Backends = v })},
 	{"backend_set_epoch", engine, "number of the backend set: every proxy running the same backends has the same; raise it by one with each change of backends",
 		integer(1, 1, math.MaxInt32, func(s *settings, v int) { s.quorum.BackendSetEpoch = v })},
 	{"backend_tls_ca_cert_file", engine, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
@@ -53,7 +56,7 @@ var keys = []key{
 	{"backend_tls_server_name", engine, "name the rediss:// backends' certificates must hold; empty: each one's host",
 		text("", func(s *settings, v string) { s.backendServerName = v })},
 	{"metrics", restart, "address for /metrics, /healthz and /readyz; empty disables",
-		text("", func(s *settings, v string) { s.metrics = v })},
+		address("", func(s *settings, v string) { s.metrics = v })},
 	{"pprof", restart, "also serve Go's /debug/pprof/ profiles on the metrics address",
 		boolean(false, func(s *settings, v bool) { s.pprof = v })},
 	{"backend_timeout", engine, "timeout of each backend request",
@@ -160,26 +163,52 @@ type settings struct {
 	configured bool
 }
 
+// errVersion is -version's answer to loadConfig's caller: print the
+// version, start nothing.
+var errVersion = errors.New("version requested")
+
+// usageError is a command line that does not parse. main exits 2 with it,
+// as the flag package's own ExitOnError does, and prints a pointer to
+// -help rather than the whole of it, which would bury the one line that
+// matters.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string {
+	return e.msg + "\nRun lockproxy -help for every flag and configuration key."
+}
+
 // loadConfig reads the TOML file named by -config, if any, lets every
 // environment variable that env finds (LOCKPROXY_MAX_TTL) override its key,
 // and every flag that was set override both. Every error names the key. It
-// only reads: it logs nothing, and stderr hears only of the flags (-help,
-// a flag that does not parse), so that a reload may call it again.
-func loadConfig(args []string, env func(string) (string, bool), stderr io.Writer) (*config, error) {
+// only reads: it logs nothing, and out hears only -help, so that a reload
+// may call it again. It returns flag.ErrHelp after writing -help to out,
+// errVersion for -version, and a *usageError for a command line that does
+// not parse.
+func loadConfig(args []string, env func(string) (string, bool), out io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("lockproxy", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package's own complaint prints the whole usage after the
+	// error; the error alone is returned, with a suggestion.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	path := fs.String("config", "", "TOML configuration file (see config.example.toml)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	values := make([]value, len(keys))
 	for i, k := range keys {
 		values[i] = k.value()
 		fs.Var(values[i], k.flag(), k.help)
 	}
-	fs.Usage = func() { usage(stderr, values) }
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		if errors.Is(err, flag.ErrHelp) {
+			usage(out, values)
+			return nil, err
+		}
+		return nil, flagError(fs, err)
+	}
+	if *showVersion {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return nil, &usageError{fmt.Sprintf("unexpected argument %q: every setting is a flag (-name value)", fs.Arg(0))}
 	}
 	flagged := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { flagged[f.Name] = true })
@@ -267,7 +296,18 @@ func readFile(path string, values []value, given map[string]string) error {
 			v = k.value()
 		}
 		if err := v.decode(&md, p); err != nil {
-			return err // names the key
+			// An error about the key itself (not users.name) is its value's
+			// type, which the decoder words in Go's terms ("destination
+			// has type slice"), and only in its text.
+			if m := incompatible.FindStringSubmatch(err.Error()); m != nil {
+				switch {
+				case m[1] == k.name:
+					return fmt.Errorf("%s: want %s, got %s", k.name, k.value().want(), tomlType(md.Type(k.name)))
+				case k.name == "users": // a field of a user, all strings
+					return fmt.Errorf("%s: want a string, got %s", m[1], tomlType(md.Type(strings.Split(m[1], ".")...)))
+				}
+			}
+			return err // names the key (users.name)
 		}
 	}
 	// Decoding into the map marked every top-level key decoded, the unknown
@@ -300,9 +340,78 @@ func redactParseError(err error) error {
 	return err
 }
 
-// usage is -help: every key with its type, bounds and default.
+// flagError words a flag that does not parse, with the flag that was
+// probably meant when one is undefined.
+func flagError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var defined []string
+		fs.VisitAll(func(f *flag.Flag) { defined = append(defined, f.Name) })
+		if s := suggestFlag(name, append(defined, "help")); s != "" {
+			msg += "\ndid you mean -" + s + "?"
+		}
+	}
+	return &usageError{msg}
+}
+
+// suggestFlag returns the defined flag nearest to name, a mistyped one, or
+// "" when none is near enough to be what was meant. A TOML spelling
+// (max_ttl) finds its flag (max-ttl) at once.
+func suggestFlag(name string, defined []string) string {
+	name = strings.ReplaceAll(strings.TrimLeft(name, "-"), "_", "-")
+	// A third of the name: -backend finds -backends, -ttl finds nothing.
+	best, bestDist := "", max(1, len(name)/3)+1
+	for _, d := range defined {
+		if dist := editDistance(name, d); dist < bestDist {
+			best, bestDist = d, dist
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance between a and b:
+// Levenshtein's, with two neighbours swapped (-hepl) one edit, as a typist
+// makes it. By bytes: flag names are ASCII.
+func editDistance(a, b string) int {
+	rows := [3][]int{make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)}
+	for j := range rows[1] {
+		rows[1][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		prev2, prev, cur := rows[0], rows[1], rows[2]
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		rows = [3][]int{prev, cur, prev2}
+	}
+	return rows[1][len(b)]
+}
+
+// usage is -help: what lockproxy is, how it is most often run, then every
+// key with its type, bounds and default.
 func usage(w io.Writer, values []value) {
-	fmt.Fprint(w, `Usage: lockproxy [-config lockproxy.toml] [-flag value ...]
+	fmt.Fprint(w, `lockproxy speaks the Redis protocol to applications and turns their lock
+commands (SET key token NX PX ms, the release and extend scripts of the
+common client libraries) into Redlock quorum operations on N independent
+Redis masters, so that a client written for one Redis gets locks that
+survive the loss of a minority of them. It keeps no lock state of its own:
+any number of proxies may run in front of the same backends.
+
+Usage: lockproxy [-config lockproxy.toml] [-flag value ...]
+
+  lockproxy
+	try it: 5 embedded in-memory backends (no fault tolerance), on 127.0.0.1:7379
+  lockproxy -config /etc/lockproxy/lockproxy.toml
+	production: the keys of config.example.toml, e.g.
+	backends = ["redis://10.0.1.1:6379", "redis://10.0.2.1:6379", "redis://10.0.3.1:6379"]
 
 Every key of the configuration file is also a flag, its name with dashes
 (max_ttl: -max-ttl), and an environment variable, LOCKPROXY_ and its name
@@ -311,6 +420,8 @@ one a line). A flag overrides the environment, which overrides the file.
 
   -config path
     	TOML configuration file (see config.example.toml)
+  -version
+    	print the version and exit
 `)
 	for i, k := range keys {
 		def := values[i].String()
@@ -331,6 +442,8 @@ type value interface {
 	apply(s *settings) error
 	// kind is the value's type and bounds, for -help.
 	kind() string
+	// want is the TOML value it takes, for a file that gives another type.
+	want() string
 	// fingerprint is the whole value, and the content of the file it
 	// names, for telling whether a reload changed it.
 	fingerprint() string
@@ -338,11 +451,12 @@ type value interface {
 
 // cell is a value of type T, which is the type of the TOML value.
 type cell[T any] struct {
-	v     T
-	typ   string
-	parse func(string) (T, error) // the flag's text
-	show  func(T) string          // as the flag would give it
-	to    func(*settings, T) error
+	v       T
+	typ     string
+	example string                  // of a TOML value that has not T's type; default: the default
+	parse   func(string) (T, error) // the flag's text
+	show    func(T) string          // as the flag would give it
+	to      func(*settings, T) error
 }
 
 func newCell[T any](typ string, def T, parse func(string) (T, error), show func(T) string, to func(*settings, T) error) func() value {
@@ -371,6 +485,57 @@ func (c *cell[T]) decode(md *toml.MetaData, p toml.Primitive) error {
 func (c *cell[T]) apply(s *settings) error { return c.to(s, c.v) }
 
 func (c *cell[T]) kind() string { return c.typ }
+
+func (c *cell[T]) want() string {
+	switch any(c.v).(type) {
+	case bool:
+		return "true or false"
+	case int:
+		return "an integer"
+	case float64:
+		return "a number"
+	}
+	example := c.example
+	if example == "" {
+		example = strconv.Quote(c.String())
+	}
+	switch _, list := any(c.v).([]string); {
+	case list:
+		return "an array of strings (" + example + ")"
+	case strings.HasPrefix(c.typ, "duration"):
+		return "a duration, as a string (" + example + ")"
+	case example == `""`:
+		return "a string"
+	}
+	return "a string (" + example + ")"
+}
+
+// incompatible finds the key of a value of the wrong type in the toml
+// package's error, which gives it in no other way.
+var incompatible = regexp.MustCompile(`\(last key "([^"]+)"\): incompatible types`)
+
+// tomlType words a TOML type as the toml package names it (md.Type).
+func tomlType(t string) string {
+	switch t {
+	case "Integer":
+		return "an integer"
+	case "Float":
+		return "a float"
+	case "String":
+		return "a string"
+	case "Bool":
+		return "a boolean"
+	case "Datetime":
+		return "a date-time"
+	case "Array":
+		return "an array of something else"
+	case "Hash":
+		return "a table"
+	case "ArrayHash":
+		return "an array of tables"
+	}
+	return "a TOML " + t
+}
 
 func (c *cell[T]) fingerprint() string {
 	v := c.String()
@@ -527,9 +692,32 @@ func durationOrNever(def string, set func(*settings, time.Duration)) func() valu
 	})
 }
 
+// address is a host:port to listen on, or empty for none. It is checked
+// here, before anything starts: net.Listen would refuse port 99999 only
+// after the backends were dialled, and in its own words.
+func address(def string, set func(*settings, string)) func() value {
+	return newCell("host:port", def, parseText, showText, func(s *settings, v string) error {
+		if v == "" {
+			set(s, v)
+			return nil
+		}
+		_, port, err := net.SplitHostPort(v)
+		if err != nil {
+			return fmt.Errorf("%q is not host:port (e.g. 127.0.0.1:7379, or :7379 for every interface)", v)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+			return fmt.Errorf("port %s is out of range in %q: a port is a number from 1 to 65535 (0 picks a free one)", port, v)
+		}
+		set(s, v)
+		return nil
+	})
+}
+
 // list is a list of strings, empty by default: an array in TOML, a
-// comma-separated list as a flag.
-func list(set func(*settings, []string)) func() value {
+// comma-separated list as a flag. example is what the array looks like in
+// TOML, for a file that gives something else; check, if not nil, is the
+// list's own.
+func list(example string, check func([]string) error, set func(*settings, []string)) func() value {
 	parse := func(s string) ([]string, error) {
 		var l []string
 		for v := range strings.SplitSeq(s, ",") {
@@ -540,10 +728,135 @@ func list(set func(*settings, []string)) func() value {
 		return l, nil
 	}
 	show := func(l []string) string { return strings.Join(l, ",") }
-	return newCell("list", nil, parse, show, func(s *settings, v []string) error {
+	c := newCell("list", nil, parse, show, func(s *settings, v []string) error {
+		if check != nil {
+			if err := check(v); err != nil {
+				return err
+			}
+		}
 		set(s, v)
 		return nil
 	})
+	return func() value {
+		v := c().(*cell[[]string])
+		v.example = example
+		return v
+	}
+}
+
+// checkBackends reads each backend URL as lockproxy uses it, and says what
+// is wrong in plain words with what to write instead, where go-redis's
+// parser would answer in its own terms ("first path segment in URL cannot
+// contain colon", "unexpected option"). An entry is named by its position
+// and its host, never by the whole URL, which may hold a password.
+func checkBackends(urls []string) error {
+	for i, raw := range urls {
+		if err := checkBackend(raw); err != nil {
+			return fmt.Errorf("entry %d (%s): %w", i+1, backendName(raw), err)
+		}
+	}
+	return nil
+}
+
+// backendQueryOptions are the options of a backend URL that lockproxy
+// uses; go-redis takes more (pool_size, read_timeout...), which lockproxy
+// would silently ignore, since it makes its own connections.
+var backendQueryOptions = []string{"db", "skip_verify"}
+
+func checkBackend(raw string) error {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return fmt.Errorf("no scheme: write redis://%s (rediss:// for TLS)", safeHost(hostPart(raw)))
+	}
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss":
+	case "unix":
+		return nil // a socket path: go-redis's parser words its few mistakes well
+	default:
+		return fmt.Errorf("%s:// is not a Redis scheme: write redis://%s (rediss:// for TLS, unix:// for a socket)", scheme, safeHost(hostPart(rest)))
+	}
+	if h := hostPart(rest); h != "" {
+		if _, port, err := net.SplitHostPort(h); err == nil {
+			switch n, err := strconv.Atoi(port); {
+			case err != nil: // not echoed: perhaps a password in the wrong place
+				return fmt.Errorf("the port is not a number; a password goes before the host: %s://:PASSWORD@host:6379", scheme)
+			case n < 1 || n > 65535:
+				return fmt.Errorf("port %d is out of range: a port is 1 to 65535 (Redis's own is 6379)", n)
+			}
+		} else if !strings.Contains(err.Error(), "missing port") {
+			return fmt.Errorf("more than host:port after the host; a password goes before it: %s://:PASSWORD@host:6379", scheme)
+		}
+	}
+	// url's own errors quote the text they stumbled on, which may be a
+	// password: they are not passed on.
+	escapes := fmt.Sprintf(`write %s://[user:password@]host:port[/db], with a password's "/", "?", "#", "@" and "%%" as %%2F, %%3F, %%23, %%40 and %%25`, scheme)
+	u, err := url.Parse(raw)
+	if err != nil || strings.Contains(raw, "@") && u.Host != hostPart(rest) {
+		return errors.New("not a URL as written: " + escapes)
+	}
+	if u.Fragment != "" || strings.HasSuffix(raw, "#") {
+		return errors.New(`a "#" ends the URL there: write it %23 (in a password, say)`)
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); !ok {
+			return fmt.Errorf("a user name but no password: a password alone is written %s://:PASSWORD@host:port (with the colon)", scheme)
+		}
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 0 {
+			return fmt.Errorf("database %q is not a number: end the URL with /0, /1... or leave the database out (0)", p)
+		}
+	}
+	for name := range u.Query() {
+		switch {
+		case slices.Contains(backendQueryOptions, name):
+		case name == "password" || name == "user" || name == "username":
+			return fmt.Errorf("option %s: the user and password go before the host: %s://USER:PASSWORD@host:port, or %s://:PASSWORD@host:port", name, scheme, scheme)
+		default:
+			return fmt.Errorf("option %q is not used: a backend URL takes %s; the timeout is backend_timeout", name, orList(backendQueryOptions))
+		}
+	}
+	return nil
+}
+
+// hostPart is the host:port of the rest of a URL after its scheme: what
+// follows the last "@", up to the path, query or fragment. The last "@":
+// a password's own "/", "?" or "#" left unescaped must not make it part
+// of the host.
+func hostPart(rest string) string {
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// backendName names a backend URL in an error by its host and port,
+// which hold no secret.
+func backendName(raw string) string {
+	if _, rest, ok := strings.Cut(raw, "://"); ok {
+		raw = rest
+	}
+	return safeHost(hostPart(raw))
+}
+
+// safeHost is h when it is a host or host:port with a numeric port, and
+// its host alone otherwise: what follows a second ":" may be a password
+// put in the wrong place.
+func safeHost(h string) string {
+	host, port, err := net.SplitHostPort(h)
+	switch {
+	case err == nil && strings.Trim(port, "0123456789") == "":
+		return h
+	case err == nil:
+		return host
+	case strings.Contains(err.Error(), "missing port"):
+		return h
+	}
+	host, _, _ = strings.Cut(h, ":")
+	return host
 }
 
 // user is one [[users]] table.
@@ -605,6 +918,10 @@ func (u *usersValue) apply(s *settings) error {
 }
 
 func (u *usersValue) kind() string { return "user (repeated)" }
+
+func (u *usersValue) want() string {
+	return "an array of tables ([[users]] with name and password_sha256 or password_bcrypt)"
+}
 
 func (u *usersValue) fingerprint() string { return fmt.Sprintf("%q %q", u.file, u.flags) }
 
@@ -819,6 +1136,15 @@ func loadCAs(key, path string) (*x509.CertPool, error) {
 func newLogger(w io.Writer, format string, level slog.Leveler) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: level}
 	if format == "json" {
+		// slog's JSON handler writes a duration as integer nanoseconds,
+		// which no reader of a log takes in at a glance; the text
+		// handler already writes "1.5ms", and so does this one now.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

@@ -572,6 +572,162 @@ func TestConfigHelp(t *testing.T) {
 		if !strings.Contains(out.String(), "  -config path\n") {
 			t.Errorf("%s does not show -config", arg)
 		}
+		// What it is and how it is run come first, before the flags.
+		for _, want := range []string{"lockproxy speaks the Redis protocol", "into Redlock quorum operations",
+			"\n  lockproxy\n", "\n  lockproxy -config /etc/lockproxy/lockproxy.toml\n", "  -version\n"} {
+			if i, flags := strings.Index(out.String(), want), strings.Index(out.String(), "  -config path"); i < 0 || want != "  -version\n" && i > flags {
+				t.Errorf("%s: %q missing or after the flags", arg, want)
+			}
+		}
+	}
+	if _, err := loadConfig([]string{"-version"}, noEnv, io.Discard); !errors.Is(err, errVersion) {
+		t.Fatalf("-version: %v", err)
+	}
+}
+
+// TestConfigUsageErrors: a command line that does not parse is a
+// usageError (exit status 2) that says what was wrong, suggests the flag
+// probably meant, and points to -help rather than printing all of it.
+func TestConfigUsageErrors(t *testing.T) {
+	const pointer = "\nRun lockproxy -help for every flag and configuration key."
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backend", "redis://a:1"}, "flag provided but not defined: -backend\ndid you mean -backends?"},
+		{[]string{"-max_ttl", "5s"}, "flag provided but not defined: -max_ttl\ndid you mean -max-ttl?"},
+		{[]string{"-max-tll", "5s"}, "flag provided but not defined: -max-tll\ndid you mean -max-ttl?"},
+		{[]string{"-verison"}, "flag provided but not defined: -verison\ndid you mean -version?"},
+		{[]string{"-hepl"}, "flag provided but not defined: -hepl\ndid you mean -help?"},
+		{[]string{"-zzz"}, "flag provided but not defined: -zzz"},
+		{[]string{"-max-ttl", "5s", "extra"}, `unexpected argument "extra": every setting is a flag (-name value)`},
+		{[]string{"-pprof=maybe"}, `invalid boolean value "maybe" for -pprof: parse error`},
+	} {
+		var out strings.Builder
+		_, err := loadConfig(tc.args, noEnv, &out)
+		var ue *usageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%v: want a usage error, got %v", tc.args, err)
+			continue
+		}
+		if exp, got := tc.want+pointer, err.Error(); exp != got {
+			t.Errorf("%v:\nwant %q\ngot  %q", tc.args, exp, got)
+		}
+		if out.Len() != 0 {
+			t.Errorf("%v: wrote the usage too: %q", tc.args, out.String())
+		}
+	}
+}
+
+// TestConfigListenPorts: an address to listen on whose port is out of
+// range or missing stops the start, naming the key; 0 (any free port) is
+// taken.
+func TestConfigListenPorts(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-listen", "127.0.0.1:99999"}, `listen: port 99999 is out of range in "127.0.0.1:99999": a port is a number from 1 to 65535 (0 picks a free one)`},
+		{[]string{"-metrics", ":65536"}, `metrics: port 65536 is out of range in ":65536": a port is a number from 1 to 65535 (0 picks a free one)`},
+		{[]string{"-listen", ":-1"}, `listen: port -1 is out of range in ":-1": a port is a number from 1 to 65535 (0 picks a free one)`},
+		{[]string{"-metrics", "127.0.0.1:http"}, `metrics: port http is out of range in "127.0.0.1:http": a port is a number from 1 to 65535 (0 picks a free one)`},
+		{[]string{"-tls-listen", "localhost"}, `tls_listen: "localhost" is not host:port (e.g. 127.0.0.1:7379, or :7379 for every interface)`},
+	} {
+		if _, err := loadConfig(tc.args, noEnv, io.Discard); err == nil || err.Error() != tc.want {
+			t.Errorf("%v:\nwant %q\ngot  %v", tc.args, tc.want, err)
+		}
+	}
+	if _, err := loadConfig([]string{"-listen", "127.0.0.1:0", "-metrics", "[::1]:65535"}, noEnv, io.Discard); err != nil {
+		t.Errorf("port 0 and 65535: %v", err)
+	}
+}
+
+// TestConfigBackendURLs: each mistake in a backend URL is told in plain
+// words naming the entry and what to write, never with the password.
+func TestConfigBackendURLs(t *testing.T) {
+	const escapes = `not a URL as written: write redis://[user:password@]host:port[/db], with a password's "/", "?", "#", "@" and "%" as %2F, %3F, %23, %40 and %25`
+	for _, tc := range []struct{ url, want string }{
+		{"127.0.0.1:6379", "entry 1 (127.0.0.1:6379): no scheme: write redis://127.0.0.1:6379 (rediss:// for TLS)"},
+		{"http://db1:6379", "entry 1 (db1:6379): http:// is not a Redis scheme: write redis://db1:6379 (rediss:// for TLS, unix:// for a socket)"},
+		{"redis://db1:99999", "entry 1 (db1:99999): port 99999 is out of range: a port is 1 to 65535 (Redis's own is 6379)"},
+		{"redis://db1:0", "entry 1 (db1:0): port 0 is out of range: a port is 1 to 65535 (Redis's own is 6379)"},
+		{"redis://db1:s3cret", "entry 1 (db1): the port is not a number; a password goes before the host: redis://:PASSWORD@host:6379"},
+		{"redis://db1:6379:s3cret", "entry 1 (db1): more than host:port after the host; a password goes before it: redis://:PASSWORD@host:6379"},
+		{"redis://db1:6379?password=s3cret", "entry 1 (db1:6379): option password: the user and password go before the host: redis://USER:PASSWORD@host:port, or redis://:PASSWORD@host:port"},
+		{"redis://s3cret@db1:6379", "entry 1 (db1:6379): a user name but no password: a password alone is written redis://:PASSWORD@host:port (with the colon)"},
+		{"redis://db1:6379?pool_size=5", `entry 1 (db1:6379): option "pool_size" is not used: a backend URL takes db or skip_verify; the timeout is backend_timeout`},
+		{"redis://db1:6379?foo=1", `entry 1 (db1:6379): option "foo" is not used: a backend URL takes db or skip_verify; the timeout is backend_timeout`},
+		{"redis://db1:6379/zero", `entry 1 (db1:6379): database "zero" is not a number: end the URL with /0, /1... or leave the database out (0)`},
+		{"redis://:s3c#ret@db1:6379", "entry 1 (db1:6379): " + escapes},
+		{"redis://:s3c/ret@db1:6379", "entry 1 (db1:6379): " + escapes},
+		{"redis://:s3c?ret@db1:6379", "entry 1 (db1:6379): " + escapes},
+		{"redis://db1:6379#", `entry 1 (db1:6379): a "#" ends the URL there: write it %23 (in a password, say)`},
+	} {
+		// Second in the list: the entry is named by its place.
+		_, err := loadConfig([]string{"-backends", "redis://db0:6379," + tc.url}, noEnv, io.Discard)
+		want := "backends: " + strings.Replace(tc.want, "entry 1", "entry 2", 1)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s:\nwant %q\ngot  %v", tc.url, want, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3c") {
+			t.Errorf("%s: the error shows the password: %v", tc.url, err)
+		}
+	}
+	for _, ok := range []string{"redis://db1", "redis://db1:6379/2", "rediss://u:p%23w@db1:6380?skip_verify=true&db=1", "redis://:p%2Fw@[::1]:6379", "unix:///run/redis.sock?db=1"} {
+		if _, err := loadConfig([]string{"-backends", ok}, noEnv, io.Discard); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
+// TestConfigTypeErrors: a value of the wrong TOML type names the key, the
+// type it takes and the type it was given, in TOML's words, not Go's.
+func TestConfigTypeErrors(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{`backends = "redis://a:6379"`, `backends: want an array of strings (["redis://host:6379"]), got a string`},
+		{`backends = [1, 2]`, `backends: want an array of strings (["redis://host:6379"]), got an array of something else`},
+		{`max_ttl = 60`, `max_ttl: want a duration, as a string ("60s"), got an integer`},
+		{`max_request_bytes = "1MiB"`, `max_request_bytes: want an integer, got a string`},
+		{`drift_factor = "0.01"`, `drift_factor: want a number, got a string`},
+		{`restart_quarantine = "no"`, `restart_quarantine: want true or false, got a string`},
+		{`listen = 7379`, `listen: want a string ("127.0.0.1:7379"), got an integer`},
+		{`metrics = 9100`, `metrics: want a string, got an integer`},
+		{`users = "alice"`, `users: want an array of tables ([[users]] with name and password_sha256 or password_bcrypt), got a string`},
+		{"[[users]]\nname = 1", `users.name: want a string, got an integer`},
+	} {
+		path := writeConfig(t, tc.file)
+		_, err := loadConfig([]string{"-config", path}, noEnv, io.Discard)
+		if want := path + ": " + tc.want; err == nil || err.Error() != want {
+			t.Errorf("%s:\nwant %q\ngot  %v", tc.file, want, err)
+		}
+	}
+}
+
+// TestLoggerDurations: JSON logs write durations as Go writes them ("5s",
+// "1.5ms"), not as nanoseconds; text logs are as they were.
+func TestLoggerDurations(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{"json", `"timeout":"5s","group":{"latency":"1.5ms"}}`},
+		{"text", `timeout=5s group.latency=1.5ms`},
+	} {
+		var out strings.Builder
+		newLogger(&out, tc.format, slog.LevelInfo).Info("m", "timeout", 5*time.Second, slog.Group("group", "latency", 1500*time.Microsecond))
+		if !strings.HasSuffix(strings.TrimSpace(out.String()), tc.want) {
+			t.Errorf("%s: want the line to end with %s, got %s", tc.format, tc.want, out.String())
+		}
+	}
+}
+
+// TestBuildInfo: a binary built without a stamped version still says
+// something more than "(devel)", and -version's line has every part.
+func TestBuildInfo(t *testing.T) {
+	b := buildInfo()
+	if b.Version == "" || b.Version == "(devel)" || b.Revision == "" {
+		t.Fatalf("build info: %+v", b)
+	}
+	if exp, got := "lockproxy v1.2.3 (commit 0123456789ab, go1.99, linux/arm64)",
+		(build{"v1.2.3", "0123456789ab", "go1.99", "linux/arm64"}).String(); exp != got {
+		t.Fatalf("want %q, got %q", exp, got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,26 +34,40 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	if err := run(os.Args[1:], os.Stderr); err != nil {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "lockproxy:", err)
+		var usage *usageError
+		if errors.As(err, &usage) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stderr io.Writer) error {
+// run is lockproxy with args, until a signal stops it. -help and -version
+// write to stdout, the logs go to stderr.
+func run(args []string, stdout, stderr io.Writer) error {
 	// First of all: from here on SIGHUP reloads, where by default it kills.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	cfg, err := loadConfig(args, os.LookupEnv, stderr)
-	if err != nil {
+	build := buildInfo()
+	cfg, err := loadConfig(args, os.LookupEnv, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return nil
+	case errors.Is(err, errVersion):
+		fmt.Fprintln(stdout, build)
+		return nil
+	case err != nil:
 		return err
 	}
 	level := new(slog.LevelVar)
 	level.Set(cfg.logLevel)
 	log := newLogger(stderr, cfg.logFormat, level)
 	cfg.quorum.Logger, cfg.proxy.Logger = log, log
+	cfg.proxy.Version = build.Version
 	if n := len(cfg.quorum.Backends); n%2 == 0 && n > 0 {
 		log.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
 			"backends", n, "quorum", n/2+1)
@@ -75,7 +90,7 @@ func run(args []string, stderr io.Writer) error {
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
 
-	obs := newMetrics()
+	obs := newMetrics(build)
 	cfg.quorum.Observer, cfg.proxy.Observer = obs, obs
 	engine, err := quorum.New(cfg.quorum)
 	if err != nil {
@@ -100,7 +115,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 	r.tls.Store(cfg.tls)
 	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
-	lns, err := openListeners(cfg, log, &r.tls, "backends", len(cfg.quorum.Backends),
+	lns, mln, err := openListeners(cfg, log, &r.tls, "backends", len(cfg.quorum.Backends),
 		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
 	if err != nil {
 		return err
@@ -115,19 +130,13 @@ func run(args []string, stderr io.Writer) error {
 		g.Go(func() error { return srv.Serve(ln) })
 	}
 	var ops *http.Server
-	if cfg.metrics != "" {
-		mln, err := net.Listen("tcp", cfg.metrics)
-		if err != nil {
-			closeAll(lns)
-			return fmt.Errorf("metrics: %w", err)
-		}
-		status := &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log}
+	if mln != nil {
+		status := &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log, version: build.Version}
 		g.Go(func() error {
 			status.sampler.run(gctx)
 			return nil
 		})
 		ops = &http.Server{Handler: opsHandler(engine, status, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
-		log.Info("metrics and health listening", "addr", mln.Addr().String())
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -158,33 +167,46 @@ func run(args []string, stderr io.Writer) error {
 	return nil
 }
 
-// openListeners opens the plain listener and the TLS one, those that are
-// configured, and logs each with attrs. The TLS listener serves, to each
-// new connection, the settings that tlsNow holds then, so that a reload
-// rotates the certificate without closing a connection.
-func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) ([]net.Listener, error) {
-	var lns []net.Listener
-	if cfg.listen != "" {
-		ln, err := net.Listen("tcp", cfg.listen)
-		if err != nil {
-			return nil, fmt.Errorf("listen: %w", err)
+// openListeners opens the plain listener, the TLS one and the metrics
+// one, those that are configured, and only once all are open logs each,
+// the RESP ones with attrs: a port taken fails the start before anything
+// says it is listening. The TLS listener serves, to each new connection,
+// the settings that tlsNow holds then, so that a reload rotates the
+// certificate without closing a connection.
+func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) (lns []net.Listener, ops net.Listener, err error) {
+	var opened []net.Listener
+	open := func(key, addr string) net.Listener {
+		if err != nil || addr == "" {
+			return nil
 		}
-		lns = append(lns, ln)
-		log.Info("lockproxy listening", append([]any{"addr", ln.Addr().String()}, attrs...)...)
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			err = fmt.Errorf("%s: %w", key, err)
+			return nil
+		}
+		opened = append(opened, ln)
+		return ln
 	}
-	if cfg.tlsListen != "" {
-		ln, err := net.Listen("tcp", cfg.tlsListen)
-		if err != nil {
-			closeAll(lns)
-			return nil, fmt.Errorf("tls_listen: %w", err)
-		}
-		lns = append(lns, tls.NewListener(ln, &tls.Config{
+	plain, secure, ops := open("listen", cfg.listen), open("tls_listen", cfg.tlsListen), open("metrics", cfg.metrics)
+	if err != nil {
+		closeAll(opened)
+		return nil, nil, err
+	}
+	if plain != nil {
+		lns = append(lns, plain)
+		log.Info("lockproxy listening", append([]any{"addr", plain.Addr().String()}, attrs...)...)
+	}
+	if secure != nil {
+		lns = append(lns, tls.NewListener(secure, &tls.Config{
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return tlsNow.Load(), nil },
 		}))
-		log.Info("lockproxy listening with TLS", append([]any{"addr", ln.Addr().String(),
+		log.Info("lockproxy listening with TLS", append([]any{"addr", secure.Addr().String(),
 			"min_version", tls.VersionName(cfg.tls.MinVersion), "client_certificates", cfg.tls.ClientCAs != nil}, attrs...)...)
 	}
-	return lns, nil
+	if ops != nil {
+		log.Info("metrics and health listening", "addr", ops.Addr().String())
+	}
+	return lns, ops, nil
 }
 
 func closeAll(lns []net.Listener) {

@@ -58,6 +58,9 @@ var (
 		"Distinct releases of keys with waiters, heard from a notice or made through this proxy.", nil, nil)
 	descWakeUps = prometheus.NewDesc("lockproxy_wait_wake_ups_total",
 		"Waiters woken by a release to try again (one per release, the first in line).", nil, nil)
+	descBuildInfo = prometheus.NewDesc("lockproxy_build_info",
+		"Always 1: the running binary's version (as -version and INFO print it), commit and Go version.",
+		[]string{"version", "revision", "goversion"}, nil)
 )
 
 // metrics exports the proxy's and the engine's state to Prometheus. It is
@@ -70,6 +73,7 @@ type metrics struct {
 	votes        atomic.Pointer[map[string]prometheus.Observer] // voteDuration's, by backend
 	waitDuration *prometheus.HistogramVec
 
+	build  prometheus.Metric // lockproxy_build_info, constant
 	engine *quorum.Engine
 	server *proxy.Server
 }
@@ -81,8 +85,10 @@ var (
 	_ prometheus.Collector = (*metrics)(nil)
 )
 
-func newMetrics() *metrics {
+// newMetrics returns the metrics of a binary that is b.
+func newMetrics(b build) *metrics {
 	m := &metrics{
+		build: prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, b.Version, b.Revision, b.GoVersion),
 		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lockproxy_operation_duration_seconds",
 			Help:    "Time from a lock operation's start to its decision, by operation.",
@@ -153,7 +159,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
 		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
-		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps} {
+		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descBuildInfo} {
 		ch <- d
 	}
 }
@@ -162,6 +168,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.opDuration.Collect(ch)
 	m.voteDuration.Collect(ch)
 	m.waitDuration.Collect(ch)
+	ch <- m.build
 	if m.server != nil {
 		st := m.server.Stats()
 		for op := range quorum.Op(quorum.NumOps) {

@@ -30,6 +30,9 @@ type testProxy struct {
 	server *proxy.Server
 }
 
+// testBuild is the build startTestProxy's proxy says it is.
+var testBuild = build{Version: "v9.8.7-test", Revision: "0123456789ab-dirty", GoVersion: "go1.99", Platform: "plan9/mips"}
+
 func startTestProxy(t *testing.T) *testProxy {
 	t.Helper()
 	urls, stop, err := startEmbedded()
@@ -44,7 +47,7 @@ func startTestProxy(t *testing.T) *testProxy {
 func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	obs := newMetrics()
+	obs := newMetrics(testBuild)
 	// A generous backend timeout: these tests are about what the metrics
 	// say, and a loaded machine running -race can take longer than the
 	// default 50ms to dial.
@@ -53,7 +56,7 @@ func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	srv, err := proxy.New(reportingEngine{engine}, proxy.Config{Logger: log, Observer: obs})
+	srv, err := proxy.New(reportingEngine{engine}, proxy.Config{Logger: log, Observer: obs, Version: testBuild.Version})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,6 +148,7 @@ func TestMetricsAfterLockCycle(t *testing.T) {
 		{"lockproxy_connected_clients", nil, 1},
 		{"lockproxy_connections_received_total", nil, 1},
 		{"lockproxy_quorum_size", nil, 3},
+		{"lockproxy_build_info", []string{"goversion=go1.99", "revision=0123456789ab-dirty", "version=v9.8.7-test"}, 1},
 	} {
 		got, ok := series(t, p.reg, tc.name, tc.labels...)
 		if !ok || got != tc.want {
@@ -170,6 +174,11 @@ func TestMetricsAfterLockCycle(t *testing.T) {
 		if got, ok := series(t, p.reg, "lockproxy_backend_failures_total", addr, "kind=connection_refused"); !ok || got != 0 {
 			t.Errorf("lockproxy_backend_failures_total{%s,connection_refused}: %v %v", addr, got, ok)
 		}
+	}
+
+	// INFO server shows the version the metric does.
+	if info := p.client.Info(t.Context(), "server").Val(); !strings.Contains(info, "\r\nlockproxy_version:v9.8.7-test\r\n") {
+		t.Errorf("INFO server: %q", info)
 	}
 
 	// INFO shows the same backends through the adapter.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +65,10 @@ type Config struct {
 	// Fencing says the Locker mints fencing tokens: CLIENT FENCING ON is
 	// refused without it. Default: false.
 	Fencing bool
+	// Version is lockproxy's own version, which INFO server shows as
+	// lockproxy_version beside the Redis version the proxy answers as.
+	// Default: "unknown".
+	Version string
 }
 
 // MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
@@ -90,6 +93,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Version == "" {
+		c.Version = "unknown"
 	}
 	return c
 }
@@ -149,7 +155,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		log:      cfg.Logger,
 		refused:  newScriptCache(scriptCacheSize),
 		started:  time.Now(),
-		version:  buildVersion(),
+		version:  cfg.Version,
 		embedded: cfg.Embedded,
 		fencing:  cfg.Fencing,
 		stopped:  make(chan struct{}),
@@ -163,13 +169,6 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // Serve answers the connections accepted on ln, behind the RESP guard and

@@ -2,8 +2,17 @@ package test
 
 import (
 	"bufio"
+	"debug/elf"
+	"errors"
+	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -64,10 +73,146 @@ func TestBadStartup(t *testing.T) {
 		{[]string{"-backends", "http://127.0.0.1:1"}, "backends"},
 		{[]string{"-max-ttl", "forever"}, "max_ttl"},
 		{[]string{"-drift-factor", "2"}, "drift_factor"},
+		{[]string{"-listen", "127.0.0.1:99999"}, `listen: port 99999 is out of range in "127.0.0.1:99999"`},
+		{[]string{"-metrics", "127.0.0.1:99999"}, `metrics: port 99999 is out of range in "127.0.0.1:99999"`},
+		{[]string{"-backends", "redis://127.0.0.1:99999"}, "backends: entry 1 (127.0.0.1:99999): port 99999 is out of range: a port is 1 to 65535"},
+		{[]string{"-backends", "127.0.0.1:6379"}, "backends: entry 1 (127.0.0.1:6379): no scheme: write redis://127.0.0.1:6379"},
 	} {
 		out, err := runBinary(tc.args...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("%v: expected a failure naming %s, got %v:\n%s", tc.args, tc.want, err, out)
 		}
+	}
+}
+
+// TestHelpAndUsage: -help and -h print what lockproxy is before the flags
+// on stdout and exit 0; -version prints one line and exits 0; a mistyped
+// flag exits 2 with a suggestion and a pointer to -help, not the whole of
+// it.
+func TestHelpAndUsage(t *testing.T) {
+	for _, arg := range []string{"-help", "-h"} {
+		stdout, stderr, code := runExit(t, arg)
+		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "lockproxy speaks the Redis protocol") || !strings.Contains(stdout, "\n  -max-ttl ") {
+			t.Errorf("%s: exit %d, stderr %q, stdout:\n%s", arg, code, stderr, stdout)
+		}
+	}
+	stdout, stderr, code := runExit(t, "-version")
+	if line := regexp.MustCompile(`^lockproxy \S+ \(commit \S+, go[\d.]+\S*, ` + runtime.GOOS + "/" + runtime.GOARCH + `\)\n$`); code != 0 || stderr != "" || !line.MatchString(stdout) {
+		t.Errorf("-version: exit %d, stderr %q, stdout %q", code, stderr, stdout)
+	}
+	_, stderr, code = runExit(t, "-backend", "redis://127.0.0.1:6379")
+	want := "lockproxy: flag provided but not defined: -backend\ndid you mean -backends?\nRun lockproxy -help for every flag and configuration key.\n"
+	if code != 2 || stderr != want {
+		t.Errorf("-backend: exit %d, want 2 and\n%q\ngot\n%q", code, want, stderr)
+	}
+}
+
+// runExit runs lockproxy with args alone and returns what it wrote to each
+// stream and its exit status.
+func runExit(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), binary, args...)
+	cmd.Env = proxyEnv(nil)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+}
+
+// TestMetricsPortTaken: with the metrics port taken the proxy fails at
+// start naming it, and never says it is listening first.
+func TestMetricsPortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	out, err := runBinary("-metrics", taken.Addr().String())
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("want exit status 1, got %v:\n%s", err, out)
+	}
+	if want := "lockproxy: metrics: listen tcp " + taken.Addr().String() + ": bind: address already in use\n"; !strings.HasSuffix(out, want) {
+		t.Errorf("want the output to end with %q, got:\n%s", want, out)
+	}
+	if strings.Contains(out, "listening") {
+		t.Errorf("logged a listener before failing:\n%s", out)
+	}
+}
+
+// TestRelease: make release cross-builds the four static binaries named
+// by the version, with checksums that sha256sum -c accepts; this host's
+// binary says the same version in -version, INFO and lockproxy_build_info.
+func TestRelease(t *testing.T) {
+	for tool, pkg := range map[string]string{"make": "make", "git": "git", "sha256sum": "coreutils"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("make release needs %s: apt-get install %s", tool, pkg)
+		}
+	}
+	dist := t.TempDir()
+	start := time.Now()
+	if out, err := exec.CommandContext(t.Context(), "make", "-C", "..", "release", "DIST="+dist).CombinedOutput(); err != nil {
+		t.Fatalf("make release: %v\n%s", err, out)
+	}
+	t.Logf("make release took %v", time.Since(start).Round(time.Second))
+	describe, err := exec.Command("git", "describe", "--tags", "--always", "--dirty").Output()
+	version := strings.TrimSpace(string(describe))
+	if err != nil {
+		version = "unknown" // not a git checkout: the Makefile's fallback
+	}
+
+	var want []string
+	for _, p := range []string{"darwin-amd64", "darwin-arm64", "linux-amd64", "linux-arm64"} {
+		want = append(want, "lockproxy-"+version+"-"+p)
+	}
+	entries, err := os.ReadDir(dist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	if exp := append([]string{"SHA256SUMS"}, want...); !slices.Equal(exp, got) {
+		t.Fatalf("dist holds %v, want %v", got, exp)
+	}
+	check := exec.Command("sha256sum", "-c", "SHA256SUMS")
+	check.Dir = dist
+	if out, err := check.CombinedOutput(); err != nil || strings.Count(string(out), ": OK\n") != 4 {
+		t.Fatalf("sha256sum -c: %v\n%s", err, out)
+	}
+	for _, name := range want[2:] { // static: no ELF interpreter to load libc
+		f, err := elf.Open(filepath.Join(dist, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("%s is dynamically linked", name)
+			}
+		}
+		f.Close()
+	}
+
+	host := filepath.Join(dist, "lockproxy-"+version+"-"+runtime.GOOS+"-"+runtime.GOARCH)
+	if _, err := os.Stat(host); err != nil {
+		t.Fatalf("no release binary for this host: %v", err)
+	}
+	out, err := exec.Command(host, "-version").Output()
+	line := regexp.MustCompile(`^lockproxy (\S+) \(commit (\S+), (go\S+), ` + runtime.GOOS + "/" + runtime.GOARCH + `\)\n$`).FindStringSubmatch(string(out))
+	if err != nil || line == nil || line[1] != version {
+		t.Fatalf("-version: %v %q, want version %s", err, out, version)
+	}
+	p := startBinary(t, host, "127.0.0.1:0", listeningLine, nil, "-metrics", "127.0.0.1:0")
+	if info := redisCLI(t, p.Addr, "INFO", "server"); !strings.Contains(info, "\nlockproxy_version:"+version+"\r") {
+		t.Errorf("INFO server does not say lockproxy_version:%s:\n%q", version, info)
+	}
+	series := fmt.Sprintf(`lockproxy_build_info{goversion=%q,revision=%q,version=%q}`, line[3], line[2], version)
+	if v, ok := scrape(t, "http://"+p.waitLog(t, metricsLine)[1])[series]; !ok || v != 1 {
+		t.Errorf("/metrics lacks %s 1", series)
 	}
 }
