@@ -4,9 +4,10 @@ GO ?= go
 
 .PHONY: build run test fuzz deps release
 
-## build: the binary, as the README builds it.
+## build: the binary, stamped with the version and commit that -version,
+## INFO and lockproxy_build_info report (VERSION and REVISION, below).
 build:
-	$(GO) build -o lockproxy .
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.revision=$(REVISION)" -o lockproxy .
 
 ## run: build, then run with ARGS, e.g. make run ARGS='-config lockproxy.toml'.
 run: build
