@@ -13,7 +13,11 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/lockproxy .
+# Stamped as make release stamps it (-version, INFO, lockproxy_build_info):
+#   docker build --build-arg VERSION=$(git describe --tags) --build-arg REVISION=$(git rev-parse --short=12 HEAD) .
+# Left empty, the binary names itself from its build information.
+ARG VERSION= REVISION=
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION} -X main.revision=${REVISION}" -o /out/lockproxy .
 
 # Only for its wget, a single static binary: distroless has no HTTP client
 # for the HEALTHCHECK, and lockproxy has no probe mode of its own.
