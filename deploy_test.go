@@ -55,6 +55,12 @@ func TestDeployAlertRulesPromtool(t *testing.T) {
 	promtool := deployTool(t, "promtool", "prometheus")
 	dir := filepath.Join("deploy", "prometheus")
 	runTool(t, dir, promtool, "check", "rules", "lockproxy.rules.yml")
+	// The example scrape configuration loads them under job "lockproxy",
+	// the job LockproxyDown reads.
+	runTool(t, dir, promtool, "check", "config", "prometheus.yml")
+	if !strings.Contains(deployFile(t, dir, "prometheus.yml"), "- job_name: lockproxy\n") {
+		t.Error(`prometheus.yml scrapes no job "lockproxy"`)
+	}
 	// The unit tests fire and do not fire each alert on synthetic series.
 	runTool(t, dir, promtool, "test", "rules", "lockproxy.rules.test.yml")
 
