@@ -38,9 +38,10 @@ fuzz:
 # Debian packages the tests need: redis-server for the backends (the tests
 # fail rather than skip without one), faketime for backends whose clock runs
 # fast, postgresql for the fencing example's test, chromium to render the
-# status page headless, and the client libraries that the compatibility
+# status page headless, prometheus (promtool) and systemd (systemd-analyze)
+# to check deploy/, and the client libraries that the compatibility
 # suite runs unchanged.
-DEBS = redis-server redis-tools faketime postgresql chromium python3-redis ruby-redis php-cli php-redis libredis-perl
+DEBS = redis-server redis-tools faketime postgresql chromium prometheus systemd python3-redis ruby-redis php-cli php-redis libredis-perl
 
 deps:
 	@missing=$$(for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
