@@ -95,6 +95,33 @@ type KeyPresence struct {
 	NoExpiry bool
 }
 
+// State names whether h is held: "held", "not_held", or "undecided" when
+// the backends that did not answer could change that (where PTTL would
+// answer NOQUORUM).
+func (h *HeldLock) State() string {
+	switch {
+	case h.Undecided:
+		return "undecided"
+	case h.Held:
+		return "held"
+	}
+	return "not_held"
+}
+
+// Kind is why the backend's view does not count toward a quorum, as
+// NodeError.Kind names it ("timeout", "quarantined", ...); "" when it
+// counts.
+func (p *KeyPresence) Kind() string {
+	var ne *NodeError
+	switch {
+	case p.Err == nil:
+		return ""
+	case errors.As(p.Err, &ne):
+		return ne.Kind()
+	}
+	return KindError
+}
+
 // ErrListCursor is the failure of a List whose page ended with a backend
 // SCAN cursor too large to number with the backend's index; no Redis gives
 // one, as their cursors stay below their key tables' sizes.
