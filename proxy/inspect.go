@@ -129,16 +129,8 @@ func writeHeldLock(conn redcon.Conn, h quorum.HeldLock) {
 	} else {
 		conn.WriteBulkString(h.Owner)
 	}
-	// As PTTL answers: -1 held without expiry, -2 not held.
 	conn.WriteBulkString("validity_ms")
-	switch {
-	case h.Held && h.NoExpiry:
-		conn.WriteInt(-1)
-	case h.Held:
-		conn.WriteInt64(h.Validity.Milliseconds())
-	default:
-		conn.WriteInt(-2)
-	}
+	conn.WriteInt64(h.PTTL())
 	conn.WriteBulkString("state")
 	conn.WriteBulkString(h.State())
 	conn.WriteBulkString("backends")
@@ -154,15 +146,10 @@ func writeHeldLock(conn redcon.Conn, h quorum.HeldLock) {
 			writeNull(conn)
 		}
 		conn.WriteBulkString("pttl_ms")
-		switch {
-		case !b.Seen:
+		if ms, seen := b.PTTL(); seen {
+			conn.WriteInt64(ms)
+		} else {
 			writeNull(conn)
-		case !b.Exists:
-			conn.WriteInt(-2)
-		case b.NoExpiry:
-			conn.WriteInt(-1)
-		default:
-			conn.WriteInt64(b.TTL.Milliseconds())
 		}
 		conn.WriteBulkString("error")
 		conn.WriteBulkString(b.Kind())

@@ -108,6 +108,33 @@ func (h *HeldLock) State() string {
 	return "not_held"
 }
 
+// PTTL is h's validity in milliseconds, as PTTL answers for the value
+// held: -1 when held without expiry, -2 when not held.
+func (h *HeldLock) PTTL() int64 {
+	switch {
+	case h.Held && h.NoExpiry:
+		return -1
+	case h.Held:
+		return h.Validity.Milliseconds()
+	}
+	return -2
+}
+
+// PTTL is the key's TTL on the backend in milliseconds, as the backend's
+// own PTTL answers (-1 without expiry, -2 absent); false when the backend
+// was not Seen.
+func (p *KeyPresence) PTTL() (int64, bool) {
+	switch {
+	case !p.Seen:
+		return 0, false
+	case !p.Exists:
+		return -2, true
+	case p.NoExpiry:
+		return -1, true
+	}
+	return p.TTL.Milliseconds(), true
+}
+
 // Kind is why the backend's view does not count toward a quorum, as
 // NodeError.Kind names it ("timeout", "quarantined", ...); "" when it
 // counts.
