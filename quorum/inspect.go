@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
@@ -14,7 +16,10 @@ import (
 
 // inspectScript is not among the scripts loaded on every connection: a
 // listing is rare, and the first one on a connection sends its source once.
-var inspectScript = luaScript("inspect")
+var (
+	inspectScript = luaScript("inspect")
+	presentScript = luaScript("present")
+)
 
 // List asks for one page of a listing of the keys the backends hold, for
 // an operator: which locks are held, by whom, for how long, and where.
@@ -158,8 +163,8 @@ var ErrListCursor = errors.New("quorum: backend scan cursor out of range")
 // never the engine's own (ReservedPrefix), with, for each, its owner and
 // validity as the engine computes them and what each backend holds. It
 // reads each backend's keys with SCAN, never KEYS: a page costs each backend
-// at most listRounds scripts and the backend it scans as many SCANs of
-// Count, whatever the number of keys.
+// at most twice listRounds scripts and the backend it scans listRounds
+// SCANs of Count, whatever the number of keys.
 //
 // A listing scans backend 0 to its end, then backend 1, and so on; the
 // cursor numbers the backend and its SCAN cursor. A key found on a backend
@@ -204,6 +209,7 @@ func (e *Engine) List(ctx context.Context, req List) (Listing, error) {
 				mine = append(mine, k)
 			}
 		}
+		mine = e.notHeldBefore(ctx, i, mine)
 		if len(mine) > 0 {
 			out.Locks = append(out.Locks, e.inspect(ctx, i, mine)...)
 		}
@@ -254,6 +260,40 @@ func (e *Engine) scan(ctx context.Context, n *node, cursor uint64, pattern strin
 		keys = append(keys, k)
 	}
 	return keys, c, nil
+}
+
+// notHeldBefore returns the keys, found by scanning backend from, that no
+// backend before it holds, asking those in one short script each: they
+// were listed there already, and reading them on every backend again
+// would make a listing over N backends cost N times the reads of one.
+// A backend that does not answer may hold any of them.
+func (e *Engine) notHeldBefore(ctx context.Context, from int, keys []string) []string {
+	if from == 0 || len(keys) == 0 {
+		return keys
+	}
+	held := make([]string, from)
+	var wg sync.WaitGroup
+	for i, n := range e.nodes[:from] {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, e.cfg.NodeTimeout)
+			defer cancel()
+			r, err := n.pipe.Do(ctx, backend.ScriptCommand(presentScript, keys))
+			if err != nil {
+				return
+			}
+			if bits, err := r.Bulk(); err == nil && len(bits) == len(keys) {
+				held[i] = bits
+			}
+		})
+	}
+	wg.Wait()
+	out := keys[:0:0]
+	for k, key := range keys {
+		if !slices.ContainsFunc(held, func(bits string) bool { return bits != "" && bits[k] == '1' }) {
+			out = append(out, key)
+		}
+	}
+	return out
 }
 
 // inspect reads keys, found by scanning backend from, on every backend in

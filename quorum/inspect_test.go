@@ -36,7 +36,7 @@ func listAll(t *testing.T, e *Engine, req List) (map[string]HeldLock, []Listing)
 }
 
 // presence is what each backend holds of h's key: its value, "-" when
-// absent, "?" when not seen.
+// absent, "#" when not a string, "?" when not seen.
 func presence(h HeldLock) string {
 	var out []string
 	for _, p := range h.Backends {
@@ -45,6 +45,8 @@ func presence(h HeldLock) string {
 			out = append(out, "?")
 		case !p.Exists:
 			out = append(out, "-")
+		case !p.HasValue:
+			out = append(out, "#")
 		default:
 			out = append(out, p.Value)
 		}
@@ -68,6 +70,9 @@ func TestList(t *testing.T) {
 		c.direct[i].Set(ctx, "lock:forever", "f", 0)
 	}
 	c.direct[2].Set(ctx, "other:z", "z", 20*time.Second)
+	for i := range c.direct {
+		c.direct[i].HSet(ctx, "lock:hash", "f", "v")
+	}
 
 	// Count 1 makes every key its own page, across the three backends.
 	all, _ := listAll(t, c.engine, List{Count: 1})
@@ -76,7 +81,7 @@ func TestList(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if exp, got := "lock:a lock:b lock:forever lock:minority lock:split other:z", strings.Join(keys, " "); exp != got {
+	if exp, got := "lock:a lock:b lock:forever lock:hash lock:minority lock:split other:z", strings.Join(keys, " "); exp != got {
 		t.Fatalf("listed %q, expected %q (the engine's own keys never)", got, exp)
 	}
 	for _, tc := range []struct {
@@ -88,6 +93,7 @@ func TestList(t *testing.T) {
 		{"lock:minority", "", "-,m,-", false, 0},
 		{"lock:split", "x", "x,x,y", true, 20 * time.Second},
 		{"lock:forever", "f", "f,f,f", true, -1},
+		{"lock:hash", "", "#,#,#", false, 0},
 	} {
 		h := all[tc.key]
 		if h.Owner != tc.owner || h.Held != tc.held || h.Undecided {
