@@ -101,22 +101,32 @@ func parseList(args [][]byte, scan bool) (listRequest, error) {
 // lock a map (a flat array in RESP2) of key, owner, validity_ms, state and
 // backends, each backend a map of addr, value, pttl_ms and error.
 func (s *Server) handleLockList(conn redcon.Conn, cmd redcon.Command) {
-	req, err := parseList(cmd.Args, false)
-	if err != nil {
-		s.writeError(conn, err)
+	_, page, ok := s.listPage(conn, cmd, false)
+	if !ok {
 		return
 	}
-	page, err := space(conn).List(s.ctx, req.List)
-	if err != nil {
-		s.writeError(conn, err)
-		return
-	}
-	conn.WriteArray(2)
-	conn.WriteBulkString(strconv.FormatUint(page.Cursor, 10))
 	conn.WriteArray(len(page.Locks))
 	for _, h := range page.Locks {
 		writeHeldLock(conn, h)
 	}
+}
+
+// listPage parses LOCK.LIST's or (with scan) SCAN's arguments, lists a
+// page, and writes the reply's start: its two elements' array and the next
+// cursor. On a failure it writes the error reply instead, and returns false.
+func (s *Server) listPage(conn redcon.Conn, cmd redcon.Command, scan bool) (listRequest, quorum.Listing, bool) {
+	req, err := parseList(cmd.Args, scan)
+	var page quorum.Listing
+	if err == nil {
+		page, err = space(conn).List(s.ctx, req.List)
+	}
+	if err != nil {
+		s.writeError(conn, err)
+		return req, page, false
+	}
+	conn.WriteArray(2)
+	conn.WriteBulkString(strconv.FormatUint(page.Cursor, 10))
+	return req, page, true
 }
 
 func writeHeldLock(conn redcon.Conn, h quorum.HeldLock) {
@@ -161,14 +171,8 @@ func writeHeldLock(conn redcon.Conn, h quorum.HeldLock) {
 // left), so that redis-cli --scan works. Every lock is a string: TYPE
 // anything else lists nothing.
 func (s *Server) handleScan(conn redcon.Conn, cmd redcon.Command) {
-	req, err := parseList(cmd.Args, true)
-	if err != nil {
-		s.writeError(conn, err)
-		return
-	}
-	page, err := space(conn).List(s.ctx, req.List)
-	if err != nil {
-		s.writeError(conn, err)
+	req, page, ok := s.listPage(conn, cmd, true)
+	if !ok {
 		return
 	}
 	var keys []string
@@ -177,8 +181,6 @@ func (s *Server) handleScan(conn redcon.Conn, cmd redcon.Command) {
 			keys = append(keys, h.Key)
 		}
 	}
-	conn.WriteArray(2)
-	conn.WriteBulkString(strconv.FormatUint(page.Cursor, 10))
 	conn.WriteArray(len(keys))
 	for _, k := range keys {
 		conn.WriteBulkString(k)
