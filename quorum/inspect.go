@@ -169,11 +169,13 @@ var ErrListCursor = errors.New("quorum: backend scan cursor out of range")
 // A listing scans backend 0 to its end, then backend 1, and so on; the
 // cursor numbers the backend and its SCAN cursor. A key found on a backend
 // is listed only when no backend before it holds it, so that a key held on
-// several backends is listed once. It keeps SCAN's guarantees: a key held
-// from the first page to the last on a backend that answered is listed at
-// least once; it may be listed twice when SCAN returns it twice, or when it
-// left an earlier backend (or that backend did not answer) before the
-// later one was scanned; keys taken during the listing may or may not be.
+// several backends is listed once. The guarantees are SCAN's, per key: a
+// key that stays on the same backends from the first page to the last,
+// all of them answering, is listed once (twice only where SCAN itself
+// returns it twice, during a rehash); a key that came to or left one of
+// its backends during the listing may be listed twice or not at all, and
+// so may one held on a backend that did not answer. A listing is a view
+// for operators, not a snapshot.
 //
 // What ctx bounds: the wait for each backend's reply, beside the backend
 // timeout. A backend whose SCAN fails is skipped (Listing.Skipped); List
