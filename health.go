@@ -86,6 +86,7 @@ func opsHandler(e *quorum.Engine, status http.Handler, withPprof, embedded bool)
 	}
 	mux.Handle("GET /{$}", status)
 	mux.Handle("/metrics", promhttp.Handler())
+	mux.Handle("GET /locks", locksHandler(e))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

@@ -1,0 +1,202 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/tidwall/redcon"
+)
+
+// Lister is what LOCK.LIST and SCAN need of the lock engine: a page of a
+// listing of the keys held (quorum.Engine.List). It is apart from Locker,
+// which every wrapper and fake implements, because only the engine can
+// list: a Locker that is not a Lister answers those commands with an error.
+type Lister interface {
+	// List returns one page of a listing of the keys held, owners and
+	// validities as the engine computes them. It fails only when ctx ends.
+	List(ctx context.Context, req quorum.List) (quorum.Listing, error)
+}
+
+var (
+	_ Lister = (*quorum.Engine)(nil)
+	_ Lister = (*observedLocker)(nil)
+	_ Lister = (*keyspace)(nil)
+)
+
+var errNoLister = &argError{"ERR this lockproxy cannot list locks"}
+
+// List is the Locker's listing; a listing is no lock operation, and is not
+// counted as one.
+func (l *observedLocker) List(ctx context.Context, req quorum.List) (quorum.Listing, error) {
+	lister, ok := l.locks.(Lister)
+	if !ok {
+		return quorum.Listing{}, errNoLister
+	}
+	return lister.List(ctx, req)
+}
+
+// List lists only the keys under the user's prefix, MATCH applying to
+// what follows it, and shows them without it, as every other reply does.
+func (k *keyspace) List(ctx context.Context, req quorum.List) (quorum.Listing, error) {
+	if k.err != nil {
+		return quorum.Listing{}, k.err
+	}
+	lister, ok := k.locks.(Lister)
+	if !ok {
+		return quorum.Listing{}, errNoLister
+	}
+	req.Prefix = k.prefix + req.Prefix
+	page, err := lister.List(ctx, req)
+	for i := range page.Locks {
+		page.Locks[i].Key = strings.TrimPrefix(page.Locks[i].Key, k.prefix)
+	}
+	return page, err
+}
+
+// listRequest is LOCK.LIST's or SCAN's arguments.
+type listRequest struct {
+	quorum.List
+	typ string // SCAN's TYPE, lower case; "" when not given
+}
+
+// parseList parses cursor [MATCH pattern] [COUNT n], and with scan [TYPE
+// type], as Redis parses SCAN's.
+func parseList(args [][]byte, scan bool) (listRequest, error) {
+	var req listRequest
+	cursor, err := strconv.ParseUint(string(args[1]), 10, 64)
+	if err != nil {
+		return req, errorf("ERR invalid cursor")
+	}
+	req.Cursor = cursor
+	for i := 2; i < len(args); i += 2 {
+		if i+1 == len(args) {
+			return req, errSyntax
+		}
+		val := args[i+1]
+		switch opt := strings.ToLower(string(args[i])); {
+		case opt == "match":
+			req.Match = string(val)
+		case opt == "count":
+			n, ok := parseInt(val)
+			if !ok {
+				return req, errNotInteger
+			}
+			if n < 1 {
+				return req, errSyntax
+			}
+			req.Count = int(min(n, quorum.MaxListCount))
+		case opt == "type" && scan:
+			req.typ = strings.ToLower(string(val))
+		default:
+			return req, errSyntax
+		}
+	}
+	return req, nil
+}
+
+// handleLockList serves LOCK.LIST cursor [MATCH pattern] [COUNT n]: a page
+// of the locks held, as SCAN pages keys: [next cursor, [lock ...]], each
+// lock a map (a flat array in RESP2) of key, owner, validity_ms, state and
+// backends, each backend a map of addr, value, pttl_ms and error.
+func (s *Server) handleLockList(conn redcon.Conn, cmd redcon.Command) {
+	_, page, ok := s.listPage(conn, cmd, false)
+	if !ok {
+		return
+	}
+	conn.WriteArray(len(page.Locks))
+	for _, h := range page.Locks {
+		writeHeldLock(conn, h)
+	}
+}
+
+// listPage parses LOCK.LIST's or (with scan) SCAN's arguments, lists a
+// page, and writes the reply's start: its two elements' array and the next
+// cursor. On a failure it writes the error reply instead, and returns false.
+func (s *Server) listPage(conn redcon.Conn, cmd redcon.Command, scan bool) (listRequest, quorum.Listing, bool) {
+	req, err := parseList(cmd.Args, scan)
+	var page quorum.Listing
+	if err == nil {
+		page, err = space(conn).List(s.ctx, req.List)
+	}
+	if err != nil {
+		s.writeError(conn, err)
+		return req, page, false
+	}
+	conn.WriteArray(2)
+	conn.WriteBulkString(strconv.FormatUint(page.Cursor, 10))
+	return req, page, true
+}
+
+func writeHeldLock(conn redcon.Conn, h quorum.HeldLock) {
+	writeMapLen(conn, 5)
+	conn.WriteBulkString("key")
+	conn.WriteBulkString(h.Key)
+	conn.WriteBulkString("owner")
+	if h.Owner == "" {
+		writeNull(conn)
+	} else {
+		conn.WriteBulkString(h.Owner)
+	}
+	conn.WriteBulkString("validity_ms")
+	conn.WriteInt64(h.PTTL())
+	conn.WriteBulkString("state")
+	conn.WriteBulkString(h.State())
+	conn.WriteBulkString("backends")
+	conn.WriteArray(len(h.Backends))
+	for _, b := range h.Backends {
+		writeMapLen(conn, 4)
+		conn.WriteBulkString("addr")
+		conn.WriteBulkString(b.Addr)
+		conn.WriteBulkString("value")
+		if b.HasValue {
+			conn.WriteBulkString(b.Value)
+		} else {
+			writeNull(conn)
+		}
+		conn.WriteBulkString("pttl_ms")
+		if ms, seen := b.PTTL(); seen {
+			conn.WriteInt64(ms)
+		} else {
+			writeNull(conn)
+		}
+		conn.WriteBulkString("error")
+		conn.WriteBulkString(b.Kind())
+	}
+}
+
+// handleScan serves SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]: the
+// keys of a LOCK.LIST page that are held (a quorum holds a value with time
+// left), so that redis-cli --scan works. Every lock is a string: TYPE
+// anything else lists nothing.
+func (s *Server) handleScan(conn redcon.Conn, cmd redcon.Command) {
+	req, page, ok := s.listPage(conn, cmd, true)
+	if !ok {
+		return
+	}
+	var keys []string
+	for _, h := range page.Locks {
+		if h.Held && (req.typ == "" || req.typ == "string") {
+			keys = append(keys, h.Key)
+		}
+	}
+	conn.WriteArray(len(keys))
+	for _, k := range keys {
+		conn.WriteBulkString(k)
+	}
+}
+
+// noListing says why KEYS and DBSIZE are not served.
+var noListing = map[string]string{
+	"keys":   "it would block every backend while it walks all of its keys",
+	"dbsize": "a count of the locks held takes a whole listing",
+}
+
+// handleNoListing refuses KEYS and DBSIZE. The reply starts as Redis's to
+// an unknown command, which they were before, and says what lists locks
+// instead.
+func (s *Server) handleNoListing(conn redcon.Conn, cmd redcon.Command) {
+	s.writeError(conn, errorf("ERR unknown command '%s': lockproxy does not serve it, as %s; list locks with SCAN cursor [MATCH pattern] [COUNT n] or LOCK.LIST cursor [MATCH pattern] [COUNT n]",
+		truncate(cmd.Args[0], 128), noListing[strings.ToLower(string(cmd.Args[0]))]))
+}
