@@ -69,8 +69,8 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 }
 
 // opsHandler serves the status page at /, /metrics, /healthz (the process
-// answers) and /readyz (a quorum of backends answers PING within the backend
-// timeout), and with withPprof Go's profiles, which are off by default: a
+// answers), /readyz (a quorum of backends answers PING within the backend
+// timeout), /locks (a page of the lock listing, for operators), and with withPprof Go's profiles, which are off by default: a
 // CPU profile costs the proxy while it runs, and the address may be reachable
 // by more than the operator. On embedded backends /readyz always answers 503:
 // they answer every PING, yet locks on them die with the process and no other

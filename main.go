@@ -131,7 +131,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var ops *http.Server
 	if mln != nil {
-		status := &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log, version: build.Version}
+		status := &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log, version: build.Version, held: heldSample(engine)}
 		g.Go(func() error {
 			status.sampler.run(gctx)
 			return nil
