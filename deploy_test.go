@@ -528,7 +528,7 @@ func TestDeployDocker(t *testing.T) {
 
 	// The build context: what .dockerignore leaves out.
 	ignore := deployFile(t, ".dockerignore")
-	for _, pattern := range []string{".git", "dist", "**/node_modules", "test/compat/**/target", "test/compat/python/.venv-*"} {
+	for _, pattern := range []string{".git", "dist", "**/node_modules", "test/compat/**/target", "test/compat/java/.m2", "test/compat/python/.venv-*"} {
 		if !slices.Contains(strings.Split(ignore, "\n"), pattern) {
 			t.Errorf(".dockerignore lacks %q", pattern)
 		}
