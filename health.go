@@ -17,8 +17,11 @@ import (
 
 // backendState is one backend in the /readyz body.
 type backendState struct {
-	Addr      string  `json:"addr"`
-	State     string  `json:"state"` // up, quarantined, down, unsupported, duplicate, replica, other_set or clock
+	Addr  string `json:"addr"`
+	State string `json:"state"` // up, quarantined, down, unsupported, duplicate, replica, other_set or clock
+	// RunID names the redis-server process behind the address, as its INFO
+	// server says: another one there is a restart or a failover.
+	RunID     string  `json:"run_id,omitempty"`
 	LatencyMS float64 `json:"latency_ms"`
 	// Error is the kind of its failure when it did not answer the probe,
 	// as lockproxy_backend_failures_total labels it.
@@ -38,7 +41,7 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	probed := e.Probe(ctx)
 	known := e.Backends() // after the probe, whose failures it recorded
 	for i, s := range probed {
-		st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), LatencyMS: float64(s.Latency.Microseconds()) / 1000}
+		st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), RunID: known[i].RunID, LatencyMS: float64(s.Latency.Microseconds()) / 1000}
 		var (
 			q *quorum.QuarantineError
 			c *quorum.ClockError

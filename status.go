@@ -96,7 +96,7 @@ type statusView struct {
 }
 
 type backendView struct {
-	Addr, State, Latency, Error, QuarantineLeft, Clock string
+	Addr, State, RunID, Server, Latency, Error, QuarantineLeft, Clock string
 }
 
 type opView struct {
@@ -128,7 +128,10 @@ func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
 	// it; the page shows every measured one.
 	known := p.engine.Backends()
 	for i, s := range states {
-		b := backendView{Addr: s.Addr, State: s.State, Error: s.Error, Latency: "—", Clock: "not measured"}
+		b := backendView{Addr: s.Addr, State: s.State, RunID: s.RunID, Server: "—", Error: s.Error, Latency: "—", Clock: "not measured"}
+		if s.RunID != "" { // the first 8 of its 40 hex digits tell servers apart at a glance
+			b.Server = s.RunID[:min(8, len(s.RunID))] + "…"
+		}
 		if s.LatencyMS > 0 {
 			b.Latency = fmt.Sprintf("%.2f ms", s.LatencyMS)
 		}

@@ -99,6 +99,12 @@ func TestStatusPageHTTP(t *testing.T) {
 			t.Fatalf("GET / lacks %q:\n%s", want, body)
 		}
 	}
+	for _, srv := range c.servers {
+		id := serverRunID(t, srv)
+		if want := fmt.Sprintf(`data-run-id="%s" title="run_id %s">%s…<`, id, id, id[:8]); !strings.Contains(body, want) {
+			t.Fatalf("GET / does not name %s's server %s:\n%s", srv.Addr(), id, body)
+		}
+	}
 	for _, path := range []string{"/nope", "/index.html", "/status"} {
 		if code, _, _ := c.get(t, path); code != http.StatusNotFound {
 			t.Fatalf("GET %s: %d, want 404", path, code)
@@ -284,4 +290,18 @@ func near(a, b [3]int) bool {
 		}
 	}
 	return true
+}
+
+// serverRunID is the run_id that srv's INFO server gives.
+func serverRunID(t *testing.T, srv *redistest.Server) string {
+	t.Helper()
+	info, err := srv.Client(t).Info(t.Context(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(info)
+	if m == nil {
+		t.Fatalf("INFO server gives no run_id:\n%s", info)
+	}
+	return m[1]
 }

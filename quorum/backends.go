@@ -121,6 +121,10 @@ type Observer interface {
 type BackendState struct {
 	Addr  string
 	State State
+	// RunID is the run_id of the redis-server process last connected to,
+	// which tells a restart or another server behind the address; empty
+	// before the first connection, or when the server gave none.
+	RunID string
 	// QuarantineLeft is, for StateQuarantined, how long until it counts.
 	QuarantineLeft time.Duration
 	// ClockRate is the rate of its clock relative to the proxy's monotonic
@@ -189,6 +193,9 @@ func (e *Engine) Backends() []BackendState {
 		n.stats.mu.Lock()
 		st.LastError, st.LastErrorAt = n.stats.lastError, n.stats.lastErrorAt
 		n.stats.mu.Unlock()
+		n.mu.Lock()
+		st.RunID = n.serverID
+		n.mu.Unlock()
 		var (
 			q *QuarantineError
 			u *UnsupportedError
