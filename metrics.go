@@ -37,7 +37,7 @@ var (
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
-		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, replica, other_set, clock, error.",
+		"Backend votes that did not count, by kind: timeout, connection_refused, connection_closed, quarantined, unsupported, duplicate, replica, other_set, clock, auth, not_redis, error.",
 		[]string{"backend", "kind"}, nil)
 	descChanges = prometheus.NewDesc("lockproxy_backend_server_changes_total",
 		"Changes of the server behind a backend, by reason: restart, failover (a promoted replica), unmarked (a data set lockproxy never marked), replica.",
