@@ -78,6 +78,12 @@ func dial(done context.Context, opt *redis.Options, timeout time.Duration, greet
 	first := &firstBytes{r: nc}
 	rw := bufio.NewReadWriter(bufio.NewReaderSize(first, 16<<10), bufio.NewWriter(nc))
 	if err := greet(rw); err != nil {
+		if len(first.buf) == 0 && IsClosed(err) {
+			// A server of another protocol answers the first line it
+			// cannot parse and closes, resetting a greeting still being
+			// written: the write fails, but its answer is already here.
+			rw.Reader.Peek(1)
+		}
 		nc.Close()
 		return nil, nil, notRedis(err, opt.Addr, first.buf)
 	}

@@ -1,9 +1,15 @@
 package backend
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestNewTLS: the configured TLS settings apply to rediss:// servers only,
@@ -41,5 +47,44 @@ func TestNewTLS(t *testing.T) {
 	}
 	if shared.ServerName != "" {
 		t.Error("New changed the shared TLS config")
+	}
+}
+
+// TestNotRedisWhileStillWriting: a server of another protocol answers the
+// greeting's first line and closes while the greeting is still being
+// written. The write fails (the peer reset the connection), but what the
+// server said is already here, and it still names the mistake: an HTTP
+// port is "not Redis", not a closed connection.
+func TestNotRedisWhileStillWriting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// As net/http does with a request line it cannot parse:
+			// answer 400 and close, leaving the rest unread (a reset).
+			bufio.NewReader(c).ReadString('\n')
+			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+			c.Close()
+		}
+	}()
+	// A greeting far larger than the socket buffers: it cannot all be
+	// written before the server answers and resets.
+	big := NewScript("return '" + strings.Repeat("x", 8<<20) + "'")
+	p, err := New(Config{URL: "redis://" + ln.Addr().String(), Timeout: 5 * time.Second, Scripts: []*Script{big}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = p.Do(t.Context(), NewCommand("PING"))
+	var nr *NotRedisError
+	if !errors.As(err, &nr) || nr.First != "HTTP/1.1 400 Bad Request" {
+		t.Fatalf("PING: %v; want not Redis, its first bytes HTTP/1.1 400 Bad Request", err)
 	}
 }
