@@ -43,6 +43,14 @@ var keys = []key{
 		filename("", func(s *settings, v string) { s.tlsCACertFile = v })},
 	{"tls_min_version", live, "oldest TLS version accepted",
 		choice("1.2", []string{"1.2", "1.3"}, func(s *settings, v string) { s.tlsMinVersion = tlsVersions[v] })},
+	{"cluster_nodes", restart, "comma-separated addresses (host:port, as clients reach them) of every lockproxy instance, this one included, that cluster-mode clients see as one Redis Cluster; empty: a standalone server",
+		list(`["10.0.0.1:7379", "10.0.0.2:7379"]`, checkClusterNodes, func(s *settings, v []string) {
+			if len(v) > 0 { // an empty list in the file is no list, as the default
+				s.proxy.Cluster.Nodes = v
+			}
+		})},
+	{"cluster_announce", restart, "this instance's address among cluster_nodes; empty: listen's, when it names a host",
+		address("", func(s *settings, v string) { s.proxy.Cluster.Announce = v })},
 	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
 		list(`["redis://host:6379"]`, checkBackends, func(s *settings, v []string) { s.quorum.Backends = v })},
 	{"backend_set_epoch", engine, "number of the backend set: every proxy running the same backends has the same; raise it by one with each change of backends",
@@ -744,6 +752,21 @@ func list(example string, check func([]string) error, set func(*settings, []stri
 	}
 }
 
+// checkClusterNodes checks that each cluster node is a host and a port, as
+// clients will dial it.
+func checkClusterNodes(nodes []string) error {
+	for i, n := range nodes {
+		host, port, err := net.SplitHostPort(n)
+		if p, perr := strconv.Atoi(port); err != nil || perr != nil || host == "" || p < 1 || p > 65535 {
+			return fmt.Errorf("entry %d (%q) is not host:port with a port from 1 to 65535, as clients reach that lockproxy", i+1, n)
+		}
+		if slices.Index(nodes, n) < i {
+			return fmt.Errorf("entry %d (%s) is named twice", i+1, n)
+		}
+	}
+	return nil
+}
+
 // checkBackends reads each backend URL as lockproxy uses it, and says what
 // is wrong in plain words with what to write instead, where go-redis's
 // parser would answer in its own terms ("first path segment in URL cannot
@@ -978,6 +1001,9 @@ func (s *settings) resolve() (*config, error) {
 	if err := proxy.CheckUsers(s.proxy.Password, s.proxy.Users); err != nil {
 		return nil, err // names the key: users
 	}
+	if err := s.resolveCluster(); err != nil {
+		return nil, err
+	}
 	var err error
 	if s.tls, err = s.serverTLS(); err != nil {
 		return nil, err
@@ -993,6 +1019,28 @@ func (s *settings) resolve() (*config, error) {
 		s.embedded = true
 	}
 	return &s.config, nil
+}
+
+// resolveCluster names this instance among cluster_nodes: cluster_announce,
+// or else listen when it names a host.
+func (s *settings) resolveCluster() error {
+	c := &s.proxy.Cluster
+	switch {
+	case len(c.Nodes) == 0 && c.Announce != "":
+		return errors.New("cluster_announce: set, but cluster_nodes is empty: list every lockproxy instance there")
+	case len(c.Nodes) == 0:
+		return nil
+	case c.Announce == "":
+		host, _, _ := net.SplitHostPort(s.listen)
+		if host == "" || net.ParseIP(host).IsUnspecified() {
+			return fmt.Errorf("cluster_announce: empty, and listen (%q) names no host clients can reach: set it to this instance's entry of cluster_nodes", s.listen)
+		}
+		c.Announce = s.listen
+	}
+	if !slices.Contains(c.Nodes, c.Announce) {
+		return fmt.Errorf("cluster_announce: %s is not among cluster_nodes (%s): list this instance there, as clients reach it", c.Announce, strings.Join(c.Nodes, ","))
+	}
+	return nil
 }
 
 // readSecrets reads password_file and users_file, which keep secrets off

@@ -805,3 +805,26 @@ func TestConfigREADMEReload(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCluster: cluster_nodes and cluster_announce name this instance
+// among the others, or say what to set.
+func TestConfigCluster(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-cluster-nodes", "10.0.0.1:7379,10.0.0.2"}, `cluster_nodes: entry 2 ("10.0.0.2") is not host:port with a port from 1 to 65535, as clients reach that lockproxy`},
+		{[]string{"-cluster-nodes", "10.0.0.1:7379,10.0.0.1:7379"}, `cluster_nodes: entry 2 (10.0.0.1:7379) is named twice`},
+		{[]string{"-cluster-announce", "10.0.0.1:7379"}, `cluster_announce: set, but cluster_nodes is empty: list every lockproxy instance there`},
+		{[]string{"-listen", ":7379", "-cluster-nodes", "10.0.0.1:7379,10.0.0.2:7379"}, `cluster_announce: empty, and listen (":7379") names no host clients can reach: set it to this instance's entry of cluster_nodes`},
+		{[]string{"-cluster-nodes", "10.0.0.1:7379,10.0.0.2:7379", "-cluster-announce", "10.0.0.3:7379"}, `cluster_announce: 10.0.0.3:7379 is not among cluster_nodes (10.0.0.1:7379,10.0.0.2:7379): list this instance there, as clients reach it`},
+	} {
+		if _, err := loadConfig(append(tc.args, "-backends", "redis://a:1"), noEnv, io.Discard); err == nil || err.Error() != tc.want {
+			t.Errorf("%v:\nwant %q\ngot  %v", tc.args, tc.want, err)
+		}
+	}
+	cfg, err := loadConfig([]string{"-backends", "redis://a:1", "-listen", "10.0.0.2:7379", "-cluster-nodes", "10.0.0.1:7379, 10.0.0.2:7379"}, noEnv, io.Discard)
+	if err != nil || cfg.proxy.Cluster.Announce != "10.0.0.2:7379" || len(cfg.proxy.Cluster.Nodes) != 2 {
+		t.Errorf("listen as the announced address: %+v, %v", cfg, err)
+	}
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,49 +23,93 @@ type command struct {
 	// subscribed commands are the ones RESP2's subscribed mode allows
 	// (pubsub.go); RESP3 allows every command.
 	subscribed bool
-	run        func(redcon.Conn, redcon.Command)
-	subs       map[string]*command // subcommands, keyed in lower case
+	// keys are where its keys are, as COMMAND tells cluster-mode clients
+	// that route by them; EVAL and EVALSHA count theirs (movablekeys).
+	keys keySpec
+	// flags are what COMMAND tells of it; cluster clients read write,
+	// readonly, movablekeys and pubsub.
+	flags []string
+	run   func(redcon.Conn, redcon.Command)
+	subs  map[string]*command // subcommands, keyed in lower case
+}
+
+// keySpec is Redis's first key, last key (negative: from the end) and
+// step; all zero for a command without keys.
+type keySpec struct{ first, last, step int }
+
+var (
+	oneKey  = keySpec{1, 1, 1}
+	allKeys = keySpec{1, -1, 1}
+
+	write       = []string{"write"}
+	readonly    = []string{"readonly"}
+	movablekeys = []string{"movablekeys"}
+	pubsubFlag  = []string{"pubsub"}
+)
+
+// commandKeys are the keys that args of c name.
+func commandKeys(c *command, args [][]byte) [][]byte {
+	if slices.Contains(c.flags, "movablekeys") { // EVAL script numkeys key ...
+		n, ok := parseInt(args[2])
+		if !ok || n < 0 || int(n) > len(args)-3 {
+			return nil
+		}
+		return args[3 : 3+n]
+	}
+	k := c.keys
+	if k.step == 0 {
+		return nil
+	}
+	last := k.last
+	if last < 0 {
+		last += len(args)
+	}
+	var out [][]byte
+	for i := k.first; i <= last && i < len(args); i += k.step {
+		out = append(out, args[i])
+	}
+	return out
 }
 
 // newCommands builds the dispatch table: every command the proxy answers.
 // Nothing else is forwarded anywhere.
 func (s *Server) newCommands() map[string]*command {
 	return withHelp(table(
-		&command{name: "set", concurrent: true, arity: -3, run: s.handleSet},
-		&command{name: "setnx", concurrent: true, arity: 3, run: s.handleSetNX},
-		&command{name: "get", concurrent: true, arity: 2, run: s.handleGet},
-		&command{name: "pttl", concurrent: true, arity: 2, run: s.handlePTTL},
-		&command{name: "ttl", concurrent: true, arity: 2, run: s.handleTTL},
-		&command{name: "exists", concurrent: true, arity: -2, run: s.handleExists},
-		&command{name: "del", concurrent: true, arity: -2, run: s.handleDel},
-		&command{name: "pexpire", concurrent: true, arity: -3, run: s.handlePExpire},
-		&command{name: "expire", concurrent: true, arity: -3, run: s.handleExpire},
-		&command{name: "delex", concurrent: true, arity: -2, run: s.handleDelEx},
-		&command{name: "delifeq", concurrent: true, arity: 3, run: s.handleDelIfEq},
-		&command{name: "fence", concurrent: true, arity: 3, run: s.handleFence},
-		&command{name: "lock.acquire", arity: -5, run: s.handleLockAcquire},
-		&command{name: "lock.list", arity: -2, run: s.handleLockList},
-		&command{name: "scan", arity: -2, run: s.handleScan},
-		&command{name: "keys", arity: 2, run: s.handleNoListing},
-		&command{name: "dbsize", arity: 1, run: s.handleNoListing},
-		&command{name: "blpop", arity: -3, run: s.handleBLPop},
-		&command{name: "eval", concurrent: true, arity: -3, run: s.handleEval},
-		&command{name: "evalsha", concurrent: true, arity: -3, run: s.handleEvalSHA},
+		&command{name: "set", keys: oneKey, flags: write, concurrent: true, arity: -3, run: s.handleSet},
+		&command{name: "setnx", keys: oneKey, flags: write, concurrent: true, arity: 3, run: s.handleSetNX},
+		&command{name: "get", keys: oneKey, flags: readonly, concurrent: true, arity: 2, run: s.handleGet},
+		&command{name: "pttl", keys: oneKey, flags: readonly, concurrent: true, arity: 2, run: s.handlePTTL},
+		&command{name: "ttl", keys: oneKey, flags: readonly, concurrent: true, arity: 2, run: s.handleTTL},
+		&command{name: "exists", keys: allKeys, flags: readonly, concurrent: true, arity: -2, run: s.handleExists},
+		&command{name: "del", keys: allKeys, flags: write, concurrent: true, arity: -2, run: s.handleDel},
+		&command{name: "pexpire", keys: oneKey, flags: write, concurrent: true, arity: -3, run: s.handlePExpire},
+		&command{name: "expire", keys: oneKey, flags: write, concurrent: true, arity: -3, run: s.handleExpire},
+		&command{name: "delex", keys: oneKey, flags: write, concurrent: true, arity: -2, run: s.handleDelEx},
+		&command{name: "delifeq", keys: oneKey, flags: write, concurrent: true, arity: 3, run: s.handleDelIfEq},
+		&command{name: "fence", keys: oneKey, flags: readonly, concurrent: true, arity: 3, run: s.handleFence},
+		&command{name: "lock.acquire", keys: oneKey, flags: write, arity: -5, run: s.handleLockAcquire},
+		&command{name: "lock.list", flags: readonly, arity: -2, run: s.handleLockList},
+		&command{name: "scan", flags: readonly, arity: -2, run: s.handleScan},
+		&command{name: "keys", flags: readonly, arity: 2, run: s.handleNoListing},
+		&command{name: "dbsize", flags: readonly, arity: 1, run: s.handleNoListing},
+		&command{name: "blpop", keys: keySpec{1, -2, 1}, flags: write, arity: -3, run: s.handleBLPop},
+		&command{name: "eval", flags: movablekeys, concurrent: true, arity: -3, run: s.handleEval},
+		&command{name: "evalsha", flags: movablekeys, concurrent: true, arity: -3, run: s.handleEvalSHA},
 		&command{name: "script", arity: -2, subs: table(
 			&command{name: "script|load", arity: 3, run: s.handleScriptLoad},
 			&command{name: "script|exists", arity: -3, run: s.handleScriptExists},
 			&command{name: "script|flush", arity: -2, run: s.handleScriptFlush},
 		)},
-		&command{name: "watch", arity: -2, unqueued: true, run: s.handleWatch},
+		&command{name: "watch", keys: allKeys, arity: -2, unqueued: true, run: s.handleWatch},
 		&command{name: "unwatch", arity: 1, run: s.handleUnwatch},
 		&command{name: "multi", arity: 1, unqueued: true, run: s.handleMulti},
 		&command{name: "exec", arity: 1, unqueued: true, run: s.handleExec},
 		&command{name: "discard", arity: 1, unqueued: true, run: s.handleDiscard},
-		&command{name: "subscribe", arity: -2, subscribed: true, run: s.handleSubscribe},
-		&command{name: "psubscribe", arity: -2, subscribed: true, run: s.handleSubscribe},
-		&command{name: "unsubscribe", arity: -1, subscribed: true, run: s.handleUnsubscribe},
-		&command{name: "punsubscribe", arity: -1, subscribed: true, run: s.handleUnsubscribe},
-		&command{name: "publish", arity: 3, run: s.handlePublish},
+		&command{name: "subscribe", flags: pubsubFlag, arity: -2, subscribed: true, run: s.handleSubscribe},
+		&command{name: "psubscribe", flags: pubsubFlag, arity: -2, subscribed: true, run: s.handleSubscribe},
+		&command{name: "unsubscribe", flags: pubsubFlag, arity: -1, subscribed: true, run: s.handleUnsubscribe},
+		&command{name: "punsubscribe", flags: pubsubFlag, arity: -1, subscribed: true, run: s.handleUnsubscribe},
+		&command{name: "publish", flags: pubsubFlag, arity: 3, run: s.handlePublish},
 		&command{name: "ping", arity: -1, noAuth: true, subscribed: true, run: s.handlePing},
 		&command{name: "echo", arity: 2, run: s.handleEcho},
 		&command{name: "quit", arity: -1, noAuth: true, unqueued: true, subscribed: true, run: s.handleQuit},
@@ -86,12 +131,28 @@ func (s *Server) newCommands() map[string]*command {
 			&command{name: "command|count", arity: 2, run: s.handleCommandCount},
 			&command{name: "command|list", arity: -2, run: s.handleCommandList},
 			&command{name: "command|docs", arity: -2, run: s.handleCommandDocs},
+			&command{name: "command|info", arity: -2, run: s.handleCommandInfo},
+			&command{name: "command|getkeys", arity: -3, run: s.handleCommandGetKeys},
 		)},
 		&command{name: "info", arity: -1, run: s.handleInfo},
 		&command{name: "time", arity: 1, run: s.handleTime},
 		&command{name: "config", arity: -2, subs: table(
 			&command{name: "config|get", arity: -3, run: s.handleConfigGet},
 		)},
+		&command{name: "cluster", arity: -2, subs: table(
+			&command{name: "cluster|slots", arity: 2, run: s.clusterCommand(s.handleClusterSlots)},
+			&command{name: "cluster|shards", arity: 2, run: s.clusterCommand(s.handleClusterShards)},
+			&command{name: "cluster|nodes", arity: 2, run: s.clusterCommand(s.handleClusterNodes)},
+			&command{name: "cluster|info", arity: 2, run: s.clusterCommand(s.handleClusterInfo)},
+			&command{name: "cluster|myid", arity: 2, run: s.clusterCommand(s.handleClusterMyID)},
+			&command{name: "cluster|myshardid", arity: 2, run: s.clusterCommand(s.handleClusterMyID)},
+			&command{name: "cluster|keyslot", arity: 3, run: s.clusterCommand(s.handleClusterKeySlot)},
+			&command{name: "cluster|countkeysinslot", arity: 3, run: s.clusterCommand(s.handleClusterNoListing)},
+			&command{name: "cluster|getkeysinslot", arity: 4, run: s.clusterCommand(s.handleClusterNoListing)},
+		)},
+		&command{name: "readonly", arity: 1, run: s.clusterCommand(s.handleClusterOK)},
+		&command{name: "readwrite", arity: 1, run: s.clusterCommand(s.handleClusterOK)},
+		&command{name: "asking", arity: 1, run: s.clusterCommand(s.handleClusterOK)},
 	))
 }
 
@@ -125,14 +186,23 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 	if err == nil && !c.subscribed && st.proto == 2 && subscribed(conn) != nil {
 		err = errorf("ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context", c.name)
 	}
+	if err == nil {
+		err = s.crossSlot(c, cmd.Args)
+	}
+	if err == nil && c.name == "exec" && inMulti(st) {
+		err = s.txCrossSlot(st.tx.queued)
+	}
 	if err != nil {
 		if inMulti(st) {
 			st.tx.aborted = true // a refusal while queueing makes EXEC fail, as in Redis
 		}
 		if strings.EqualFold(string(cmd.Args[0]), "exec") {
-			// A refused EXEC discards the transaction, and says so.
+			// A refused EXEC discards the transaction, and says so; Redis
+			// Cluster's CROSSSLOT says it alone.
 			st.tx = nil
-			err = errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(s.errorText(err), "ERR "))
+			if err != errCrossSlot {
+				err = errorf("EXECABORT Transaction discarded because of: %s", strings.TrimPrefix(s.errorText(err), "ERR "))
+			}
 		}
 		s.writeError(conn, err)
 		return

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -276,7 +278,64 @@ func (s *Server) handleClientInfo(conn redcon.Conn, _ redcon.Command) {
 // handleCommand serves the bare COMMAND with an empty array: clients call
 // it only to learn key positions for cluster routing, which has no use here.
 func (s *Server) handleCommand(conn redcon.Conn, _ redcon.Command) {
-	conn.WriteArray(0)
+	names := slices.Sorted(maps.Keys(s.cmds))
+	conn.WriteArray(len(names))
+	for _, name := range names {
+		writeCommandInfo(conn, s.cmds[name])
+	}
+}
+
+// handleCommandInfo serves COMMAND INFO [name ...]: each command's entry,
+// or nil for one not served; every command with no names.
+func (s *Server) handleCommandInfo(conn redcon.Conn, cmd redcon.Command) {
+	if len(cmd.Args) == 2 {
+		s.handleCommand(conn, cmd)
+		return
+	}
+	conn.WriteArray(len(cmd.Args) - 2)
+	for _, name := range cmd.Args[2:] {
+		if c := s.cmds[strings.ToLower(string(name))]; c != nil {
+			writeCommandInfo(conn, c)
+		} else {
+			writeNullArray(conn)
+		}
+	}
+}
+
+// writeCommandInfo writes c's entry as COMMAND does in Redis 6: name,
+// arity, flags, first key, last key, step; what cluster-mode clients read
+// to find a command's keys.
+func writeCommandInfo(conn redcon.Conn, c *command) {
+	conn.WriteArray(6)
+	conn.WriteBulkString(c.name)
+	conn.WriteInt(c.arity)
+	conn.WriteArray(len(c.flags))
+	for _, f := range c.flags {
+		conn.WriteString(f)
+	}
+	conn.WriteInt(c.keys.first)
+	conn.WriteInt(c.keys.last)
+	conn.WriteInt(c.keys.step)
+}
+
+// handleCommandGetKeys serves COMMAND GETKEYS command [arg ...]: the keys
+// that command would act on.
+func (s *Server) handleCommandGetKeys(conn redcon.Conn, cmd redcon.Command) {
+	args := cmd.Args[2:]
+	c, err := s.lookup(args)
+	if err != nil {
+		s.writeError(conn, errorf("ERR Invalid command specified"))
+		return
+	}
+	keys := commandKeys(c, args)
+	if len(keys) == 0 {
+		s.writeError(conn, errorf("ERR The command has no key arguments"))
+		return
+	}
+	conn.WriteArray(len(keys))
+	for _, k := range keys {
+		conn.WriteBulk(k)
+	}
 }
 
 // handleCommandCount serves COMMAND COUNT: how many commands are served.

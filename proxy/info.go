@@ -101,6 +101,7 @@ func (s *Server) infoSections() []infoSection {
 		{"Backends", s.infoBackends, true},
 		{"Waits", s.infoWaits, true},
 		{"Pubsub", s.infoPubsub, true},
+		{"Cluster", s.infoCluster, false},
 	}
 }
 
@@ -124,11 +125,29 @@ func (s *Server) infoWaits(b *strings.Builder) {
 		w.Waiting, w.Grants, w.Timeouts, w.Gone, w.WakeUps, w.Notices, w.Releases)
 }
 
+// infoCluster says whether the proxy answers as a cluster node, which
+// clients read as Redis's cluster_enabled.
+func (s *Server) infoCluster(b *strings.Builder) {
+	enabled := 0
+	if s.cluster != nil {
+		enabled = 1
+	}
+	fmt.Fprintf(b, "cluster_enabled:%d\r\n", enabled)
+}
+
 func (s *Server) infoServer(b *strings.Builder) {
 	up := int64(time.Since(s.started) / time.Second)
-	fmt.Fprintf(b, "redis_version:%s\r\nlockproxy_version:%s\r\nredis_mode:standalone\r\n"+
+	fmt.Fprintf(b, "redis_version:%s\r\nlockproxy_version:%s\r\nredis_mode:%s\r\n"+
 		"process_id:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-		compatVersion, s.version, os.Getpid(), up, up/86400)
+		compatVersion, s.version, s.mode(), os.Getpid(), up, up/86400)
+}
+
+// mode is INFO's redis_mode.
+func (s *Server) mode() string {
+	if s.cluster != nil {
+		return "cluster"
+	}
+	return "standalone"
 }
 
 func (s *Server) infoClients(b *strings.Builder) {

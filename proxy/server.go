@@ -69,6 +69,10 @@ type Config struct {
 	// lockproxy_version beside the Redis version the proxy answers as.
 	// Default: "unknown".
 	Version string
+	// Cluster, when it names nodes, makes the proxy answer cluster-mode
+	// clients as a node of a Redis Cluster made of the lockproxy instances
+	// it names (cluster.go). Default: a standalone server.
+	Cluster ClusterConfig
 }
 
 // MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
@@ -114,8 +118,9 @@ type Server struct {
 	live     atomic.Pointer[settings]
 	started  time.Time
 	version  string
-	embedded bool // Config.Embedded
-	fencing  bool // Config.Fencing
+	embedded bool     // Config.Embedded
+	fencing  bool     // Config.Fencing
+	cluster  *cluster // nil: standalone (Config.Cluster)
 
 	// ctx is the context of every Locker call: no deadline of its own, as
 	// the engine bounds each call by its backend timeout (and a timer per
@@ -151,7 +156,12 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		return nil, errors.New("proxy: nil Locker")
 	}
 	cfg = cfg.withDefaults()
+	topology, err := newCluster(cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
+		cluster:  topology,
 		log:      cfg.Logger,
 		refused:  newScriptCache(scriptCacheSize),
 		started:  time.Now(),
@@ -167,6 +177,9 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	s.locks, s.stats = observe(locks, cfg.Observer)
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
+	}
+	if s.cluster != nil {
+		go s.cluster.probe(s.stopped, s)
 	}
 	return s, nil
 }
