@@ -57,6 +57,7 @@ type clusterNode struct {
 	port       int
 	id         string // 40 hex digits, the same on every instance
 	alive      atomic.Bool
+	seen       bool // it once accepted a connection (probe's own)
 }
 
 type cluster struct {
@@ -111,13 +112,19 @@ func (c *cluster) probe(stop <-chan struct{}, s *Server) {
 			if err == nil {
 				conn.Close()
 			}
-			if was := n.alive.Swap(err == nil); was != (err == nil) {
-				if err != nil {
-					s.log.Warn("cluster node does not accept connections: its slots go to the others until it does", "node", n.addr, "err", err)
-				} else {
-					s.log.Info("cluster node accepts connections again", "node", n.addr)
-				}
+			was := n.alive.Swap(err == nil)
+			switch {
+			case err == nil && !n.seen:
+				s.log.Info("cluster node accepts connections", "node", n.addr)
+			case err == nil && !was:
+				s.log.Info("cluster node accepts connections again", "node", n.addr)
+			case err != nil && was && n.seen:
+				s.log.Warn("cluster node does not accept connections: its slots go to the others until it does", "node", n.addr, "err", err)
+			case err != nil && was:
+				// Instances start one after another: not news yet.
+				s.log.Info("cluster node does not accept connections yet: its slots go to the others until it does", "node", n.addr, "err", err)
 			}
+			n.seen = n.seen || err == nil
 		}
 		select {
 		case <-stop:
