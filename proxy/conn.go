@@ -302,11 +302,13 @@ func (s *Server) handleCommandInfo(conn redcon.Conn, cmd redcon.Command) {
 	}
 }
 
-// writeCommandInfo writes c's entry as COMMAND does in Redis 6: name,
-// arity, flags, first key, last key, step; what cluster-mode clients read
-// to find a command's keys.
+// writeCommandInfo writes c's entry as COMMAND does in Redis 7: name,
+// arity, flags, first key, last key, step (what cluster-mode clients read
+// to find a command's keys), then ACL categories, tips, key
+// specifications and subcommands, empty (redis-py's RESP3 parser reads
+// them).
 func writeCommandInfo(conn redcon.Conn, c *command) {
-	conn.WriteArray(6)
+	conn.WriteArray(10)
 	conn.WriteBulkString(c.name)
 	conn.WriteInt(c.arity)
 	conn.WriteArray(len(c.flags))
@@ -316,6 +318,9 @@ func writeCommandInfo(conn redcon.Conn, c *command) {
 	conn.WriteInt(c.keys.first)
 	conn.WriteInt(c.keys.last)
 	conn.WriteInt(c.keys.step)
+	for range 4 {
+		conn.WriteArray(0)
+	}
 }
 
 // handleCommandGetKeys serves COMMAND GETKEYS command [arg ...]: the keys

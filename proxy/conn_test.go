@@ -157,7 +157,7 @@ func TestChatter(t *testing.T) {
 		{name: "maint notifications", cmd: []string{"client", "maint_notifications", "on", "moving-endpoint-type", "internal-ip"}, want: "+OK\r\n"},
 		{name: "client capa", cmd: []string{"CLIENT", "CAPA", "redirect"}, want: "+OK\r\n"},
 		{name: "command info", cmd: []string{"COMMAND", "INFO", "get", "nosuch", "evalsha"},
-			want: "*3\r\n*6\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*-1\r\n*6\r\n$7\r\nevalsha\r\n:-3\r\n*1\r\n+movablekeys\r\n:0\r\n:0\r\n:0\r\n"},
+			want: "*3\r\n*10\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n*-1\r\n*10\r\n$7\r\nevalsha\r\n:-3\r\n*1\r\n+movablekeys\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n*0\r\n*0\r\n"},
 		{name: "command getkeys", cmd: []string{"COMMAND", "GETKEYS", "EVALSHA", "abc", "2", "k1", "k2", "arg"}, want: "*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n"},
 		{name: "command getkeys blpop", cmd: []string{"COMMAND", "GETKEYS", "blpop", "a", "b", "0"}, want: "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
 		{name: "command getkeys none", cmd: []string{"COMMAND", "GETKEYS", "ping"}, want: "-ERR The command has no key arguments\r\n"},

@@ -24,7 +24,7 @@ var subcommandHelp = map[string][][]string{
 		{"MAINT_NOTIFICATIONS (ON|OFF) [<option> <value> ...]", "Accepted and ignored: lockproxy sends no maintenance notifications."},
 	},
 	"command": {
-		{"(no subcommand)", "Return details about all commands: name, arity, flags and key positions, as Redis 6 gives them."},
+		{"(no subcommand)", "Return details about all commands: name, arity, flags and key positions, as Redis 7 gives them."},
 		{"COUNT", "Return the total number of commands in this lockproxy."},
 		{"LIST", "Return a list of all commands in this lockproxy (filters are ignored)."},
 		{"INFO [<command-name> ...]", "Return details about the given commands, or all of them when none is given."},

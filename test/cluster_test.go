@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -222,4 +223,75 @@ func clusterContend(ctx context.Context, cc *redis.ClusterClient, log string, ro
 		}
 	}
 	return nil
+}
+
+// clusterSuite runs each client's contend and scenario programs (the
+// contract of compat_test.go, ADDR being a seed instance) against two
+// proxy instances in cluster mode over 5 backends, one of them killed:
+// the contending workers are seeded with the two instances in turn, and
+// every program hears of both instances in LOCKPROXY_CLUSTER_NODES.
+func clusterSuite(t *testing.T, clients []compatClient) {
+	t.Helper()
+	cp := startClusterPair(t, 5)
+	cp.servers[0].Kill()
+	addrs := []string{cp.proxies[0].Addr, cp.proxies[1].Addr}
+	env := "LOCKPROXY_CLUSTER_NODES=" + strings.Join(addrs, ",")
+	withEnv := func(cmd *exec.Cmd) *exec.Cmd {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, env)
+		return cmd
+	}
+	for _, client := range clients {
+		t.Run(client.name, func(t *testing.T) {
+			t.Run("contention", func(t *testing.T) {
+				const workers, rounds = 4, 25
+				log := filepath.Join(t.TempDir(), "holders.log")
+				var wg sync.WaitGroup
+				outputs, errs := make([]string, workers), make([]error, workers)
+				for w := range workers {
+					cmd := withEnv(client.command("contend", addrs[w%2], log, strconv.Itoa(rounds), strconv.Itoa(w)))
+					wg.Go(func() {
+						out, err := cmd.CombinedOutput()
+						outputs[w], errs[w] = string(out), err
+					})
+				}
+				wg.Wait()
+				for w, err := range errs {
+					if err != nil {
+						t.Fatalf("worker %d: %v\n%s", w, err, outputs[w])
+					}
+				}
+				checkLockLog(t, log, workers*rounds)
+			})
+			t.Run("scenario", func(t *testing.T) {
+				out, err := withEnv(client.command("scenario", addrs[0])).CombinedOutput()
+				t.Logf("%s scenario:\n%s", client.name, out)
+				if err != nil {
+					t.Fatalf("%s scenario failed: %v", client.name, err)
+				}
+			})
+		})
+	}
+}
+
+// TestClusterPython runs redis-py's RedisCluster (8.1.0 in RESP2 and
+// RESP3, 5.3.1 in RESP2) with its Lock, unchanged: clusterSuite.
+func TestClusterPython(t *testing.T) {
+	python, interpreter, dir := pyInterpreter(t)
+	program := filepath.Join(dir, "redispy_cluster.py")
+	if _, err := os.Stat(program); err != nil { // for go test's cache
+		t.Fatal(err)
+	}
+	var clients []compatClient
+	for _, v := range []struct{ venv, version, protocol string }{{"redis8", "8.1.0", "2"}, {"redis8", "8.1.0", "3"}, {"redis5", "5.3.1", "2"}} {
+		venv := pyVenv(t, python, interpreter, dir, v.venv)
+		clients = append(clients, compatClient{name: fmt.Sprintf("redis-py-%s-RedisCluster-resp%s", v.version, v.protocol), command: func(args ...string) *exec.Cmd {
+			cmd := exec.Command(venv, append([]string{program}, args...)...)
+			cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "REDISPY_PROTOCOL="+v.protocol)
+			return cmd
+		}})
+	}
+	clusterSuite(t, clients)
 }
