@@ -295,3 +295,10 @@ func TestClusterPython(t *testing.T) {
 	}
 	clusterSuite(t, clients)
 }
+
+// TestClusterNode runs ioredis 5's Cluster client with the lock recipe,
+// unchanged: clusterSuite.
+func TestClusterNode(t *testing.T) {
+	dir := nodeModules(t)
+	clusterSuite(t, []compatClient{nodeClient(dir, "ioredis-5-Cluster-recipe", "ioredis-cluster.js")})
+}
