@@ -132,7 +132,7 @@ func (s *Server) newCommands() map[string]*command {
 			&command{name: "command|list", arity: -2, run: s.handleCommandList},
 			&command{name: "command|docs", arity: -2, run: s.handleCommandDocs},
 			&command{name: "command|info", arity: -2, run: s.handleCommandInfo},
-			&command{name: "command|getkeys", arity: -3, run: s.handleCommandGetKeys},
+			&command{name: "command|getkeys", arity: -4, run: s.handleCommandGetKeys},
 		)},
 		&command{name: "info", arity: -1, run: s.handleInfo},
 		&command{name: "time", arity: 1, run: s.handleTime},

@@ -160,7 +160,7 @@ func TestChatter(t *testing.T) {
 			want: "*3\r\n*10\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n*-1\r\n*10\r\n$7\r\nevalsha\r\n:-3\r\n*1\r\n+movablekeys\r\n:0\r\n:0\r\n:0\r\n*0\r\n*0\r\n*0\r\n*0\r\n"},
 		{name: "command getkeys", cmd: []string{"COMMAND", "GETKEYS", "EVALSHA", "abc", "2", "k1", "k2", "arg"}, want: "*2\r\n$2\r\nk1\r\n$2\r\nk2\r\n"},
 		{name: "command getkeys blpop", cmd: []string{"COMMAND", "GETKEYS", "blpop", "a", "b", "0"}, want: "*2\r\n$1\r\na\r\n$1\r\nb\r\n"},
-		{name: "command getkeys none", cmd: []string{"COMMAND", "GETKEYS", "ping"}, want: "-ERR The command has no key arguments\r\n"},
+		{name: "command getkeys none", cmd: []string{"COMMAND", "GETKEYS", "ping", "x"}, want: "-ERR The command has no key arguments\r\n"},
 		{name: "cluster disabled", cmd: []string{"CLUSTER", "SLOTS"}, want: "-ERR This instance has cluster support disabled\r\n"},
 		{name: "readonly disabled", cmd: []string{"READONLY"}, want: "-ERR This instance has cluster support disabled\r\n"},
 		{name: "command count", cmd: []string{"COMMAND", "COUNT"}, want: fmt.Sprintf(":%d\r\n", len(ts.cmds))},
