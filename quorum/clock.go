@@ -226,10 +226,15 @@ type clocks struct {
 	done     sync.WaitGroup
 }
 
-// start begins sampling the nodes' clocks, until close.
-func (c *clocks) start(nodes []*node, p clockParams, f float64, hold time.Duration) {
+// prepare makes a judge for each of n nodes. It comes before the nodes
+// connect: a reply delivered from then on asks its node's judge (err).
+func (c *clocks) prepare(n int, p clockParams, f float64, hold time.Duration) {
 	c.p, c.f, c.hold, c.epoch = p, f, hold, time.Now()
-	c.judges = make([]clockJudge, len(nodes))
+	c.judges = make([]clockJudge, n)
+}
+
+// start begins sampling the nodes' clocks, until close.
+func (c *clocks) start(nodes []*node) {
 	c.stop = make(chan struct{})
 	c.done.Add(1)
 	go c.run(nodes)

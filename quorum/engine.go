@@ -47,6 +47,12 @@ type Config struct {
 	// makes the proxies of the older epoch refused by the backends
 	// (members.go). At least 1. Default: 1.
 	BackendSetEpoch int
+	// SetLabel names what the backend set serves beyond its members, such
+	// as a shard group's range of hash slots. It is part of the set's
+	// fingerprint, so that proxies that give the same backends different
+	// ranges count different sets, and each is refused where the other's
+	// record is (members.go). Default: none.
+	SetLabel string
 	// TLSConfig, when set, is used for the rediss:// backends in place of
 	// go-redis's default (the system's CAs, no client certificate): its CAs,
 	// client certificate and minimum version. Its ServerName, when empty,
@@ -180,7 +186,7 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("backend %d: %w", i, err)
 		}
 	}
-	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum}
+	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum}
 	for i, u := range cfg.Backends {
 		n, err := newNode(i, u, cfg, &e.servers, &e.members, e.noteCounting, e.seed)
 		if err != nil {
@@ -189,11 +195,12 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.nodes = append(e.nodes, n)
 	}
+	e.clocks.prepare(len(e.nodes), cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
 	if err := e.connectAll(); err != nil {
 		e.Close()
 		return nil, err
 	}
-	e.clocks.start(e.nodes, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
+	e.clocks.start(e.nodes)
 	e.subscribe()
 	e.awaitSeeds(2 * cfg.NodeTimeout)
 	e.built.Store(true)
