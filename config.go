@@ -53,6 +53,8 @@ var keys = []key{
 		address("", func(s *settings, v string) { s.proxy.Cluster.Announce = v })},
 	{"backends", engine, "comma-separated backend URLs (redis://host:port, rediss://user:pass@host:port)",
 		list(`["redis://host:6379"]`, checkBackends, func(s *settings, v []string) { s.quorum.Backends = v })},
+	{"groups", engine, "a shard group: its backend URLs, comma-separated; repeat for each group, in the same order on every proxy (each serves an equal range of hash slots); instead of backends",
+		groups(func(s *settings, v [][]string) { s.groups = v })},
 	{"backend_set_epoch", engine, "number of the backend set: every proxy running the same backends has the same; raise it by one with each change of backends",
 		integer(1, 1, math.MaxInt32, func(s *settings, v int) { s.quorum.BackendSetEpoch = v })},
 	{"backend_tls_ca_cert_file", engine, "PEM CAs that sign the rediss:// backends' certificates; empty: the system's",
@@ -152,7 +154,10 @@ type config struct {
 	logFormat       string
 	logLevel        slog.Level
 	quorum          quorum.Config
-	proxy           proxy.Config
+	// groups are the backends of each shard group ([[groups]]); empty:
+	// quorum.Backends is the one group.
+	groups [][]string
+	proxy  proxy.Config
 	// fingerprints are what a reload compares to tell which keys changed,
 	// by key: see fingerprints.
 	fingerprints map[string][sha256.Size]byte
@@ -342,7 +347,7 @@ func redactParseError(err error) error {
 		return err
 	}
 	switch name, _, _ := strings.Cut(pe.LastKey, "."); name {
-	case "password", "users", "backends":
+	case "password", "users", "backends", "groups":
 		return fmt.Errorf("toml: line %d (last key %q): syntax error (not shown: the value may hold a secret)", pe.Position.Line, pe.LastKey)
 	}
 	return err
@@ -882,6 +887,88 @@ func safeHost(h string) string {
 	return host
 }
 
+// group is one [[groups]] table.
+type group struct {
+	Backends []string `toml:"backends"`
+}
+
+// groupsValue is [[groups]]: an array of tables in TOML, and a flag given
+// once per group, its backends comma-separated, whose groups replace the
+// file's.
+type groupsValue struct {
+	file  []group
+	flags []string
+	set   func(*settings, [][]string)
+}
+
+// groups is the [[groups]] key, empty by default.
+func groups(set func(*settings, [][]string)) func() value {
+	return func() value { return &groupsValue{set: set} }
+}
+
+func (g *groupsValue) String() string {
+	if g == nil {
+		return ""
+	}
+	return strings.Join(g.flags, " ")
+}
+
+func (g *groupsValue) Set(spec string) error {
+	g.flags = append(g.flags, spec)
+	return nil
+}
+
+func (g *groupsValue) decode(md *toml.MetaData, p toml.Primitive) error {
+	return md.PrimitiveDecode(p, &g.file)
+}
+
+// apply checks each group's backends as backends are checked, and that no
+// backend is in two groups: a backend keeps one set record.
+func (g *groupsValue) apply(s *settings) error {
+	var out [][]string
+	for _, gr := range g.file {
+		out = append(out, gr.Backends)
+	}
+	if g.flags != nil {
+		out = nil
+		for _, spec := range g.flags {
+			var urls []string
+			for u := range strings.SplitSeq(spec, ",") {
+				if u = strings.TrimSpace(u); u != "" {
+					urls = append(urls, u)
+				}
+			}
+			out = append(out, urls)
+		}
+	}
+	seen := map[string]int{}
+	for i, urls := range out {
+		if len(urls) == 0 {
+			return fmt.Errorf("group %d: no backends", i+1)
+		}
+		if err := checkBackends(urls); err != nil {
+			return fmt.Errorf("group %d: %w", i+1, err)
+		}
+		for _, u := range urls {
+			name := backendName(u)
+			if j, ok := seen[name]; ok {
+				return fmt.Errorf("group %d: backend %s is in group %d too: a backend serves one group", i+1, name, j+1)
+			}
+			seen[name] = i
+		}
+	}
+	g.set(s, out)
+	return nil
+}
+
+func (g *groupsValue) kind() string { return "group (repeated)" }
+
+func (g *groupsValue) want() string {
+	return "an array of tables ([[groups]] with backends)"
+}
+
+func (g *groupsValue) fingerprint() string { return fmt.Sprintf("%q %q", g.file, g.flags) }
+
 // user is one [[users]] table.
 type user struct {
 	Name           string `toml:"name"`
@@ -1012,7 +1099,9 @@ func (s *settings) resolve() (*config, error) {
 		return nil, err
 	}
 	switch {
-	case len(s.quorum.Backends) > 0:
+	case len(s.groups) > 0 && len(s.quorum.Backends) > 0:
+		return nil, errors.New("backends, groups: both set: with shard groups, list each group's backends in its [[groups]] entry")
+	case len(s.quorum.Backends) > 0, len(s.groups) > 0:
 	case s.configured:
 		return nil, errNoBackends
 	default:

@@ -543,9 +543,10 @@ func TestConfigREADME(t *testing.T) {
 func tableNames() []string {
 	var names []string
 	for _, k := range keys {
-		if _, ok := k.value().(*usersValue); ok {
+		switch k.value().(type) {
+		case *usersValue, *groupsValue:
 			names = append(names, "[["+k.name+"]]")
-		} else {
+		default:
 			names = append(names, k.name)
 		}
 	}
@@ -826,5 +827,36 @@ func TestConfigCluster(t *testing.T) {
 	cfg, err := loadConfig([]string{"-backends", "redis://a:1", "-listen", "10.0.0.2:7379", "-cluster-nodes", "10.0.0.1:7379, 10.0.0.2:7379"}, noEnv, io.Discard)
 	if err != nil || cfg.proxy.Cluster.Announce != "10.0.0.2:7379" || len(cfg.proxy.Cluster.Nodes) != 2 {
 		t.Errorf("listen as the announced address: %+v, %v", cfg, err)
+	}
+}
+
+// TestConfigGroups: shard groups from the flags and from [[groups]], and
+// the mistakes told: with backends too, a backend in two groups, a group
+// without backends, a bad URL named by its group.
+func TestConfigGroups(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-backends", "redis://a:1", "-groups", "redis://b:1"}, "backends, groups: both set: with shard groups, list each group's backends in its [[groups]] entry"},
+		{[]string{"-groups", "redis://a:1,redis://b:1", "-groups", "redis://c:1,redis://a:1"}, "groups: group 2: backend a:1 is in group 1 too: a backend serves one group"},
+		{[]string{"-groups", "redis://a:1", "-groups", " , "}, "groups: group 2: no backends"},
+		{[]string{"-groups", "redis://a:1", "-groups", "b:1"}, "groups: group 2: entry 1 (b:1): no scheme: write redis://b:1 (rediss:// for TLS)"},
+	} {
+		if _, err := loadConfig(tc.args, noEnv, io.Discard); err == nil || err.Error() != tc.want {
+			t.Errorf("%v:\nwant %q\ngot  %v", tc.args, tc.want, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "groups.toml")
+	if err := os.WriteFile(path, []byte("[[groups]]\nbackends = [\"redis://a:1\", \"redis://b:1\", \"redis://c:1\"]\n\n[[groups]]\nbackends = [\"redis://d:1\", \"redis://e:1\", \"redis://f:1\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig([]string{"-config", path}, noEnv, io.Discard)
+	if err != nil || len(cfg.groups) != 2 || cfg.groups[1][2] != "redis://f:1" || cfg.embedded || len(cfg.quorum.Backends) != 0 {
+		t.Fatalf("[[groups]]: %+v, %v", cfg, err)
+	}
+	cfg, err = loadConfig([]string{"-config", path, "-groups", "redis://x:1"}, noEnv, io.Discard)
+	if err != nil || len(cfg.groups) != 1 || cfg.groups[0][0] != "redis://x:1" {
+		t.Fatalf("-groups over [[groups]]: %+v, %v", cfg, err)
 	}
 }

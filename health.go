@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // backendState is one backend in the /readyz body.
@@ -30,6 +32,8 @@ type backendState struct {
 	// what is wrong and what to check.
 	Detail          string  `json:"detail,omitempty"`
 	QuarantineLeftS float64 `json:"quarantine_left_s,omitempty"`
+	// Group is its shard group, with several.
+	Group *int `json:"group,omitempty"`
 	// ClockRate is its clock's rate relative to the proxy's, for a backend
 	// that does not count because of it.
 	ClockRate float64 `json:"clock_rate,omitempty"`
@@ -71,6 +75,34 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	return states, counting
 }
 
+// groupState is one shard group in the /readyz body, with several.
+type groupState struct {
+	Slots      string `json:"slots"`
+	Quorum     int    `json:"quorum"`
+	Counting   int    `json:"counting"`
+	BackendSet string `json:"backend_set"`
+}
+
+// groupStates pings every group's backends: the states of all of them,
+// group after group, how many count, and whether every group has a quorum
+// of its own; with several groups, each group's state.
+func groupStates(ctx context.Context, g *shard.Groups) (states []backendState, counting int, ready bool, groups []groupState) {
+	ready = true
+	engines := g.Engines()
+	for i, e := range engines {
+		s, n := backendStates(ctx, e)
+		if len(engines) > 1 {
+			for j := range s {
+				s[j].Group = &i
+			}
+			first, last := shard.Range(i, len(engines))
+			groups = append(groups, groupState{Slots: fmt.Sprintf("%d-%d", first, last), Quorum: e.Quorum(), Counting: n, BackendSet: e.BackendSet()})
+		}
+		states, counting, ready = append(states, s...), counting+n, ready && n >= e.Quorum()
+	}
+	return states, counting, ready, groups
+}
+
 // opsHandler serves the status page at /, /metrics, /healthz (the process
 // answers), /readyz (a quorum of backends answers PING within the backend
 // timeout), /locks (a page of the lock listing, for operators), and with withPprof Go's profiles, which are off by default: a
@@ -78,7 +110,7 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 // by more than the operator. On embedded backends /readyz always answers 503:
 // they answer every PING, yet locks on them die with the process and no other
 // proxy shares them, so no orchestrator may take such a proxy for a ready one.
-func opsHandler(e *quorum.Engine, status http.Handler, withPprof, embedded bool) http.Handler {
+func opsHandler(g *shard.Groups, status http.Handler, withPprof, embedded bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -89,22 +121,27 @@ func opsHandler(e *quorum.Engine, status http.Handler, withPprof, embedded bool)
 	}
 	mux.Handle("GET /{$}", status)
 	mux.Handle("/metrics", promhttp.Handler())
-	mux.Handle("GET /locks", locksHandler(e))
+	mux.Handle("GET /locks", locksHandler(g))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		states, counting := backendStates(ctx, e)
+		states, counting, ready, groups := groupStates(ctx, g)
 		status, code := "ready", http.StatusOK
 		switch {
 		case embedded:
 			status, code = "embedded in-memory backends", http.StatusServiceUnavailable
-		case counting < e.Quorum():
+		case !ready:
 			status, code = "no quorum", http.StatusServiceUnavailable
 		}
-		writeJSON(w, code, map[string]any{"status": status, "embedded": embedded, "backend_set": e.BackendSet(), "quorum": e.Quorum(), "counting": counting, "backends": states})
+		body := map[string]any{"status": status, "embedded": embedded, "backend_set": reportingGroups{g}.BackendSet(),
+			"quorum": reportingGroups{g}.Quorum(), "counting": counting, "backends": states}
+		if groups != nil {
+			body["groups"] = groups
+		}
+		writeJSON(w, code, body)
 	})
 	return mux
 }
@@ -117,15 +154,21 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 
 // probe logs each backend's state at start, so an operator sees at once
 // which backends count toward quorum and which are quarantined.
-func probe(ctx context.Context, e *quorum.Engine, log *slog.Logger) {
-	states, counting := backendStates(ctx, e)
-	for _, s := range states {
-		if s.State == quorum.StateDown.String() {
-			log.Warn("backend does not answer", "backend", s.Addr, "error", s.Error)
+func probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
+	engines := g.Engines()
+	for i, e := range engines {
+		states, counting := backendStates(ctx, e)
+		for _, s := range states {
+			if s.State == quorum.StateDown.String() {
+				log.Warn("backend does not answer", "backend", s.Addr, "error", s.Error)
+			}
 		}
-	}
-	if counting < e.Quorum() {
-		log.Warn("fewer backends count toward quorum than needed: lock commands will get NOQUORUM errors until enough do",
-			"counting", counting, "quorum", e.Quorum())
+		if counting < e.Quorum() {
+			attrs := []any{"counting", counting, "quorum", e.Quorum()}
+			if len(engines) > 1 {
+				attrs = append(attrs, "group", i)
+			}
+			log.Warn("fewer backends count toward quorum than needed: lock commands will get NOQUORUM errors until enough do", attrs...)
+		}
 	}
 }

@@ -34,12 +34,17 @@ type presenceJSON struct {
 	Error  string  `json:"error,omitempty"`
 }
 
+// lister lists the held locks: one engine, or every shard group's.
+type lister interface {
+	List(ctx context.Context, req quorum.List) (quorum.Listing, error)
+}
+
 // locksHandler serves GET /locks?cursor=&match=&count=&prefix=: a page of
 // the lock listing (quorum.Engine.List) as JSON, for operators. It sees
 // every key; prefix narrows the listing to the keys that start with it
 // (a tenant's), match is a Redis glob on what follows the prefix, count
 // is LOCK.LIST's COUNT. A malformed parameter is a 400 naming it.
-func locksHandler(e *quorum.Engine) http.Handler {
+func locksHandler(e lister) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		req := quorum.List{Prefix: q.Get("prefix"), Match: q.Get("match")}
@@ -88,7 +93,7 @@ func locksHandler(e *quorum.Engine) http.Handler {
 // heldSample lists, for the status page, the held locks of the first page
 // of a listing: one page, so that a view costs each backend a SCAN and a
 // script whatever the number of locks.
-func heldSample(e *quorum.Engine) func(context.Context) []heldLockRow {
+func heldSample(e lister) func(context.Context) []heldLockRow {
 	return func(ctx context.Context) []heldLockRow {
 		page, err := e.List(ctx, quorum.List{Count: statusLocks + 1})
 		if err != nil {
@@ -99,9 +104,10 @@ func heldSample(e *quorum.Engine) func(context.Context) []heldLockRow {
 			if !h.Held {
 				continue
 			}
-			row := heldLockRow{Key: h.Key, Owner: h.Owner, Left: h.Validity, Present: make([]bool, len(h.Backends))}
+			row := heldLockRow{Key: h.Key, Owner: h.Owner, Left: h.Validity, Present: make([]bool, len(h.Backends)), Addrs: make([]string, len(h.Backends))}
 			for i, b := range h.Backends {
 				row.Present[i] = b.HasValue && b.Value == h.Owner
+				row.Addrs[i] = b.Addr
 			}
 			rows = append(rows, row)
 		}

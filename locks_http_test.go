@@ -117,7 +117,7 @@ func TestLocksEndpoint(t *testing.T) {
 		}
 	})
 	t.Run("status page sample", func(t *testing.T) {
-		rows := heldSample(c.page.engine)(ctx)
+		rows := heldSample(c.page.groups)(ctx)
 		if len(rows) != 1 || rows[0].Key != "t1:a" || rows[0].Owner != "tok" || rows[0].Left < 25*time.Second ||
 			!slices.Equal(rows[0].Present, []bool{true, true, true}) {
 			t.Errorf("sample %+v, expected t1:a held by tok everywhere (t2:b is held nowhere)", rows)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // gcPercent replaces Go's default GOGC of 100. The proxy's live heap is a
@@ -68,9 +69,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.logFormat, level)
 	cfg.quorum.Logger, cfg.proxy.Logger = log, log
 	cfg.proxy.Version = build.Version
-	if n := len(cfg.quorum.Backends); n%2 == 0 && n > 0 {
-		log.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
-			"backends", n, "quorum", n/2+1)
+	for _, backends := range append(cfg.groups, cfg.quorum.Backends) {
+		if n := len(backends); n%2 == 0 && n > 0 {
+			log.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
+				"backends", n, "quorum", n/2+1)
+		}
 	}
 
 	if cfg.embedded {
@@ -92,16 +95,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	obs := newMetrics(build)
 	cfg.quorum.Observer, cfg.proxy.Observer = obs, obs
-	engine, err := quorum.New(cfg.quorum)
-	if err != nil {
-		return fmt.Errorf("backends: %w", err)
-	}
-	defer engine.Close()
-	srv, err := proxy.New(reportingEngine{engine}, cfg.proxy)
+	groups, err := newGroups(cfg, log)
 	if err != nil {
 		return err
 	}
-	if err := obs.register(prometheus.DefaultRegisterer, engine, srv); err != nil {
+	defer groups.Close()
+	srv, err := proxy.New(reportingGroups{groups}, cfg.proxy)
+	if err != nil {
+		return err
+	}
+	if err := obs.register(prometheus.DefaultRegisterer, groups, srv); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
@@ -110,18 +113,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log:     log,
 		level:   level,
 		srv:     srv,
-		engine:  engine,
+		groups:  groups,
 		running: cfg.fingerprints,
 	}
 	r.tls.Store(cfg.tls)
 	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
-	lns, mln, err := openListeners(cfg, log, &r.tls, "backends", len(cfg.quorum.Backends),
-		"quorum", engine.Quorum(), "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)
+	attrs := []any{"backends", len(backendsOf(groups)), "quorum", reportingGroups{groups}.Quorum()}
+	if n := len(groups.Engines()); n > 1 {
+		attrs = append(attrs, "groups", n)
+	}
+	lns, mln, err := openListeners(cfg, log, &r.tls, append(attrs, "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)...)
 	if err != nil {
 		return err
 	}
 	// In the background: a hung backend must not delay serving.
-	go probe(context.Background(), engine, log)
+	go probe(context.Background(), groups, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -131,12 +137,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var ops *http.Server
 	if mln != nil {
-		status := &statusPage{engine: engine, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log, version: build.Version, held: heldSample(engine)}
+		status := &statusPage{groups: groups, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log, version: build.Version, held: heldSample(groups)}
 		g.Go(func() error {
 			status.sampler.run(gctx)
 			return nil
 		})
-		ops = &http.Server{Handler: opsHandler(engine, status, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
+		ops = &http.Server{Handler: opsHandler(groups, status, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -165,6 +171,46 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	log.Info("lockproxy stopped")
 	return nil
+}
+
+// newGroups starts the engine of each shard group, or of the one set of
+// backends. Each group's set records its slot range, so that proxies
+// whose groups differ are refused where the other's records are, rather
+// than each granting a key in another group.
+func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
+	sets := cfg.groups
+	if len(sets) == 0 {
+		sets = [][]string{cfg.quorum.Backends}
+	}
+	var engines []*quorum.Engine
+	fail := func(err error) (*shard.Groups, error) {
+		for _, e := range engines {
+			e.Close()
+		}
+		return nil, err
+	}
+	for i, backends := range sets {
+		qc := cfg.quorum
+		qc.Backends = backends
+		if len(sets) > 1 {
+			first, last := shard.Range(i, len(sets))
+			qc.SetLabel = fmt.Sprintf("group %d of %d, slots %d-%d", i+1, len(sets), first, last)
+			qc.Logger = log.With("group", i)
+		}
+		e, err := quorum.New(qc)
+		if err != nil {
+			if len(sets) > 1 {
+				return fail(fmt.Errorf("group %d: %w", i+1, err))
+			}
+			return fail(fmt.Errorf("backends: %w", err))
+		}
+		engines = append(engines, e)
+	}
+	g, err := shard.New(engines)
+	if err != nil {
+		return fail(err)
+	}
+	return g, nil
 }
 
 // openListeners opens the plain listener, the TLS one and the metrics

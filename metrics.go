@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // latencyBuckets spans a lock operation on loopback (0.1 ms) to one stuck
@@ -29,7 +32,9 @@ var (
 	descQuorum = prometheus.NewDesc("lockproxy_quorum_size",
 		"Backends that must agree on a decision.", nil, nil)
 	descQuorumAvailable = prometheus.NewDesc("lockproxy_quorum_available",
-		"1 when enough backends count toward quorum for lock commands to be decided.", nil, nil)
+		"1 when enough backends count toward quorum for lock commands to be decided (of every group, with shard groups).", nil, nil)
+	descGroupQuorumAvailable = prometheus.NewDesc("lockproxy_group_quorum_available",
+		"1 when enough backends of the group count toward its quorum for lock commands on its slots to be decided.", []string{"group", "slots"}, nil)
 	descUp = prometheus.NewDesc("lockproxy_backend_up",
 		"1 when the proxy is connected to the backend and its replies count toward quorum.", []string{"backend"}, nil)
 	descQuarantined = prometheus.NewDesc("lockproxy_backend_quarantined",
@@ -74,7 +79,7 @@ type metrics struct {
 	waitDuration *prometheus.HistogramVec
 
 	build  prometheus.Metric // lockproxy_build_info, constant
-	engine *quorum.Engine
+	groups *shard.Groups
 	server *proxy.Server
 }
 
@@ -115,12 +120,14 @@ func newMetrics(b build) *metrics {
 	return m
 }
 
-// register makes the metrics of e and s collectable from reg.
-func (m *metrics) register(reg prometheus.Registerer, e *quorum.Engine, s *proxy.Server) error {
-	m.engine, m.server = e, s
+// register makes the metrics of g and s collectable from reg.
+func (m *metrics) register(reg prometheus.Registerer, g *shard.Groups, s *proxy.Server) error {
+	m.groups, m.server = g, s
 	votes := map[string]prometheus.Observer{}
-	for _, b := range e.Backends() {
-		votes[b.Addr] = m.voteDuration.WithLabelValues(b.Addr)
+	for _, e := range g.Engines() {
+		for _, b := range e.Backends() {
+			votes[b.Addr] = m.voteDuration.WithLabelValues(b.Addr)
+		}
 	}
 	m.votes.Store(&votes)
 	return reg.Register(m)
@@ -158,7 +165,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.voteDuration.Describe(ch)
 	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
-		descQuorum, descQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
+		descQuorum, descQuorumAvailable, descGroupQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
 		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descBuildInfo} {
 		ch <- d
 	}
@@ -181,21 +188,27 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(st.Clients))
 		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.CounterValue, float64(st.ConnectionsReceived))
 	}
-	if m.engine == nil {
+	if m.groups == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.engine.Quorum()))
-	ch <- prometheus.MustNewConstMetric(descQuorumAvailable, prometheus.GaugeValue, boolValue(m.engine.QuorumAvailable()))
-	fences := m.engine.Fences()
+	engines := m.groups.Engines()
+	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(reportingGroups{m.groups}.Quorum()))
+	ch <- prometheus.MustNewConstMetric(descQuorumAvailable, prometheus.GaugeValue, boolValue(m.groups.QuorumAvailable()))
+	for i, e := range engines {
+		first, last := shard.Range(i, len(engines))
+		ch <- prometheus.MustNewConstMetric(descGroupQuorumAvailable, prometheus.GaugeValue, boolValue(e.QuorumAvailable()),
+			strconv.Itoa(i), fmt.Sprintf("%d-%d", first, last))
+	}
+	fences := m.groups.Fences()
 	ch <- prometheus.MustNewConstMetric(descFencesMinted, prometheus.CounterValue, float64(fences.Minted))
 	ch <- prometheus.MustNewConstMetric(descFenceWriteBacks, prometheus.CounterValue, float64(fences.WriteBacks))
 	ch <- prometheus.MustNewConstMetric(descFenceReseeds, prometheus.CounterValue, float64(fences.Reseeds))
-	waits := m.engine.Waits()
+	waits := m.groups.Waits()
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(waits.Waiting))
 	ch <- prometheus.MustNewConstMetric(descReleaseNotices, prometheus.CounterValue, float64(waits.Notices))
 	ch <- prometheus.MustNewConstMetric(descWaitReleases, prometheus.CounterValue, float64(waits.Releases))
 	ch <- prometheus.MustNewConstMetric(descWakeUps, prometheus.CounterValue, float64(waits.WakeUps))
-	for _, b := range m.engine.Backends() {
+	for _, b := range backendsOf(m.groups) {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
@@ -220,13 +233,57 @@ func boolValue(b bool) float64 {
 // value ("connection_refused").
 func kindLabel(kind string) string { return strings.ReplaceAll(kind, " ", "_") }
 
-// reportingEngine shows the engine's backends in INFO (proxy.BackendReporter).
-type reportingEngine struct{ *quorum.Engine }
+// backendsOf is every group's backends, group after group.
+func backendsOf(g *shard.Groups) []quorum.BackendState {
+	var out []quorum.BackendState
+	for _, e := range g.Engines() {
+		out = append(out, e.Backends()...)
+	}
+	return out
+}
 
-var _ proxy.BackendReporter = reportingEngine{}
+// reportingGroups shows the groups' backends in INFO
+// (proxy.BackendReporter, proxy.GroupReporter).
+type reportingGroups struct{ *shard.Groups }
 
-func (e reportingEngine) BackendInfo() []proxy.BackendInfo {
-	states := e.Backends()
+var (
+	_ proxy.BackendReporter = reportingGroups{}
+	_ proxy.GroupReporter   = reportingGroups{}
+)
+
+// Quorum is the smallest group's: with one group, its quorum.
+func (g reportingGroups) Quorum() int {
+	q := 0
+	for i, e := range g.Engines() {
+		if i == 0 || e.Quorum() < q {
+			q = e.Quorum()
+		}
+	}
+	return q
+}
+
+// BackendSet names each group's set, comma-separated.
+func (g reportingGroups) BackendSet() string {
+	var sets []string
+	for _, e := range g.Engines() {
+		sets = append(sets, e.BackendSet())
+	}
+	return strings.Join(sets, ",")
+}
+
+func (g reportingGroups) BackendGroups() []proxy.GroupInfo {
+	engines := g.Engines()
+	out := make([]proxy.GroupInfo, len(engines))
+	for i, e := range engines {
+		first, last := shard.Range(i, len(engines))
+		out[i] = proxy.GroupInfo{FirstSlot: first, LastSlot: last, Backends: len(e.Backends()), Quorum: e.Quorum(),
+			QuorumAvailable: e.QuorumAvailable(), BackendSet: e.BackendSet()}
+	}
+	return out
+}
+
+func (g reportingGroups) BackendInfo() []proxy.BackendInfo {
+	states := backendsOf(g.Groups)
 	out := make([]proxy.BackendInfo, len(states))
 	for i, b := range states {
 		var failures uint64

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // testProxy is a proxy over the embedded backends with its metrics
@@ -27,6 +28,7 @@ type testProxy struct {
 	reg    *prometheus.Registry
 	client *redis.Client
 	engine *quorum.Engine
+	groups *shard.Groups // the engine, as main wires it
 	server *proxy.Server
 }
 
@@ -56,12 +58,16 @@ func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	srv, err := proxy.New(reportingEngine{engine}, proxy.Config{Logger: log, Observer: obs, Version: testBuild.Version})
+	groups, err := shard.New([]*quorum.Engine{engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(reportingGroups{groups}, proxy.Config{Logger: log, Observer: obs, Version: testBuild.Version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if err := obs.register(reg, engine, srv); err != nil {
+	if err := obs.register(reg, groups, srv); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,7 +82,7 @@ func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 	})
 	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	return &testProxy{reg: reg, client: client, engine: engine, server: srv}
+	return &testProxy{reg: reg, client: client, engine: engine, groups: groups, server: srv}
 }
 
 // lockCycle takes key and releases it.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // reloader applies the configuration, read again on SIGHUP, to the running
@@ -23,7 +24,7 @@ type reloader struct {
 	log    *slog.Logger
 	level  *slog.LevelVar
 	srv    *proxy.Server
-	engine *quorum.Engine
+	groups *shard.Groups
 	// tls is what the TLS listener serves to a new connection (nil
 	// without one), and shutdownTimeout what SIGTERM waits, in nanoseconds.
 	tls             atomic.Pointer[tls.Config]
@@ -73,7 +74,7 @@ func (r *reloader) reload() {
 			"keys", strings.Join(refused, ","))
 	}
 	if keys := changed[engine]; len(keys) > 0 {
-		if err := changeEngine(r.engine, next.quorum); err != nil {
+		if err := changeEngine(r.groups, next.quorum); err != nil {
 			r.log.Warn("reload: the backends and engine settings are not changed; the running ones are kept",
 				"keys", strings.Join(keys, ","), "reason", err)
 			refused = append(refused, keys...)
@@ -108,6 +109,6 @@ var errEngineChange = errors.New("the backends and the engine's settings change 
 // fence the old set's proxies off (quorum/members.go), and a restart with
 // the new configuration does that as well as a reload could, with no
 // engine half-way between two sets.
-func changeEngine(e *quorum.Engine, next quorum.Config) error {
+func changeEngine(g *shard.Groups, next quorum.Config) error {
 	return errEngineChange
 }

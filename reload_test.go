@@ -35,7 +35,7 @@ func testReloader(t *testing.T, args []string, log io.Writer) *reloader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reloader{load: load, log: slog.New(slog.NewTextHandler(log, nil)), level: new(slog.LevelVar), srv: srv, engine: engine, running: cfg.fingerprints}
+	r := &reloader{load: load, log: slog.New(slog.NewTextHandler(log, nil)), level: new(slog.LevelVar), srv: srv, running: cfg.fingerprints}
 	r.tls.Store(cfg.tls)
 	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
 	return r

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 //go:embed status/status.html
@@ -42,9 +43,10 @@ type heldLockRow struct {
 	Key   string
 	Owner string        // the token a quorum of backends holds
 	Left  time.Duration // validity left, as PTTL answers it
-	// Present says, per backend in configuration order, whether it holds
-	// the key with Owner's token.
+	// Present says, per backend of its group in configuration order,
+	// whether it holds the key with Owner's token; Addrs names them.
 	Present []bool
+	Addrs   []string
 }
 
 // statusPage is the page at / on the metrics address: what an operator
@@ -52,7 +54,7 @@ type heldLockRow struct {
 // the server, runs no script, and pings every backend once per view
 // (backendStates, as /readyz does).
 type statusPage struct {
-	engine   *quorum.Engine
+	groups   *shard.Groups
 	sampler  *opsSampler
 	embedded bool
 	version  string // shown when not empty
@@ -118,15 +120,15 @@ type presenceView struct {
 }
 
 func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
-	states, counting := backendStates(ctx, p.engine)
+	states, counting, ready, _ := groupStates(ctx, p.groups)
 	v := statusView{
-		Version: p.version, BackendSet: p.engine.BackendSet(), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Refresh: statusRefresh, Embedded: p.embedded, Quorum: p.engine.Quorum(), Counting: counting,
-		HasQuorum: counting >= p.engine.Quorum(),
+		Version: p.version, BackendSet: reportingGroups{p.groups}.BackendSet(), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
+		Refresh: statusRefresh, Embedded: p.embedded, Quorum: reportingGroups{p.groups}.Quorum(), Counting: counting,
+		HasQuorum: ready,
 	}
 	// backendStates gives a clock rate only to a backend it refuses for
 	// it; the page shows every measured one.
-	known := p.engine.Backends()
+	known := backendsOf(p.groups)
 	for i, s := range states {
 		b := backendView{Addr: s.Addr, State: s.State, RunID: s.RunID, Server: "—", Error: s.Error, Latency: "—", Clock: "not measured"}
 		if s.RunID != "" { // the first 8 of its 40 hex digits tell servers apart at a glance
@@ -158,8 +160,8 @@ func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
 			l := heldLockView{Key: printable(r.Key), Owner: printable(r.Owner), Left: fmt.Sprintf("%.1f s", r.Left.Seconds())}
 			for i, held := range r.Present {
 				addr := ""
-				if i < len(states) {
-					addr = states[i].Addr
+				if i < len(r.Addrs) {
+					addr = r.Addrs[i]
 				}
 				l.Present = append(l.Present, presenceView{Addr: addr, Held: held})
 				if held {

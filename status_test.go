@@ -43,8 +43,8 @@ func startStatusCluster(t *testing.T, n int) *statusCluster {
 	}
 	p := startTestProxyOver(t, urls)
 	c.client = p.client
-	c.page = &statusPage{engine: p.engine, sampler: newOpsSampler(p.server.Stats), log: slog.New(slog.DiscardHandler)}
-	hs := httptest.NewServer(opsHandler(p.engine, c.page, false, false))
+	c.page = &statusPage{groups: p.groups, sampler: newOpsSampler(p.server.Stats), log: slog.New(slog.DiscardHandler)}
+	hs := httptest.NewServer(opsHandler(p.groups, c.page, false, false))
 	t.Cleanup(hs.Close)
 	c.url = hs.URL
 	return c

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/hashslot"
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
@@ -153,5 +154,16 @@ func TestClusterConfig(t *testing.T) {
 		if _, err := New(&fakeLocker{}, Config{Cluster: c}); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// TestCrossGroupRefusal: a Locker that refuses keys of several shard
+// groups (hashslot.ErrCrossSlot) is answered as Redis Cluster answers keys
+// of several slots, standalone or not.
+func TestCrossGroupRefusal(t *testing.T) {
+	ts := startServer(t, Config{})
+	ts.fake.reset(fails(hashslot.ErrCrossSlot))
+	if got := connect(t, ts.addr).do("SET", "k", "v", "NX", "PX", "1000"); got != "-CROSSSLOT Keys in request don't hash to the same slot\r\n" {
+		t.Errorf("SET refused for its group: %q", got)
 	}
 }

@@ -26,6 +26,23 @@ type BackendInfo struct {
 	ClockRate float64
 }
 
+// GroupReporter is what a BackendReporter implements when its backends
+// form several groups, each serving a range of hash slots with a quorum of
+// its own (shard groups): INFO shows each group, and each backend's.
+type GroupReporter interface {
+	// BackendGroups reports every group, in slot order; BackendInfo lists their
+	// backends in the same order, group after group.
+	BackendGroups() []GroupInfo
+}
+
+// GroupInfo is one group of backends as INFO shows it.
+type GroupInfo struct {
+	FirstSlot, LastSlot int
+	Backends, Quorum    int
+	QuorumAvailable     bool
+	BackendSet          string
+}
+
 // BackendReporter is what a Locker implements to show its backends in
 // INFO; without it the backends section is empty.
 type BackendReporter interface {
@@ -128,11 +145,7 @@ func (s *Server) infoWaits(b *strings.Builder) {
 // infoCluster says whether the proxy answers as a cluster node, which
 // clients read as Redis's cluster_enabled.
 func (s *Server) infoCluster(b *strings.Builder) {
-	enabled := 0
-	if s.cluster != nil {
-		enabled = 1
-	}
-	fmt.Fprintf(b, "cluster_enabled:%d\r\n", enabled)
+	fmt.Fprintf(b, "cluster_enabled:%d\r\n", boolDigit(s.cluster != nil))
 }
 
 func (s *Server) infoServer(b *strings.Builder) {
@@ -210,6 +223,19 @@ func (s *Server) infoBackends(b *strings.Builder) {
 	for state := range quorum.State(quorum.NumStates) {
 		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
 	}
+	var groupOf []int // the group of each backend, when there are several
+	if gr, ok := r.(GroupReporter); ok {
+		if groups := gr.BackendGroups(); len(groups) > 1 {
+			fmt.Fprintf(b, "groups:%d\r\n", len(groups))
+			for i, g := range groups {
+				fmt.Fprintf(b, "group%d:slots=%d-%d,backends=%d,quorum=%d,quorum_available=%d,backend_set=%s\r\n",
+					i, g.FirstSlot, g.LastSlot, g.Backends, g.Quorum, boolDigit(g.QuorumAvailable), g.BackendSet)
+				for range g.Backends {
+					groupOf = append(groupOf, i)
+				}
+			}
+		}
+	}
 	now := time.Now()
 	for i, be := range backends {
 		age := ""
@@ -220,10 +246,21 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		if !math.IsNaN(be.ClockRate) {
 			rate = fmt.Sprintf("%.6f", be.ClockRate)
 		}
-		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,replies=%d,failures=%d,clock_rate=%s\r\n",
+		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,replies=%d,failures=%d,clock_rate=%s",
 			i, be.Addr, be.State, float64(be.Latency.Microseconds())/1000, be.LastError, age,
 			math.Ceil(be.QuarantineLeft.Seconds()), be.Replies, be.Failures, rate)
+		if i < len(groupOf) { // last, so that readers of the fields before it are unchanged
+			fmt.Fprintf(b, ",group=%d", groupOf[i])
+		}
+		b.WriteString("\r\n")
 	}
+}
+
+func boolDigit(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 // backendReporter returns the Locker's BackendReporter, or nil.

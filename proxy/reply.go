@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lockproxy/lockproxy/internal/hashslot"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/tidwall/redcon"
 )
@@ -93,6 +94,8 @@ func (s *Server) errorText(err error) string {
 		return noQuorumText(nq)
 	case errors.As(err, &ttl):
 		return ttlText(ttl)
+	case errors.Is(err, hashslot.ErrCrossSlot):
+		return hashslot.ErrCrossSlot.Error()
 	case errors.Is(err, quorum.ErrReservedKey):
 		return "ERR keys starting with " + quorum.ReservedPrefix + " are lockproxy's own"
 	// NOQUORUM, not TRYAGAIN or CLUSTERDOWN: go-redis retries those by

@@ -46,11 +46,15 @@ type backendSet struct {
 }
 
 // newBackendSet names the set of the data sets at where (host:port/db each)
-// in epoch.
-func newBackendSet(epoch int, where []string) backendSet {
+// in epoch, serving what label says (Config.SetLabel).
+func newBackendSet(epoch int, where []string, label string) backendSet {
 	sorted := slices.Clone(where)
 	slices.Sort(sorted)
-	sum := sha256.Sum256([]byte(strings.Join(sorted, "\n")))
+	text := strings.Join(sorted, "\n")
+	if label != "" { // none keeps the fingerprints that sets without one recorded
+		text += "\n" + label
+	}
+	sum := sha256.Sum256([]byte(text))
 	s := backendSet{epoch: epoch, n: len(where), fingerprint: hex.EncodeToString(sum[:8])}
 	s.token = fmt.Sprintf("%d:%d:%s:", s.epoch, s.n, s.fingerprint)
 	return s

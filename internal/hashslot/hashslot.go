@@ -4,6 +4,8 @@
 // that part is not empty, so that keys sharing a tag share a slot.
 package hashslot
 
+import "errors"
+
 // Count is the number of hash slots.
 const Count = 16384
 
@@ -55,3 +57,8 @@ var table = func() (t [256]uint16) {
 	}
 	return t
 }()
+
+// ErrCrossSlot is the refusal of a request whose keys do not all hash to
+// one slot, or to one group of slots, where they must: Redis Cluster's
+// CROSSSLOT.
+var ErrCrossSlot = errors.New("CROSSSLOT Keys in request don't hash to the same slot")

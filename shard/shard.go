@@ -1,0 +1,195 @@
+// Package shard spreads locks over several groups of backends, each its
+// own Redlock engine, by Redis Cluster's hash slot of the key: group i of K
+// serves the slots from i×16384/K to (i+1)×16384/K − 1. One group tops out
+// near one Redis's throughput, since every acquisition touches every
+// backend of its group; K groups share the keys, and each keeps its own
+// quorum, quarantine and backend set. Keys that share a hash tag
+// ({order}:a, {order}:b) share a slot, so a group: an operation on several
+// keys is served when they all fall in one group, and refused with
+// hashslot.ErrCrossSlot otherwise.
+package shard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+
+	"github.com/lockproxy/lockproxy/internal/hashslot"
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// Groups routes each request to the engine of its keys' group.
+type Groups struct {
+	engines []*quorum.Engine
+}
+
+// New returns the groups served by engines, in slot order.
+func New(engines []*quorum.Engine) (*Groups, error) {
+	if len(engines) == 0 || len(engines) > hashslot.Count {
+		return nil, fmt.Errorf("shard: %d groups: want 1 to %d", len(engines), hashslot.Count)
+	}
+	return &Groups{engines: engines}, nil
+}
+
+// Range is the slots group i of n serves, first and last.
+func Range(i, n int) (first, last int) {
+	return i * hashslot.Count / n, (i+1)*hashslot.Count/n - 1
+}
+
+// Engines are the groups' engines, in slot order.
+func (g *Groups) Engines() []*quorum.Engine { return g.engines }
+
+// Of is the group of key.
+func (g *Groups) Of(key string) int {
+	return hashslot.Of(key) * len(g.engines) / hashslot.Count
+}
+
+// of is the engine of keys, which must all be in one group.
+func (g *Groups) of(keys ...string) (*quorum.Engine, error) {
+	if len(keys) == 0 {
+		return g.engines[0], nil // the engine's own OpError answers
+	}
+	i := g.Of(keys[0])
+	for _, k := range keys[1:] {
+		if g.Of(k) != i {
+			return nil, hashslot.ErrCrossSlot
+		}
+	}
+	return g.engines[i], nil
+}
+
+func (g *Groups) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, error) {
+	e, err := g.of(req.Keys...)
+	if err != nil {
+		return quorum.Result{}, err
+	}
+	return e.Lock(ctx, req)
+}
+
+func (g *Groups) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
+	e, err := g.of(req.Keys...)
+	if err != nil {
+		return quorum.Result{}, err
+	}
+	return e.Unlock(ctx, req)
+}
+
+func (g *Groups) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
+	return g.engines[g.Of(req.Key)].Read(ctx, req)
+}
+
+func (g *Groups) Write(ctx context.Context, req quorum.Write) (bool, error) {
+	return g.engines[g.Of(req.Key)].Write(ctx, req)
+}
+
+// MaxTTL is every group's: they share one configuration.
+func (g *Groups) MaxTTL() time.Duration { return g.engines[0].MaxTTL() }
+
+// List pages through the groups in turn, each listed as its engine lists
+// it. The cursor is the engine's times the number of groups, plus the
+// group's index.
+func (g *Groups) List(ctx context.Context, req quorum.List) (quorum.Listing, error) {
+	n := uint64(len(g.engines))
+	i, cursor := req.Cursor%n, req.Cursor/n
+	req.Cursor = cursor
+	out, err := g.engines[i].List(ctx, req)
+	if err != nil {
+		return out, err
+	}
+	switch {
+	case out.Cursor == 0 && i+1 == n:
+	case out.Cursor == 0:
+		out.Cursor = i + 1 // the next group, from its start
+	case out.Cursor > (^uint64(0)-i)/n:
+		return quorum.Listing{}, quorum.ErrListCursor
+	default:
+		out.Cursor = out.Cursor*n + i
+	}
+	return out, nil
+}
+
+// Releases hears the releases of every group.
+func (g *Groups) Releases(pattern string, fn func(key, token string)) (stop func()) {
+	stops := make([]func(), len(g.engines))
+	var wg sync.WaitGroup
+	for i, e := range g.engines {
+		wg.Go(func() { stops[i] = e.Releases(pattern, fn) })
+	}
+	wg.Wait()
+	return all(stops)
+}
+
+// Relay sends through the group of topic's slot, where every proxy of the
+// deployment hears it (Relayed).
+func (g *Groups) Relay(ctx context.Context, topic, message string) error {
+	return g.engines[g.Of(topic)].Relay(ctx, topic, message)
+}
+
+// Relayed hears what is relayed through every group.
+func (g *Groups) Relayed(pattern string, fn func(topic, message string)) (stop func()) {
+	stops := make([]func(), len(g.engines))
+	for i, e := range g.engines {
+		stops[i] = e.Relayed(pattern, fn)
+	}
+	return all(stops)
+}
+
+func all(stops []func()) func() {
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// Fences adds up the groups' fencing counts.
+func (g *Groups) Fences() quorum.FenceStats {
+	var sum quorum.FenceStats
+	for _, e := range g.engines {
+		f := e.Fences()
+		sum.Minted += f.Minted
+		sum.WriteBacks += f.WriteBacks
+		sum.Reseeds += f.Reseeds
+	}
+	return sum
+}
+
+// Waits adds up the groups' waiting counts.
+func (g *Groups) Waits() quorum.WaitStats {
+	var sum quorum.WaitStats
+	for _, e := range g.engines {
+		w := e.Waits()
+		sum.Waiting += w.Waiting
+		sum.Grants += w.Grants
+		sum.Timeouts += w.Timeouts
+		sum.Gone += w.Gone
+		sum.WakeUps += w.WakeUps
+		sum.Notices += w.Notices
+		sum.Releases += w.Releases
+	}
+	return sum
+}
+
+// QuorumAvailable reports whether every group can decide.
+func (g *Groups) QuorumAvailable() bool {
+	for _, e := range g.engines {
+		if !e.QuorumAvailable() {
+			return false
+		}
+	}
+	return true
+}
+
+// Close closes every group's engine.
+func (g *Groups) Close() error {
+	var errs error
+	for _, e := range g.engines {
+		if err := e.Close(); err != nil {
+			errs = multierror.Append(errs, err)
+		}
+	}
+	return errs
+}
