@@ -166,6 +166,9 @@ const minVersion = "7.0"
 // landed. Where COMMAND is not allowed, the version in INFO server decides;
 // where neither says, the server is taken at its word.
 func checkCommands(g backend.Greeting) error {
+	if g.Mode == "cluster" {
+		return &UnsupportedError{Reason: "it is a Redis Cluster node (redis_mode:cluster)", Need: clusterNodeNeed}
+	}
 	switch known, told := g.Known["PEXPIRETIME"]; {
 	case told && !known:
 		return &UnsupportedError{Reason: "it does not know PEXPIRETIME (COMMAND INFO)"}
@@ -216,6 +219,8 @@ func (n *node) refuse(err error) error {
 	case errors.As(err, &dup):
 		n.log.Error("backend does not count toward quorum: it is the same redis-server as another backend, and one server has one vote; checked again on every reconnection",
 			"same_as", dup.Addr, "run_id", dup.RunID)
+	case errors.As(err, &old) && old.Need != "":
+		n.log.Error("backend does not count toward quorum and is sent no lock commands: "+old.Need, "reason", old.Reason)
 	case errors.As(err, &old):
 		n.log.Error("backend does not count toward quorum and is sent no lock commands: lockproxy needs Redis "+minVersion+" or later, or Valkey 7.2 or later (PEXPIRETIME)",
 			"reason", old.Reason)

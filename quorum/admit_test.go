@@ -301,3 +301,31 @@ func TestDuplicateBackendLater(t *testing.T) {
 		t.Errorf("Get of a key one server of three holds: %q, %v; want not found", got, err)
 	}
 }
+
+// TestClusterNodeBackend: a Redis Cluster node is refused as a backend,
+// with the reason: a failover inside its shard would lose its locks
+// unseen. It is sent no lock command and counts toward no quorum.
+func TestClusterNodeBackend(t *testing.T) {
+	node := redistest.Start(t, "--cluster-enabled", "yes")
+	good := redistest.StartN(t, 2)
+	var logged syncBuffer
+	e := newEngine(t, Config{
+		Backends:                 []string{node.URL(), good[0].URL(), good[1].URL()},
+		DisableRestartQuarantine: true,
+		NodeTimeout:              time.Second,
+		Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
+	})
+	if _, err := e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
+		t.Fatalf("acquire with two standalone backends of three: %v", err)
+	}
+	if calls := commandCalls(t, node); calls["evalsha"]+calls["eval"]+calls["set"] != 0 {
+		t.Errorf("the cluster node ran lock commands: %v", calls)
+	}
+	if st := e.Backends()[0]; st.State != StateUnsupported || st.Replies != 0 {
+		t.Errorf("cluster node backend: %+v", st)
+	}
+	const want = `level=ERROR msg="backend does not count toward quorum and is sent no lock commands: lockproxy counts independent standalone masters: a failover inside a cluster's shard loses that shard's locks unseen`
+	if n := strings.Count(logged.String(), want); n != 1 {
+		t.Errorf("%d log lines start with %s:\n%s", n, want, logged.String())
+	}
+}

@@ -241,11 +241,23 @@ func (e *TTLError) Error() string {
 // and does not count toward any quorum.
 type UnsupportedError struct {
 	Reason string // what showed it, e.g. "redis_version 6.2.14"
+	// Need says what lockproxy needs instead; "" for the version.
+	Need string
 }
 
 func (e *UnsupportedError) Error() string {
-	return "unsupported server: " + e.Reason + "; lockproxy needs Redis " + minVersion + " or later, or Valkey 7.2 or later"
+	return "unsupported server: " + e.Reason + "; " + e.need()
 }
+
+func (e *UnsupportedError) need() string {
+	if e.Need != "" {
+		return e.Need
+	}
+	return "lockproxy needs Redis " + minVersion + " or later, or Valkey 7.2 or later"
+}
+
+// clusterNodeNeed is why a Redis Cluster node is refused as a backend.
+const clusterNodeNeed = "lockproxy counts independent standalone masters: a failover inside a cluster's shard loses that shard's locks unseen, and a second holder gets in; run standalone masters, several sets of them as shard groups ([[groups]]) for more capacity"
 
 // DuplicateError marks a backend that reaches the same redis-server (the
 // same run_id) as another backend, Addr, which alone counts for it.

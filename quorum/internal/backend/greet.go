@@ -19,6 +19,8 @@ type Greeting struct {
 	RunID   string
 	Uptime  time.Duration
 	Version string
+	// Mode is INFO server's redis_mode: standalone, cluster or sentinel.
+	Mode string
 	// InfoErr is INFO server's error reply: INFO denied to the user, or a
 	// server that is not Redis (such as an embedded one).
 	InfoErr error
@@ -179,6 +181,8 @@ func parseServerInfo(info string) (Greeting, error) {
 			g.RunID = value
 		case "redis_version":
 			g.Version = value
+		case "redis_mode":
+			g.Mode = value
 		case "uptime_in_seconds":
 			var err error
 			if seconds, err = strconv.Atoi(value); err != nil {
