@@ -95,10 +95,19 @@ type statusView struct {
 	Total                          string
 	Listing, More                  bool
 	Locks                          []heldLockView
+	// Groups are the shard groups, when there are several.
+	Groups []groupView
 }
 
 type backendView struct {
 	Addr, State, RunID, Server, Latency, Error, QuarantineLeft, Clock string
+	Group                                                             int
+}
+
+type groupView struct {
+	Index, Size, Quorum, Counting int
+	Slots                         string
+	HasQuorum                     bool
 }
 
 type opView struct {
@@ -120,17 +129,24 @@ type presenceView struct {
 }
 
 func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
-	states, counting, ready, _ := groupStates(ctx, p.groups)
+	states, counting, ready, groups := groupStates(ctx, p.groups)
 	v := statusView{
 		Version: p.version, BackendSet: reportingGroups{p.groups}.BackendSet(), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
 		Refresh: statusRefresh, Embedded: p.embedded, Quorum: reportingGroups{p.groups}.Quorum(), Counting: counting,
 		HasQuorum: ready,
+	}
+	for i, g := range groups {
+		size := len(p.groups.Engines()[i].Backends())
+		v.Groups = append(v.Groups, groupView{Index: i, Size: size, Quorum: g.Quorum, Counting: g.Counting, Slots: g.Slots, HasQuorum: g.Counting >= g.Quorum})
 	}
 	// backendStates gives a clock rate only to a backend it refuses for
 	// it; the page shows every measured one.
 	known := backendsOf(p.groups)
 	for i, s := range states {
 		b := backendView{Addr: s.Addr, State: s.State, RunID: s.RunID, Server: "—", Error: s.Error, Latency: "—", Clock: "not measured"}
+		if s.Group != nil {
+			b.Group = *s.Group
+		}
 		if s.RunID != "" { // the first 8 of its 40 hex digits tell servers apart at a glance
 			b.Server = s.RunID[:min(8, len(s.RunID))] + "…"
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -143,6 +144,21 @@ func TestShardGroups(t *testing.T) {
 	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || ready.Status != "no quorum" || len(ready.Groups) != 3 ||
 		ready.Groups[1].Counting != 1 || ready.Groups[0].Counting != 3 || ready.Groups[1].Slots != "5461-10921" {
 		t.Errorf("/readyz with group 1's majority down: %d %+v %v", resp.StatusCode, ready, err)
+	}
+
+	page, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	for _, want := range []string{
+		`<div class="banner yes" data-group="0">Group 0 (slots 0-5460): quorum available, 3 of 3 backends count, 2 needed</div>`,
+		`<div class="banner no" data-group="1">Group 1 (slots 5461-10921): no quorum, 1 of 3 backends count, 2 needed; lock commands on its keys answer NOQUORUM</div>`,
+	} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the status page lacks %s", want)
+		}
 	}
 
 	time.Sleep(3 * time.Second) // the workload's second half
