@@ -302,3 +302,21 @@ func TestClusterNode(t *testing.T) {
 	dir := nodeModules(t)
 	clusterSuite(t, []compatClient{nodeClient(dir, "ioredis-5-Cluster-recipe", "ioredis-cluster.js")})
 }
+
+// TestClusterJava runs JedisCluster (Jedis 8) and Lettuce 6's
+// RedisClusterClient in RESP3 and RESP2 with the lock recipe, unchanged:
+// clusterSuite.
+func TestClusterJava(t *testing.T) {
+	dir := javaBuild(t)
+	program := func(name, module, main string, props ...string) compatClient {
+		return compatClient{name: name, command: func(args ...string) *exec.Cmd {
+			jvm := slices.Concat(javaFlags, props, []string{"-cp", javaClasspath(dir, module), main}, args)
+			return exec.Command("java", jvm...)
+		}}
+	}
+	clusterSuite(t, []compatClient{
+		program("jedis-8-JedisCluster-recipe", "jedis-8", "compat.JedisClusterRecipe"),
+		program("lettuce-6-RedisClusterClient-recipe-resp3", "lettuce-6", "compat.LettuceClusterRecipe", "-Dcompat.resp=3"),
+		program("lettuce-6-RedisClusterClient-recipe-resp2", "lettuce-6", "compat.LettuceClusterRecipe", "-Dcompat.resp=2"),
+	})
+}

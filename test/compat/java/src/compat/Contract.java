@@ -134,6 +134,19 @@ final class Contract {
         return i;
     }
 
+    /**
+     * The lockproxy instances of a cluster-mode run, host:port each, from
+     * LOCKPROXY_CLUSTER_NODES (test/cluster_test.go's clusterSuite sets it),
+     * sorted.
+     */
+    static java.util.List<String> clusterNodes() {
+        String nodes = System.getenv("LOCKPROXY_CLUSTER_NODES");
+        if (nodes == null || nodes.isEmpty()) {
+            throw new IllegalStateException("LOCKPROXY_CLUSTER_NODES is not set");
+        }
+        return java.util.Arrays.stream(nodes.split(",")).sorted().toList();
+    }
+
     static String token() {
         return UUID.randomUUID().toString();
     }
