@@ -189,12 +189,17 @@ func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
 		}
 		return nil, err
 	}
+	var layout *quorum.Layout
+	if len(sets) > 1 {
+		layout = quorum.NewLayout()
+	}
 	for i, backends := range sets {
 		qc := cfg.quorum
 		qc.Backends = backends
 		if len(sets) > 1 {
 			first, last := shard.Range(i, len(sets))
 			qc.SetLabel = fmt.Sprintf("group %d of %d, slots %d-%d", i+1, len(sets), first, last)
+			qc.Layout = layout
 			qc.Logger = log.With("group", i)
 		}
 		e, err := quorum.New(qc)

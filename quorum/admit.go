@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -406,7 +407,47 @@ func (n *node) quarantined() error {
 	if unseeded {
 		return &QuarantineError{Seeding: true}
 	}
+	if n.members.layout != nil {
+		n.trySettle()
+	}
 	return nil
+}
+
+// trySettle marks the change of the backend set over in the backend's
+// record once it is (membership.settleDue), asking at most once a second:
+// it runs on the request path.
+func (n *node) trySettle() {
+	n.mu.Lock()
+	if n.settling || time.Since(n.settleTried) < time.Second {
+		n.mu.Unlock()
+		return
+	}
+	n.settleTried = time.Now()
+	n.mu.Unlock()
+	rec, due := n.members.settleDue(n)
+	if !due {
+		return
+	}
+	n.mu.Lock()
+	n.settling = true
+	n.mu.Unlock()
+	go func() {
+		defer func() {
+			n.mu.Lock()
+			n.settling = false
+			n.mu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r, err := n.run(ctx, settleScript, []string{setKey}, rec.raw, rec.settledRaw())
+		if err != nil {
+			return // asked again in a second
+		}
+		if done, _ := r.Integer(); done == 1 {
+			n.members.settle(n, rec)
+			n.log.Info("backend set change over: the backend's record says so, for proxies started later", "record", rec.settledRaw())
+		}
+	}()
 }
 
 // otherSetLog is logged once when a backend's set record refuses this

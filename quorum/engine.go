@@ -53,6 +53,11 @@ type Config struct {
 	// ranges count different sets, and each is refused where the other's
 	// record is (members.go). Default: none.
 	SetLabel string
+	// Layout, shared by the engines of every shard group of a deployment,
+	// keeps a group whose keys moved (a change of the groups) from
+	// counting until the old groups' locks are gone (members.go). None
+	// for a deployment of one set. Default: none.
+	Layout *Layout
 	// TLSConfig, when set, is used for the rediss:// backends in place of
 	// go-redis's default (the system's CAs, no client certificate): its CAs,
 	// client certificate and minimum version. Its ServerName, when empty,
@@ -186,7 +191,10 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("backend %d: %w", i, err)
 		}
 	}
-	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum}
+	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum, layout: cfg.Layout}
+	if cfg.Layout != nil {
+		cfg.Layout.add(&e.members)
+	}
 	for i, u := range cfg.Backends {
 		n, err := newNode(i, u, cfg, &e.servers, &e.members, e.noteCounting, e.seed)
 		if err != nil {

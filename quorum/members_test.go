@@ -98,3 +98,124 @@ func show(d time.Duration) string {
 	}
 	return fmt.Sprintf("counts at t0+%s", d)
 }
+
+// TestLayoutMovedKeysWait: when the shard groups change, a key may move
+// from one group to another whose members never saw its lock, so no
+// member of a group whose keys moved counts until max_ttl (and its drift)
+// after the last group's old epoch took its last lock. A group whose slots
+// did not change keeps the set rule; a group new to the deployment waits
+// with the moved ones; a first start does not wait; and a group whose
+// record a proxy marked settled counts at once.
+func TestLayoutMovedKeysWait(t *testing.T) {
+	const maxTTL = 10 * time.Second
+	noDrift := func(time.Duration) time.Duration { return 0 }
+	t0 := time.Now().Add(-time.Second)
+	// Epoch 2's records of members that served slotsBefore in epoch 1.
+	replaced := func(slotsBefore string, at time.Duration) record {
+		return record{epoch: 2, n: 3, previous: 1, previousN: 3, previousSlots: slotsBefore, since: t0.Add(at)}
+	}
+	fresh := func(epoch int, at time.Duration) record {
+		return record{epoch: epoch, n: 3, previousSlots: "-", since: t0.Add(at)}
+	}
+	settled := func(slots string) record {
+		return record{epoch: 2, n: 3, previousSlots: slots, since: t0}
+	}
+	type group struct {
+		slots   string
+		records []record
+	}
+	const notYet = -1
+	for _, tc := range []struct {
+		name   string
+		epoch  int
+		groups []group
+		want   []time.Duration // per group: notYet, 0 (counts now) or t0+want
+	}{
+		{"first start: every group counts", 1, []group{
+			{"a", []record{fresh(1, 0), fresh(1, 0), fresh(1, 0)}},
+			{"b", []record{fresh(1, 0), fresh(1, 0), fresh(1, 0)}},
+		}, []time.Duration{0, 0}},
+		{"a member replaced in one group: the slots stay, the set rule holds", 2, []group{
+			{"a", []record{replaced("a", 0), replaced("a", time.Second), fresh(2, 0)}},
+			{"b", []record{replaced("b", 0), replaced("b", time.Second), replaced("b", 2*time.Second)}},
+		}, []time.Duration{0, 0}},
+		{"2 groups become 3: every group waits on the last old set stopped", 2, []group{
+			// a's old set stopped at its second upgrade (t0+1s), b's at t0+4s;
+			// c is new, first recorded at t0+2s.
+			{"a2", []record{replaced("a1", 0), replaced("a1", time.Second), replaced("a1", 5*time.Second)}},
+			{"b2", []record{replaced("b1", 3*time.Second), replaced("b1", 4*time.Second), replaced("b1", 6*time.Second)}},
+			{"c2", []record{fresh(2, 2*time.Second), fresh(2, 3*time.Second), fresh(2, 3*time.Second)}},
+		}, []time.Duration{4*time.Second + maxTTL, 4*time.Second + maxTTL, 4*time.Second + maxTTL}},
+		{"one set becomes 2 groups: its slots were all of them", 2, []group{
+			{"a", []record{replaced("-", 0), replaced("-", time.Second), replaced("-", 2*time.Second)}},
+			{"b", []record{fresh(2, 0), fresh(2, 500*time.Millisecond), fresh(2, 0)}},
+		}, []time.Duration{time.Second + maxTTL, time.Second + maxTTL}},
+		{"groups changed, one old set stopped on too few members: not yet", 2, []group{
+			{"a2", []record{replaced("a1", 0), replaced("a1", time.Second)}},
+			{"b2", []record{replaced("b1", 0)}},
+		}, []time.Duration{notYet, notYet}},
+		{"groups changed, a group with no record read yet: not yet", 2, []group{
+			{"a2", []record{replaced("a1", 0), replaced("a1", time.Second), replaced("a1", time.Second)}},
+			{"b2", nil},
+		}, []time.Duration{notYet, notYet}},
+		{"groups changed and the change marked over: a group counts with another unread", 2, []group{
+			{"a2", []record{settled("a2"), replaced("a1", time.Second), replaced("a1", time.Second)}},
+			{"b2", nil},
+		}, []time.Duration{0, notYet}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			layout := NewLayout()
+			members := make([]*membership, len(tc.groups))
+			firsts := make([]*node, len(tc.groups))
+			for i, g := range tc.groups {
+				m := &membership{set: backendSet{epoch: tc.epoch, n: 3, slots: g.slots}, maxTTL: maxTTL, drift: noDrift, quorum: 2, layout: layout}
+				layout.add(m)
+				members[i] = m
+				for j, rec := range g.records {
+					n := &node{index: j}
+					if j == 0 {
+						firsts[i] = n
+					}
+					rec.slots = g.slots
+					if err := m.admit(n, rec); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for i, m := range members {
+				if firsts[i] == nil {
+					continue
+				}
+				at, known := m.eligibleAt(firsts[i])
+				var got time.Duration
+				switch {
+				case !known:
+					got = notYet
+				case !at.IsZero():
+					got = at.Sub(t0)
+				}
+				if got != tc.want[i] {
+					t.Errorf("group %d: %s, want %s", i, show(got), show(tc.want[i]))
+				}
+			}
+		})
+	}
+}
+
+// TestParseRecordSlots: a record keeps the digests of the slots of its set
+// and of the one before; one written before slots were recorded served
+// all of them.
+func TestParseRecordSlots(t *testing.T) {
+	now := time.Now()
+	r, err := parseRecord("2:3:abcd:1000:1:3:-:1f2e3d4c", now, 1000)
+	if err != nil || r.previousSlots != "-" || r.slots != "1f2e3d4c" || r.previous != 1 || r.previousN != 3 {
+		t.Fatalf("eight fields: %+v, %v", r, err)
+	}
+	r, err = parseRecord("2:3:abcd:1000:1:3", now, 1000)
+	if err != nil || r.previousSlots != "-" || r.slots != "-" {
+		t.Fatalf("six fields: %+v, %v", r, err)
+	}
+	if _, err := parseRecord("2:3:abcd:1000:1:3:-", now, 1000); err == nil {
+		t.Fatal("seven fields parsed")
+	}
+}

@@ -41,8 +41,12 @@ type node struct {
 	runID      string      // the backend process last seen
 	eligibleAt time.Time   // its replies count from then on (monotonic clock)
 	countTimer *time.Timer // logs when it counts again, after a quarantine
-	refusal    string      // why the last greeting refused the backend, as logged
-	serverID   string      // the run_id of the server connected to; "" if it gave none
+	// settleTried is when settleDue was last asked; settling while the
+	// mark is being written (membership.settle).
+	settleTried time.Time
+	settling    bool
+	refusal     string // why the last greeting refused the backend, as logged
+	serverID    string // the run_id of the server connected to; "" if it gave none
 	// setRefused is set when the set check of a script refused the
 	// engine's set since the last greeting: another epoch took the backend.
 	setRefused *SetError
@@ -60,7 +64,7 @@ func newNode(index int, rawURL string, cfg Config, srv *servers, members *member
 	}
 	set := members.set
 	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey, setKey, fenceSeedKey},
-		n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds(), set.epoch, set.n, set.fingerprint)}
+		n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds(), set.epoch, set.n, set.fingerprint, set.slots)}
 	if cfg.skipIdentity {
 		hello = nil
 	}

@@ -32,6 +32,7 @@ var (
 	fenceReadScript       = luaScript("fence_read")
 	fenceSeedScript       = luaScript("fence_seed")
 	deleteScript          = luaScript("delete")
+	settleScript          = luaScript("settle")
 
 	acquireAllFencedScript      = fencedScript("acquire_all_fenced")
 	extendAllFencedScript       = checkedScript("extend_all_fenced")
@@ -46,7 +47,7 @@ var (
 		fenceRaiseScript, fenceReadScript, acquireFencedScript,
 		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, expireFencedScript,
-		releaseFencedScript, deleteScript,
+		releaseFencedScript, deleteScript, settleScript,
 	}
 )
 

@@ -196,3 +196,81 @@ func TestShardGroupsOtherLayoutRefused(t *testing.T) {
 		t.Fatalf("B, its groups swapped: %q, want NOQUORUM", got)
 	}
 }
+
+// TestShardGroupsChangeDrains: going from two groups to three (epoch 2,
+// a new group of fresh backends) moves slots between groups, so a lock
+// held in its old group is unknown to its new one. The new proxy grants
+// no lock until every lock of the old layout is gone: max_ttl after the
+// old groups' proxies were refused by their backends. A key that moved
+// is taken through the new proxy only after the lock the old proxy
+// granted on it has expired, and the old proxy is refused from the
+// moment the new one greeted its backends. Once the change is over, the
+// new proxy marks it so in every backend's record, so that a proxy started
+// later, with one group's majority down, serves the other groups at once
+// rather than waiting to judge the group it cannot reach.
+func TestShardGroupsChangeDrains(t *testing.T) {
+	servers := redistest.StartN(t, 9)
+	const maxTTL = 3 * time.Second
+	common := []string{"-restart-quarantine=false", "-backend-timeout", "500ms", "-max-ttl", maxTTL.String()}
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("moved:%d", i); groupOf(k, 2) == 0 && groupOf(k, 3) == 1 {
+			key = k
+		}
+	}
+	old := startProxy(t, append(groupFlags(servers, 2, 3), common...)...)
+	waitForQuorum(t, old)
+	oldClient := old.Client(t)
+	sent := time.Now()
+	if got := do(t, oldClient, "SET", key, "first", "NX", "PX", maxTTL.Milliseconds()); got != "OK" {
+		t.Fatalf("the old layout's proxy: %q", got)
+	}
+
+	next := startProxy(t, append(groupFlags(servers, 3, 3), append(common, "-backend-set-epoch", "2")...)...)
+	nextClient := next.Client(t)
+	if got := do(t, oldClient, "SET", "other", "x", "NX", "PX", 1000); !strings.HasPrefix(got, "ERR:NOQUORUM ") || !strings.Contains(got, "other set") {
+		t.Fatalf("the old layout's proxy after the new one started: %q, want NOQUORUM with other set", got)
+	}
+	var refusals int
+	redistest.Eventually(t, func() string {
+		got := do(t, nextClient, "SET", key, "second", "NX", "PX", 1000)
+		if got == "OK" {
+			return ""
+		}
+		if !strings.HasPrefix(got, "ERR:NOQUORUM ") || !strings.Contains(got, "quarantined") {
+			t.Fatalf("the new layout's proxy while draining: %q, want NOQUORUM with quarantined", got)
+		}
+		refusals++
+		return "not granted yet: " + got
+	})
+	if granted := time.Since(sent); granted < maxTTL || refusals == 0 {
+		t.Fatalf("the moved key was granted %v after the old proxy took it (its TTL %v), after %d refusals", granted.Round(time.Millisecond), maxTTL, refusals)
+	}
+
+	redistest.Eventually(t, func() string {
+		redisCLI(t, next.Addr, "INFO", "backends") // each backend's state is judged: the change is seen over
+		for i, s := range servers {
+			rec, err := s.Client(t).Get(t.Context(), "{lockproxy}:set").Result()
+			if f := strings.Split(rec, ":"); err != nil || len(f) != 8 || f[4] != "0" || f[5] != "0" || f[6] != f[7] {
+				return fmt.Sprintf("backend %d's record %q (%v), want the change marked over", i, rec, err)
+			}
+		}
+		return ""
+	})
+	servers[0].Kill()
+	servers[1].Kill()
+	later := startProxy(t, append(groupFlags(servers, 3, 3), append(common, "-backend-set-epoch", "2")...)...)
+	laterClient := later.Client(t)
+	for g := range 3 {
+		k := ""
+		for i := 0; k == ""; i++ {
+			if c := fmt.Sprintf("later:%d", i); groupOf(c, 3) == g {
+				k = c
+			}
+		}
+		got := do(t, laterClient, "SET", k, "third", "NX", "PX", 1000)
+		if want := "OK"; g == 0 && !strings.HasPrefix(got, "ERR:NOQUORUM ") || g > 0 && got != want {
+			t.Errorf("a proxy started after the change, group %d's key %s (group 1 without its majority): %q", g+1, k, got)
+		}
+	}
+}

@@ -11,13 +11,16 @@
 -- a replica, promoted since it started), at least ARGV[1].
 --
 -- The record KEYS[2] names the backend set this server is a member of:
--- "epoch:N:fingerprint:since:previous epoch:previous N", since (ms, by
--- this clock) being when this epoch was recorded here. ARGV[3], ARGV[4]
--- and ARGV[5] are the proxy's epoch, N and fingerprint: an absent record
--- is written with them (previous epoch 0), an older epoch's is replaced by
--- them (which the set check of every lock script then enforces: proxies of
--- the older epoch can no longer take locks here), any other is left as it
--- is, for the proxy to judge.
+-- "epoch:N:fingerprint:since:previous epoch:previous N:previous
+-- slots:slots", since (ms, by this clock) being when this epoch was recorded
+-- here, slots a digest of the hash slots the set serves ("-": all of them).
+-- ARGV[3], ARGV[4], ARGV[5] and ARGV[6] are the proxy's epoch, N,
+-- fingerprint and slots: an absent record is written with them (previous
+-- epoch 0), an older epoch's is replaced by them (which the set check of
+-- every lock script then enforces: proxies of the older epoch can no
+-- longer take locks here), any other is left as it is, for the proxy to
+-- judge. A record of six fields (written before slots were recorded)
+-- served all slots.
 --
 -- KEYS[3] names the redis-server process whose fencing counter lockproxy
 -- last re-seeded from the other backends (seed.go): a data set that
@@ -53,11 +56,15 @@ local record = redis.call("GET", KEYS[2])
 local epoch = record and tonumber(string.match(record, "^(%d+):"))
 local ours = tonumber(ARGV[3])
 if not epoch or epoch < ours then
-	local previous = "0:0"
+	local previous = "0:0:-"
 	if epoch then
-		previous = epoch .. ":" .. string.match(record, "^%d+:(%d+):")
+		local f = {}
+		for field in string.gmatch(record, "[^:]+") do
+			f[#f + 1] = field
+		end
+		previous = epoch .. ":" .. f[2] .. ":" .. (f[8] or "-")
 	end
-	record = ARGV[3] .. ":" .. ARGV[4] .. ":" .. ARGV[5] .. ":" .. now .. ":" .. previous
+	record = ARGV[3] .. ":" .. ARGV[4] .. ":" .. ARGV[5] .. ":" .. now .. ":" .. previous .. ":" .. ARGV[6]
 	redis.call("SET", KEYS[2], record)
 end
 local seeded = 0
