@@ -29,14 +29,18 @@ type backendHeld struct {
 }
 
 type heldResult struct {
-	Groups          int           `json:"groups"`
-	Locks           int           `json:"locks"`
-	Seconds         float64       `json:"seconds"`
-	LocksPerSecond  float64       `json:"locks_per_second"`
-	ProxyRSSBefore  int64         `json:"proxy_rss_before"`
-	ProxyRSSAfter   int64         `json:"proxy_rss_after"`
-	ProxyRSSPerLock float64       `json:"proxy_rss_per_lock"`
-	Backends        []backendHeld `json:"backends"`
+	Groups          int     `json:"groups"`
+	Locks           int     `json:"locks"`
+	Seconds         float64 `json:"seconds"`
+	LocksPerSecond  float64 `json:"locks_per_second"`
+	ProxyRSSBefore  int64   `json:"proxy_rss_before"`
+	ProxyRSSAfter   int64   `json:"proxy_rss_after"`
+	ProxyRSSPerLock float64 `json:"proxy_rss_per_lock"`
+	// The proxies' live Go heap after a forced GC; null if not exported.
+	ProxyHeapBefore  *float64      `json:"proxy_live_heap_before"`
+	ProxyHeapAfter   *float64      `json:"proxy_live_heap_after"`
+	ProxyHeapPerLock *float64      `json:"proxy_live_heap_per_lock"`
+	Backends         []backendHeld `json:"backends"`
 }
 
 // holdPipeline is the SETs per round trip: big enough that the proxies,
@@ -55,6 +59,7 @@ func measureHeld(ctx context.Context, f *fleet, o *options) (*heldResult, error)
 		}
 		before[addr] = m
 	}
+	r.ProxyHeapBefore = liveHeap(ctx, f)
 	r.ProxyRSSBefore = sumRSS(f.proxyPIDs)
 
 	// Batches of keys, dealt round robin to the proxies; a few connections
@@ -75,13 +80,20 @@ func measureHeld(ctx context.Context, f *fleet, o *options) (*heldResult, error)
 		failed.Add(n)
 		errOnce.Do(func() { firstErr = err })
 	}
+	clientsBefore := gauge(ctx, f, "lockproxy_connected_clients")
 	start := time.Now()
 	var wg sync.WaitGroup
+	var clients []*redis.Client
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
 	for i, addr := range f.proxyAddrs {
 		close(queues[i])
 		cl := redis.NewClient(&redis.Options{Addr: addr, PoolSize: connsPerProxy, MaxRetries: -1,
 			ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second})
-		defer cl.Close()
+		clients = append(clients, cl)
 		for range connsPerProxy {
 			wg.Go(func() {
 				for b := range queues[i] {
@@ -110,8 +122,19 @@ func measureHeld(ctx context.Context, f *fleet, o *options) (*heldResult, error)
 	}
 	r.Seconds = elapsed.Seconds()
 	r.LocksPerSecond = float64(o.locks) / elapsed.Seconds()
+	// The connections' buffers grew to hold whole pipelines; they are the
+	// clients' cost, not the locks', so they go before the figures are read.
+	for _, cl := range clients {
+		cl.Close()
+	}
+	clients = nil
+	if err := waitClients(ctx, f, clientsBefore); err != nil {
+		return nil, err
+	}
 	r.ProxyRSSAfter = sumRSS(f.proxyPIDs)
 	r.ProxyRSSPerLock = float64(r.ProxyRSSAfter-r.ProxyRSSBefore) / float64(o.locks)
+	r.ProxyHeapAfter = liveHeap(ctx, f)
+	r.ProxyHeapPerLock = perUnit(r.ProxyHeapBefore, r.ProxyHeapAfter, o.locks)
 	for g, addrs := range f.groups {
 		for b, addr := range addrs {
 			m, err := usedMemory(ctx, addr)
@@ -163,6 +186,9 @@ type connResult struct {
 	ProxyRSSBefore    int64    `json:"proxy_rss_before"`
 	ProxyRSSHeld      int64    `json:"proxy_rss_held"`
 	ProxyRSSPerConn   float64  `json:"proxy_rss_per_conn"`
+	ProxyHeapBefore   *float64 `json:"proxy_live_heap_before"`
+	ProxyHeapHeld     *float64 `json:"proxy_live_heap_held"`
+	ProxyHeapPerConn  *float64 `json:"proxy_live_heap_per_conn"`
 	GoroutinesBefore  *float64 `json:"goroutines_before"`
 	GoroutinesHeld    *float64 `json:"goroutines_held"`
 	GoroutinesPerConn *float64 `json:"goroutines_per_conn"`
@@ -178,6 +204,7 @@ const ping = "*1\r\n$4\r\nPING\r\n"
 func measureConns(ctx context.Context, f *fleet, o *options) (*connResult, error) {
 	r := &connResult{Conns: o.conns}
 	r.GoroutinesBefore = gauge(ctx, f, "go_goroutines")
+	r.ProxyHeapBefore = liveHeap(ctx, f)
 	r.ProxyRSSBefore = sumRSS(f.proxyPIDs)
 	conns := make([]net.Conn, o.conns)
 	defer func() {
@@ -224,10 +251,9 @@ func measureConns(ctx context.Context, f *fleet, o *options) (*connResult, error
 	r.ProxyRSSHeld = sumRSS(f.proxyPIDs)
 	r.ProxyRSSPerConn = float64(r.ProxyRSSHeld-r.ProxyRSSBefore) / float64(o.conns)
 	r.GoroutinesHeld = gauge(ctx, f, "go_goroutines")
-	if r.GoroutinesBefore != nil && r.GoroutinesHeld != nil {
-		per := (*r.GoroutinesHeld - *r.GoroutinesBefore) / float64(o.conns)
-		r.GoroutinesPerConn = &per
-	}
+	r.GoroutinesPerConn = perUnit(r.GoroutinesBefore, r.GoroutinesHeld, o.conns)
+	r.ProxyHeapHeld = liveHeap(ctx, f)
+	r.ProxyHeapPerConn = perUnit(r.ProxyHeapBefore, r.ProxyHeapHeld, o.conns)
 	// Every connection must still be alive, not only have been once.
 	for i, c := range conns {
 		if err := pingPong(c); err != nil {
@@ -260,6 +286,33 @@ func pingPong(c net.Conn) error {
 		return fmt.Errorf("PING answered %q", line)
 	}
 	return nil
+}
+
+// waitClients polls until the proxies count no more client connections
+// than want: a closed connection is only gone once the proxy noticed.
+func waitClients(ctx context.Context, f *fleet, want *float64) error {
+	if want == nil {
+		return nil
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now := gauge(ctx, f, "lockproxy_connected_clients")
+		if now != nil && *now <= *want {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("proxies still count %v client connections, %v before", now, *want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func perUnit(before, after *float64, n int) *float64 {
+	if before == nil || after == nil || n == 0 {
+		return nil
+	}
+	v := (*after - *before) / float64(n)
+	return &v
 }
 
 func gauge(ctx context.Context, f *fleet, name string) *float64 {

@@ -15,7 +15,12 @@ func printHeld(out io.Writer, h *heldResult) {
 	fmt.Fprintf(out, "taken in %.2fs (%.0f locks/s, pipelined)\n", h.Seconds, h.LocksPerSecond)
 	fmt.Fprintf(out, "proxy RSS, all proxies: %d -> %d bytes, %.1f bytes per held lock\n",
 		h.ProxyRSSBefore, h.ProxyRSSAfter, h.ProxyRSSPerLock)
-	fmt.Fprintln(out, "  (the proxy keeps no lock state: what growth there is, is buffers and the Go heap not yet collected)")
+	if h.ProxyHeapPerLock != nil {
+		fmt.Fprintf(out, "proxy live Go heap after GC, all proxies: %.0f -> %.0f bytes, %.2f bytes per held lock\n",
+			*h.ProxyHeapBefore, *h.ProxyHeapAfter, *h.ProxyHeapPerLock)
+	}
+	fmt.Fprintln(out, "  (~0 expected: the proxy keeps no lock state, the locks live in the backends; RSS growth is")
+	fmt.Fprintln(out, "   pipeline buffers and garbage the Go runtime has not returned to the system)")
 	w := table(out)
 	fmt.Fprintln(w, "group\tbackend\taddress\tkeys (DBSIZE)\tused_memory before\tafter\tbytes per lock\t")
 	for _, b := range h.Backends {
@@ -38,6 +43,10 @@ func printConns(out io.Writer, c *connResult) {
 	fmt.Fprintf(out, "opened and PINGed in %.2fs\n", c.Seconds)
 	fmt.Fprintf(out, "proxy RSS, all proxies: %d -> %d bytes, %.0f bytes per connection\n",
 		c.ProxyRSSBefore, c.ProxyRSSHeld, c.ProxyRSSPerConn)
+	if c.ProxyHeapPerConn != nil {
+		fmt.Fprintf(out, "proxy live Go heap after GC, all proxies: %.0f -> %.0f bytes, %.0f bytes per connection\n",
+			*c.ProxyHeapBefore, *c.ProxyHeapHeld, *c.ProxyHeapPerConn)
+	}
 	if c.GoroutinesPerConn != nil {
 		fmt.Fprintf(out, "goroutines, all proxies: %.0f -> %.0f, %.2f per connection\n",
 			*c.GoroutinesBefore, *c.GoroutinesHeld, *c.GoroutinesPerConn)
