@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, out io.Writer) (*results, error) {
 	if err := preflight(); err != nil {
 		return nil, err
 	}
-	if err := raiseNoFile(uint64(2*o.conns + 8192)); err != nil {
+	if err := raiseNoFile(uint64(2*o.conns+8192), uint64(o.conns+1024)); err != nil {
 		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "lpscale-bin-")

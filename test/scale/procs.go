@@ -415,15 +415,23 @@ func liveHeap(ctx context.Context, f *fleet) *float64 {
 }
 
 // raiseNoFile lifts the open-files limit before any child starts, so that
-// the proxies and redis-servers inherit it: 10,000 idle connections need as
-// many descriptors here and across the proxies.
-func raiseNoFile(need uint64) error {
+// the proxies and redis-servers inherit it: the load generator holds every
+// idle connection, so it needs more than any proxy. It asks for want and
+// settles for need where the hard limit cannot be raised (a container
+// without CAP_SYS_RESOURCE).
+func raiseNoFile(want, need uint64) error {
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("getrlimit: %w", err)
 	}
+	if lim.Max < want {
+		raised := syscall.Rlimit{Cur: want, Max: want}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &raised); err == nil {
+			return nil
+		}
+	}
 	if lim.Max < need {
-		lim.Max = need // root may raise the hard limit up to fs.nr_open
+		return fmt.Errorf("open files hard limit %d, below the %d needed: lower -conns or raise it (ulimit -Hn)", lim.Max, need)
 	}
 	lim.Cur = lim.Max
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
