@@ -22,23 +22,27 @@ import (
 )
 
 // clusterPair is two lockproxy instances in cluster mode over the same
-// backends: each announces its own address, and both list both.
+// backends, two shard groups of three: each instance announces its own
+// address, and both list both.
 type clusterPair struct {
 	servers []*redistest.Server
 	proxies []*proxyProcess
 }
 
-// startClusterPair starts n backends and two proxies over them in cluster
-// mode.
-func startClusterPair(t *testing.T, n int) *clusterPair {
+// startClusterPair starts 6 backends and two proxies over them in cluster
+// mode, with the backends as two shard groups of 3; then it kills one
+// backend of the group of the contract's contended key, so that every
+// lock on it is taken with a backend of its group down.
+func startClusterPair(t *testing.T) *clusterPair {
 	t.Helper()
-	servers, list := backends(t, n)
+	const groups, size = 2, 3
+	servers := redistest.StartN(t, groups*size)
 	addrs := freeAddrs(t, 2)
 	nodes := strings.Join(addrs, ",")
 	cp := &clusterPair{servers: servers}
 	for _, addr := range addrs {
-		cp.proxies = append(cp.proxies, startProxyOn(t, addr, listeningLine, nil,
-			"-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms", "-cluster-nodes", nodes))
+		args := append(groupFlags(servers, groups, size), "-restart-quarantine=false", "-backend-timeout", "500ms", "-cluster-nodes", nodes)
+		cp.proxies = append(cp.proxies, startProxyOn(t, addr, listeningLine, nil, args...))
 	}
 	// The first started before the second listened: it gives the second
 	// its slots once its probe finds it.
@@ -50,8 +54,12 @@ func startClusterPair(t *testing.T, n int) *clusterPair {
 			return ""
 		})
 	}
+	servers[groupOf(contendedKey, groups)*size].Kill()
 	return cp
 }
+
+// contendedKey is the key the compatibility contract's workers contend for.
+const contendedKey = "compat:contended"
 
 // freeAddrs returns n loopback addresses whose ports were free a moment
 // ago: a cluster's nodes must be named before they start.
@@ -84,7 +92,8 @@ func clusterAddrs(t *testing.T, slots []redis.ClusterSlot) []string {
 }
 
 // TestClusterGoRedis runs go-redis's ClusterClient, unchanged, against two
-// proxy instances in cluster mode over 5 backends, one of them killed:
+// proxy instances in cluster mode over two shard groups of 3 backends,
+// one killed in the contended key's group:
 // each client is seeded with one instance and finds both; workers on
 // clients seeded differently contend for one lock (checkLockLog proves
 // no overlap); keys spread over both instances by slot; a command whose
@@ -92,8 +101,7 @@ func clusterAddrs(t *testing.T, slots []redis.ClusterSlot) []string {
 // serves the contended key's slot is killed, the clients go on through the
 // other.
 func TestClusterGoRedis(t *testing.T) {
-	cp := startClusterPair(t, 5)
-	cp.servers[0].Kill()
+	cp := startClusterPair(t)
 	ctx := t.Context()
 	addrs := []string{cp.proxies[0].Addr, cp.proxies[1].Addr}
 	newClient := func(seed string) *redis.ClusterClient {
@@ -227,13 +235,13 @@ func clusterContend(ctx context.Context, cc *redis.ClusterClient, log string, ro
 
 // clusterSuite runs each client's contend and scenario programs (the
 // contract of compat_test.go, ADDR being a seed instance) against two
-// proxy instances in cluster mode over 5 backends, one of them killed:
+// proxy instances in cluster mode over two shard groups of 3 backends,
+// one killed in the contended key's group:
 // the contending workers are seeded with the two instances in turn, and
 // every program hears of both instances in LOCKPROXY_CLUSTER_NODES.
 func clusterSuite(t *testing.T, clients []compatClient) {
 	t.Helper()
-	cp := startClusterPair(t, 5)
-	cp.servers[0].Kill()
+	cp := startClusterPair(t)
 	addrs := []string{cp.proxies[0].Addr, cp.proxies[1].Addr}
 	env := "LOCKPROXY_CLUSTER_NODES=" + strings.Join(addrs, ",")
 	withEnv := func(cmd *exec.Cmd) *exec.Cmd {
