@@ -240,16 +240,20 @@ func (m *membership) settled() bool {
 // keeps a proxy that restarts later, with another group down, from
 // waiting on it. A plain set needs no mark: its old members count at once.
 func (m *membership) settleDue(n *node) (record, bool) {
-	if m.layout == nil || m.settled() {
+	if m.layout == nil {
 		return record{}, false
 	}
+	settled := m.settled()
 	m.mu.Lock()
 	rec, admitted := m.records[n]
 	moved := m.movedLocked()
 	old := m.oldSetLocked()
 	m.mu.Unlock()
-	if !admitted {
+	if !admitted || rec.settled() {
 		return record{}, false
+	}
+	if settled {
+		return rec, true // another member's record says it is over
 	}
 	grace := m.maxTTL + m.drift(m.maxTTL)
 	var over bool

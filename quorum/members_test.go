@@ -219,3 +219,26 @@ func TestParseRecordSlots(t *testing.T) {
 		t.Fatal("seven fields parsed")
 	}
 }
+
+// TestSettleDueOnceAnotherMemberIsSettled: a member's record marked over
+// proves the change over, so the group's other members are marked too,
+// whichever of them a proxy asked about first.
+func TestSettleDueOnceAnotherMemberIsSettled(t *testing.T) {
+	noDrift := func(time.Duration) time.Duration { return 0 }
+	m := &membership{set: backendSet{epoch: 2, n: 3, slots: "a2"}, maxTTL: time.Second, drift: noDrift, quorum: 2, layout: NewLayout()}
+	m.layout.add(m)
+	settled, pending := &node{index: 0}, &node{index: 1}
+	if err := m.admit(settled, record{epoch: 2, n: 3, previousSlots: "a2", slots: "a2", raw: "2:3::1:0:0:a2:a2"}); err != nil {
+		t.Fatal(err)
+	}
+	// Just upgraded: by the records alone the old set stopped a moment ago.
+	if err := m.admit(pending, record{epoch: 2, n: 3, previous: 1, previousN: 3, previousSlots: "a1", slots: "a2", since: time.Now(), raw: "2:3::1:1:3:a1:a2"}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, due := m.settleDue(pending); !due || rec.raw != "2:3::1:1:3:a1:a2" {
+		t.Fatalf("the pending member: due %v (%q), want its record marked", due, rec.raw)
+	}
+	if _, due := m.settleDue(settled); due {
+		t.Fatal("the settled member is due again")
+	}
+}
