@@ -153,6 +153,7 @@ type Engine struct {
 	clocks    clocks         // each backend's clock rate (clock.go)
 	order     [64]sync.Mutex // fanout's send order, striped by key
 	members   membership     // the backend set, and its changes
+	values    *valueScripts  // the scripts that read locks' values, fenced or not
 	fences    fenceCounts
 	waits     waits      // callers waiting for held keys (waits.go)
 	clockMu   sync.Mutex // fanoutClocked's order
@@ -191,6 +192,7 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("backend %d: %w", i, err)
 		}
 	}
+	e.values = valuesOf(cfg.Fencing)
 	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum, layout: cfg.Layout}
 	if cfg.Layout != nil {
 		cfg.Layout.add(&e.members)

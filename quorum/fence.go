@@ -3,7 +3,9 @@ package quorum
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,9 +15,10 @@ import (
 // Fencing tokens. A holder paused past its lease still writes; the
 // resource it writes to can refuse it if every grant carries a number
 // larger than every earlier grant's, and the resource keeps the largest it
-// has seen. Each backend keeps a counter (fenceCounterKey, no TTL) and, for
-// each held lock, the token it minted for the holder (fenceKey, expiring
-// with the lock). An acquisition mints on every backend that grants it
+// has seen. Each backend keeps a counter (fenceCounterKey, no TTL) and, in
+// each held lock's value after the holder's token, the token it minted
+// for the holder (lua/value_fenced.lua), which goes and expires with the
+// lock. An acquisition mints on every backend that grants it
 // max(counter+1, the proxy's clock in µs) in the same script that sets the
 // key (lua/acquire_fenced.lua); the lock's token t is the largest minted by the
 // backends that granted it before the decision, and the lock is granted
@@ -32,13 +35,7 @@ import (
 // mutual exclusion does: a backend restarted empty loses its counter, and
 // counts again only once its counter is re-seeded from the others
 // (seed.go).
-const (
-	fenceCounterKey = ReservedPrefix + "fence"
-	fenceKeyPrefix  = ReservedPrefix + "fence:"
-)
-
-// fenceKey is where a backend keeps the token of key's holder.
-func fenceKey(key string) string { return fenceKeyPrefix + key }
+const fenceCounterKey = ReservedPrefix + "fence"
 
 // settleFence decides the fencing token of a granted acquisition from the
 // yes votes seen when a quorum was reached, and writes it back where too
@@ -79,7 +76,7 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	// the backend now holds the lock's token, which a rollback must look
 	// for there (one still unanswered when the quorum is reached is missed,
 	// and its key left to expire: a rollback after a grant is rare).
-	keys, arg := fencedKeys(op.keys, true), strconv.FormatInt(token, 10)
+	keys, arg := withCounter(op.keys), fenceText(token)
 	raised := make(chan int, len(behind))
 	for _, i := range behind {
 		n := e.nodes[seen[i].node]
@@ -120,19 +117,20 @@ func fanoutClocked[T any](e *Engine, build func(clock int64) *backend.Command, d
 	return fanout(e, build(e.lastClock), decode)
 }
 
-// fencedKeys are the keys of the scripts that take or extend several keys
-// with their fencing token: the lock's keys, their fence keys, and the
-// counter when withCounter.
-func fencedKeys(keys []string, withCounter bool) []string {
-	out := make([]string, 0, 2*len(keys)+1)
-	out = append(out, keys...)
-	for _, k := range keys {
-		out = append(out, fenceKey(k))
+// fenceText is a fencing token as the backends keep it, in a lock's value
+// and in the counter: 19 digits, zero-padded (lua/value_fenced.lua).
+func fenceText(token int64) string {
+	s := strconv.FormatInt(token, 10)
+	if len(s) >= 19 {
+		return s
 	}
-	if withCounter {
-		out = append(out, fenceCounterKey)
-	}
-	return out
+	return strings.Repeat("0", 19-len(s)) + s
+}
+
+// withCounter are the keys of a script that takes keys and mints their
+// fencing token: the lock's keys, then the counter.
+func withCounter(keys []string) []string {
+	return append(slices.Clip(keys), fenceCounterKey)
 }
 
 // ErrNoFence is Read's answer to OpFence for a lock that a quorum holds
@@ -146,7 +144,7 @@ var ErrNoFence = errors.New("quorum: the lock has no fencing token")
 // it does but no quorum carries one token; a *NoQuorumError when the
 // backends that did not answer could change the answer.
 func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
-	cmd := backend.ScriptCommand(fenceReadScript, []string{key, fenceKey(key)}, token)
+	cmd := backend.ScriptCommand(fenceReadScript, []string{key}, token)
 	type held struct {
 		holds bool
 		fence int64 // 0: none

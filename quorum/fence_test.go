@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
@@ -71,7 +73,10 @@ func TestFenceSteadyState(t *testing.T) {
 	}
 	// Every backend runs the extension, the last ones after the answer.
 	for _, d := range c.direct {
-		waitFor(t, func() bool { return d.PTTL(t.Context(), fenceKey(key)).Val() > 10*time.Second })
+		waitFor(t, func() bool { return d.PTTL(t.Context(), key).Val() > 10*time.Second })
+		if got := storedFence(t, d, key); got != fenceText(fence) {
+			t.Fatalf("the lock's value carries token %q after the extension, want %d", got, fence)
+		}
 	}
 	if got, err := readFence(t, other, key, "extender"); err != nil || got != fence {
 		t.Fatalf("FENCE after the extension: %d, %v; want %d", got, err, fence)
@@ -109,7 +114,7 @@ func TestFenceWriteBack(t *testing.T) {
 	}
 	carry := 0
 	for _, d := range c.direct {
-		if d.Get(t.Context(), fenceKey(key)).Val() == strconv.FormatInt(fence, 10) {
+		if storedFence(t, d, key) == fenceText(fence) {
 			carry++
 		}
 	}
@@ -187,8 +192,11 @@ func TestFenceOff(t *testing.T) {
 		t.Fatalf("FENCE without fencing: %v, want ErrNoFence", err)
 	}
 	for i, d := range c.direct {
-		if n := d.Exists(t.Context(), fenceCounterKey, fenceKey(key)).Val(); n != 0 {
-			t.Errorf("backend %d holds %d fencing keys", i, n)
+		if n := d.Exists(t.Context(), fenceCounterKey).Val(); n != 0 {
+			t.Errorf("backend %d holds a fencing counter", i)
+		}
+		if v := d.Get(t.Context(), key).Val(); v != "me" {
+			t.Errorf("backend %d holds %q, want the holder's token alone", i, v)
 		}
 	}
 }
@@ -341,11 +349,8 @@ func TestFenceOtherOperations(t *testing.T) {
 		}
 		for _, k := range req.Keys {
 			for i, d := range c.direct {
-				waitFor(t, func() bool {
-					lock, token := d.PTTL(ctx, k).Val(), d.PTTL(ctx, fenceKey(k)).Val()
-					return lock > 5*time.Second && token >= lock-time.Second
-				})
-				if got := d.Get(ctx, fenceKey(k)).Val(); got != strconv.FormatInt(fence, 10) {
+				waitFor(t, func() bool { return d.PTTL(ctx, k).Val() > 5*time.Second })
+				if got := storedFence(t, d, k); got != fenceText(fence) {
 					t.Fatalf("%s: backend %d carries token %s for %s, want %d", name, i, got, k, fence)
 				}
 			}
@@ -374,7 +379,7 @@ func TestFenceOtherOperations(t *testing.T) {
 		t.Fatalf("PEXPIRE: %v, %v", ok, err)
 	}
 	for _, d := range c.direct {
-		waitFor(t, func() bool { return d.PTTL(ctx, fenceKey(key)).Val() > 5*time.Second })
+		waitFor(t, func() bool { return d.PTTL(ctx, key).Val() > 5*time.Second })
 	}
 	keep("extend (SET XX, IFEQ)", Lock{Op: OpExtend, Keys: []string{key}, Token: "expired", TTL: long}, expired)
 	release("expired", key)
@@ -418,7 +423,7 @@ func TestFencedRollbackSparesRetry(t *testing.T) {
 	set := c.engine.members.set.token
 	acquire := func(token string, clock int64) int64 {
 		t.Helper()
-		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey, fenceKey(key)}, token, 10000, clock, set)
+		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey}, token, 10000, clock, set)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +435,7 @@ func TestFencedRollbackSparesRetry(t *testing.T) {
 	}
 	release := func(fence int64) int64 {
 		t.Helper()
-		r, err := n.run(t.Context(), releaseFencedScript, []string{key, fenceKey(key)}, "tok", strconv.FormatInt(fence, 10))
+		r, err := n.run(t.Context(), releaseFencedScript, []string{key}, "tok", fenceText(fence))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +457,7 @@ func TestFencedRollbackSparesRetry(t *testing.T) {
 	if retry != first+1 {
 		t.Fatalf("retry minted %d, want the counter's next, %d", retry, first+1)
 	}
-	if got := c.direct[0].Get(t.Context(), fenceCounterKey).Val(); got != strconv.FormatInt(retry, 10) {
+	if got := c.direct[0].Get(t.Context(), fenceCounterKey).Val(); got != fenceText(retry) {
 		t.Fatalf("counter %q after the retry, want %d", got, retry)
 	}
 	if deleted := release(first); deleted != 0 {
@@ -463,5 +468,50 @@ func TestFencedRollbackSparesRetry(t *testing.T) {
 	}
 	if n := c.direct[0].Exists(t.Context(), key).Val(); n != 0 {
 		t.Fatal("the key is left after the rollback")
+	}
+}
+
+// storedFence is the fencing token that the value of key on the backend d
+// carries (lua/value_fenced.lua): its last 19 bytes, after a NUL; "" when
+// it has none.
+func storedFence(t *testing.T, d *redis.Client, key string) string {
+	t.Helper()
+	v := d.Get(t.Context(), key).Val()
+	if len(v) < 20 || v[len(v)-20] != 0 {
+		return ""
+	}
+	return v[len(v)-19:]
+}
+
+// TestFencedValueReads: with fencing the lock's value on the backends
+// carries its token, and every read through the engine gives the holder's
+// token alone, a token with NULs and digits of its own included; its
+// holder releases it, and a token that is a prefix of it does not.
+func TestFencedValueReads(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, Fencing: true})
+	ctx := t.Context()
+	for _, token := range []string{"plain-token", "with\x00123\x00nul", "ends\x00in\x0042"} {
+		key := uniqueKey(t)
+		fence := lockFence(t, c.engine, key, token)
+		for i, d := range c.direct {
+			if want := token + "\x00" + fenceText(fence); d.Get(ctx, key).Val() != want {
+				t.Fatalf("backend %d holds %q, want %q", i, d.Get(ctx, key).Val(), want)
+			}
+		}
+		r, err := c.engine.Read(ctx, Read{Op: OpGet, Key: key})
+		if err != nil || r.Value != token {
+			t.Fatalf("GET of a fenced lock: %q, %v; want %q", r.Value, err, token)
+		}
+		if prefix := token[:strings.IndexByte(token+"\x00", 0)]; prefix != token {
+			if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{key}, Token: prefix}); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("release by %q, a prefix of the holder's %q: %v, want ErrNotHeld", prefix, token, err)
+			}
+		}
+		if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{key}, Token: token}); err != nil {
+			t.Fatalf("release by the holder %q: %v", token, err)
+		}
+		if n := c.direct[0].Exists(ctx, key).Val(); n != 0 {
+			t.Fatalf("released, the key is still on a backend")
+		}
 	}
 }

@@ -14,12 +14,9 @@ import (
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
-// inspectScript is not among the scripts loaded on every connection: a
-// listing is rare, and the first one on a connection sends its source once.
-var (
-	inspectScript = luaScript("inspect")
-	presentScript = luaScript("present")
-)
+// presentScript is not among the scripts loaded on every connection, as
+// valueScripts.inspect is not.
+var presentScript = luaScript("present")
 
 // List asks for one page of a listing of the keys the backends hold, for
 // an operator: which locks are held, by whom, for how long, and where.
@@ -302,7 +299,7 @@ func (e *Engine) notHeldBefore(ctx context.Context, from int, keys []string) []s
 // one script each, and returns those that no backend before from holds,
 // each once.
 func (e *Engine) inspect(ctx context.Context, from int, keys []string) []HeldLock {
-	f := fanout(e, backend.ScriptCommand(inspectScript, keys), func(n *node, r backend.Reply) ([]keyState, error) {
+	f := fanout(e, backend.ScriptCommand(e.values.inspect, keys), func(n *node, r backend.Reply) ([]keyState, error) {
 		elems, err := r.Array()
 		if err != nil || len(elems) != len(keys) {
 			return nil, errors.New("quorum: unexpected inspect reply")

@@ -3,7 +3,6 @@ package quorum
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -21,10 +20,6 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	if err := e.checkTTL(ttl); err != nil {
 		return Result{}, err
 	}
-	var fence string // the holder's token's key, with fencing
-	if e.cfg.Fencing {
-		fence = fenceKey(key)
-	}
 	op := lockOp{
 		keys:    []string{key},
 		token:   token,
@@ -38,18 +33,18 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 			switch {
 			case !v.yes:
 				n.release(ctx, key, token)
-			case fence != "":
-				n.run(ctx, releaseFencedScript, []string{key, fence}, token, strconv.FormatInt(v.fence, 10))
+			case e.cfg.Fencing:
+				n.run(ctx, releaseFencedScript, []string{key}, token, fenceText(v.fence))
 			default:
 				n.run(ctx, releaseStampedScript, []string{key}, token, v.stamp)
 			}
 		},
 	}
-	if fence != "" {
+	if e.cfg.Fencing {
 		op.fenced = true
 		op.build = func(clock int64) *backend.Command {
-			return e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey, fence},
-				token, ttl.Milliseconds(), clock)
+			return e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey},
+				token, ttl.Milliseconds(), fenceText(clock))
 		}
 		op.decode = decodeFenced
 	} else {
@@ -159,7 +154,7 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 	}
 	if op.fenced {
 		op.build = func(clock int64) *backend.Command {
-			return e.checkedCommand(s, keys, append(args[:len(args):len(args)], clock)...)
+			return e.checkedCommand(s, keys, append(args[:len(args):len(args)], fenceText(clock))...)
 		}
 	} else {
 		op.cmd = e.checkedCommand(s, keys, args...)
@@ -195,11 +190,7 @@ func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
 // a quorum, the silent backends included.
 func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
-	if e.cfg.Fencing {
-		// The lock's fencing token expires with it.
-		op.scriptKeys = fencedKeys(op.keys, false)
-	}
-	return e.scriptOp(ctx, extendScript, op, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, e.values.extend, op, token, ttl.Milliseconds())
 }
 
 // acquireAll takes every key for token on a quorum of backends; a backend
@@ -210,7 +201,7 @@ func (e *Engine) acquireAll(ctx context.Context, keys []string, token string, tt
 	op := lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotAcquired}
 	if e.cfg.Fencing {
 		// One token for the lock, whichever of its keys FENCE is asked of.
-		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(keys, true), decodeFencedCount(len(keys))
+		op.fenced, op.scriptKeys, op.decode = true, withCounter(keys), decodeFencedCount(len(keys))
 		return e.scriptOp(ctx, acquireAllFencedScript, op, token, ttl.Milliseconds())
 	}
 	return e.scriptOp(ctx, acquireAllScript, op, token, ttl.Milliseconds())
@@ -254,12 +245,7 @@ func pairOfIntegers(r backend.Reply) (int64, int64, error) {
 // of them. Errors as Extend; a refusal is rolled back key by key.
 func (e *Engine) extendAll(ctx context.Context, keys []string, token string, ttl time.Duration) (Result, error) {
 	op := lockOp{keys: keys, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
-	script := extendAllScript
-	if e.cfg.Fencing {
-		// The lock's fencing token expires with it.
-		script, op.scriptKeys = extendAllFencedScript, fencedKeys(keys, false)
-	}
-	return e.scriptOp(ctx, script, op, token, ttl.Milliseconds())
+	return e.scriptOp(ctx, e.values.extendAll, op, token, ttl.Milliseconds())
 }
 
 // extendBy adds add to key's remaining TTL where token holds it and the key
@@ -274,16 +260,12 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 	// Backends that refused because the sum would exceed MaxTTL say so here.
 	tooLong := make(chan time.Duration, len(e.nodes))
 	keys := []string{key}
-	if e.cfg.Fencing {
-		// The lock's fencing token expires with it.
-		keys = fencedKeys(keys, false)
-	}
 	res, err := e.lockOp(ctx, lockOp{
 		keys:    []string{key},
 		token:   token,
 		refused: ErrNotHeld,
 		renews:  true,
-		cmd:     e.checkedCommand(extendByScript, keys, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
+		cmd:     e.checkedCommand(e.values.extendBy, keys, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
 			ms, err := r.Integer()
 			if ms < 0 {
@@ -317,7 +299,7 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 func (e *Engine) extendOrAcquire(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeTakeOrRenew}
 	if e.cfg.Fencing {
-		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(op.keys, true), decodeTakeOrRenewFenced
+		op.fenced, op.scriptKeys, op.decode = true, withCounter(op.keys), decodeTakeOrRenewFenced
 		return e.scriptOp(ctx, extendOrAcquireFencedScript, op, token, ttl.Milliseconds())
 	}
 	return e.scriptOp(ctx, extendOrAcquireScript, op, token, ttl.Milliseconds())
@@ -331,7 +313,7 @@ func (e *Engine) extendOrAcquire(ctx context.Context, key, token string, ttl tim
 func (e *Engine) acquireOrRenew(ctx context.Context, key, value string, tokenLen int, ttl time.Duration) (Result, error) {
 	op := lockOp{keys: []string{key}, token: value, ttl: ttl, refused: ErrNotAcquired, renews: true, decode: decodeTakeOrRenew}
 	if e.cfg.Fencing {
-		op.fenced, op.scriptKeys, op.decode = true, fencedKeys(op.keys, true), decodeTakeOrRenewFenced
+		op.fenced, op.scriptKeys, op.decode = true, withCounter(op.keys), decodeTakeOrRenewFenced
 		return e.scriptOp(ctx, acquireOrRenewFencedScript, op, value, tokenLen, ttl.Milliseconds())
 	}
 	return e.scriptOp(ctx, acquireOrRenewScript, op, value, tokenLen, ttl.Milliseconds())

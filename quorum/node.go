@@ -41,6 +41,7 @@ type node struct {
 	runID      string      // the backend process last seen
 	eligibleAt time.Time   // its replies count from then on (monotonic clock)
 	countTimer *time.Timer // logs when it counts again, after a quarantine
+	values     *valueScripts
 	// settleTried is when settleDue was last asked; settling while the
 	// mark is being written (membership.settle).
 	settleTried time.Time
@@ -58,7 +59,7 @@ type node struct {
 }
 
 func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func(), reseed func(*node)) (*node, error) {
-	n := &node{index: index, servers: srv, members: members, changed: changed, fencing: cfg.Fencing && !cfg.skipReseed, reseed: reseed}
+	n := &node{index: index, values: valuesOf(cfg.Fencing), servers: srv, members: members, changed: changed, fencing: cfg.Fencing && !cfg.skipReseed, reseed: reseed}
 	if !cfg.DisableRestartQuarantine {
 		n.quarantine = cfg.MaxTTL
 	}

@@ -29,7 +29,7 @@ type views struct {
 // read looks at key on every backend, hearing from each (or its timeout),
 // or from those that answered before ctx ended.
 func (e *Engine) read(ctx context.Context, key string) views {
-	f := fanout(e, backend.ScriptCommand(readScript, []string{key}), parseKeyState)
+	f := fanout(e, backend.ScriptCommand(e.values.read, []string{key}), parseKeyState)
 	v := views{ctx: ctx}
 	votes := collectAll(ctx, f, len(e.nodes))
 	v.unheard = len(e.nodes) - len(votes)

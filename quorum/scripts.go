@@ -2,6 +2,8 @@ package quorum
 
 import (
 	"embed"
+	"fmt"
+	"regexp"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
@@ -15,41 +17,109 @@ import (
 // proxy whose backend set the backends no longer record is refused.
 var (
 	acquireScript         = checkedScript("acquire")
-	acquireFencedScript   = checkedScript("acquire_fenced")
-	releaseScript         = luaScript("release")
 	releaseStampedScript  = luaScript("release_stamped")
-	releaseFencedScript   = luaScript("release_fenced")
-	extendScript          = checkedScript("extend")
-	readScript            = luaScript("read")
 	acquireAllScript      = checkedScript("acquire_all")
-	releaseAllScript      = luaScript("release_all")
-	extendAllScript       = checkedScript("extend_all")
-	extendByScript        = checkedScript("extend_by")
 	extendOrAcquireScript = checkedScript("extend_or_acquire")
 	acquireOrRenewScript  = checkedScript("acquire_or_renew")
 	identityScript        = luaScript("identity")
-	fenceRaiseScript      = luaScript("fence_raise")
-	fenceReadScript       = luaScript("fence_read")
 	fenceSeedScript       = luaScript("fence_seed")
 	deleteScript          = luaScript("delete")
 	settleScript          = luaScript("settle")
 
-	acquireAllFencedScript      = fencedScript("acquire_all_fenced")
-	extendAllFencedScript       = checkedScript("extend_all_fenced")
-	extendOrAcquireFencedScript = fencedScript("extend_or_acquire_fenced")
-	acquireOrRenewFencedScript  = fencedScript("acquire_or_renew_fenced")
-	expireFencedScript          = luaScript("expire_fenced")
+	// The scripts of fencing alone, which read or write the token in a
+	// lock's value (lua/value_fenced.lua).
+	acquireFencedScript         = backend.NewScript(luaSource("mint") + luaSource("acquire_fenced")) // its own set check
+	releaseFencedScript         = luaScript("release_fenced")
+	acquireAllFencedScript      = fencedScript("acquire_all_fenced", "mint")
+	extendOrAcquireFencedScript = fencedScript("extend_or_acquire_fenced", "mint")
+	acquireOrRenewFencedScript  = fencedScript("acquire_or_renew_fenced", "mint")
+	fenceRaiseScript            = backend.NewScript(fencedValues.expand(luaSource("fence_raise")))
+	fenceReadScript             = backend.NewScript(fencedValues.expand(luaSource("fence_read")))
+
+	plainValues  = newValueScripts(false)
+	fencedValues = newValueScripts(true)
 
 	allScripts = []*backend.Script{
-		acquireScript, releaseScript, releaseStampedScript, extendScript, readScript,
-		acquireAllScript, releaseAllScript, extendAllScript, extendByScript,
-		extendOrAcquireScript, acquireOrRenewScript, identityScript,
-		fenceRaiseScript, fenceReadScript, acquireFencedScript,
-		fenceSeedScript, acquireAllFencedScript, extendAllFencedScript,
-		extendOrAcquireFencedScript, acquireOrRenewFencedScript, expireFencedScript,
-		releaseFencedScript, deleteScript, settleScript,
+		acquireScript, releaseStampedScript, acquireAllScript, extendOrAcquireScript,
+		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, settleScript,
+		acquireFencedScript, releaseFencedScript, acquireAllFencedScript,
+		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript,
+		plainValues.release, plainValues.releaseAll, plainValues.extend, plainValues.extendAll,
+		plainValues.extendBy, plainValues.read,
+		fencedValues.release, fencedValues.releaseAll, fencedValues.extend, fencedValues.extendAll,
+		fencedValues.extendBy, fencedValues.read,
 	}
 )
+
+// valueScripts are the scripts that read a lock's value. With fencing the
+// value on a backend is the holder's token, a NUL byte and the lock's
+// fencing token in 19 digits, zero-padded (fence.go), so that the token
+// goes and expires with the lock, one key as without fencing; the fixed
+// width tells the parts apart by their lengths, whatever bytes the
+// holder's token holds. A value without them is a lock taken before
+// fencing was turned on. Each script is one source in which holds(v, t),
+// plain(v) and fenceOf(v, t) are written out for the mode (expand):
+// inline rather than Lua functions, which a script would create anew on
+// every call, and an engine runs the ones of its Config.Fencing.
+type valueScripts struct {
+	fenced                                                 bool
+	release, releaseAll, extend, extendAll, extendBy, read *backend.Script
+	// inspect is not among the scripts loaded on every connection: a
+	// listing is rare, and the first one on a connection sends its source
+	// once.
+	inspect *backend.Script
+}
+
+func newValueScripts(fenced bool) *valueScripts {
+	v := &valueScripts{fenced: fenced}
+	script := func(name string) *backend.Script { return backend.NewScript(v.expand(luaSource(name))) }
+	checked := func(name string) *backend.Script {
+		return backend.NewScript(luaSource("setcheck") + v.expand(luaSource(name)))
+	}
+	v.release, v.releaseAll, v.read, v.inspect = script("release"), script("release_all"), script("read"), script("inspect")
+	v.extend, v.extendAll, v.extendBy = checked("extend"), checked("extend_all"), checked("extend_by")
+	return v
+}
+
+// valueCall is a call of holds, plain or fenceOf in a script's source;
+// its arguments are names or KEYS/ARGV items, each read twice or more
+// once written out.
+var valueCall = regexp.MustCompile(`\b(holds|plain|fenceOf)\(([A-Za-z_]\w*(?:\[\w+\])?)(?:, ([A-Za-z_]\w*(?:\[\w+\])?))?\)`)
+
+// expand writes out src's calls of holds(value, token) (token holds the
+// lock whose value is value), plain(value) (the holder's token in value)
+// and fenceOf(value, token) (the fencing token that value carries for
+// token, as text; "" for a lock taken before fencing).
+func (v *valueScripts) expand(src string) string {
+	out := valueCall.ReplaceAllStringFunc(src, func(call string) string {
+		m := valueCall.FindStringSubmatch(call)
+		fn, value, token := m[1], m[2], m[3]
+		switch {
+		case fn == "holds" && !v.fenced:
+			return "(" + value + " == " + token + ")"
+		case fn == "holds":
+			return fmt.Sprintf("(%[1]s == %[2]s or (%[1]s and #%[1]s == #%[2]s + 20 and string.sub(%[1]s, 1, #%[2]s) == %[2]s))", value, token)
+		case fn == "plain" && !v.fenced:
+			return value
+		case fn == "plain":
+			return fmt.Sprintf("(%[1]s and #%[1]s > 20 and string.byte(%[1]s, -20) == 0 and string.sub(%[1]s, 1, -21) or %[1]s)", value)
+		default: // fenceOf
+			return fmt.Sprintf("(%[1]s == %[2]s and \"\" or string.sub(%[1]s, -19))", value, token)
+		}
+	})
+	if loc := regexp.MustCompile(`\b(holds|plain|fenceOf)\(`).FindStringIndex(out); loc != nil {
+		panic("quorum: a lock value call not written out in a script: " + out[loc[0]:min(len(out), loc[0]+60)])
+	}
+	return out
+}
+
+// valuesOf is the value scripts of an engine with fencing on or off.
+func valuesOf(fencing bool) *valueScripts {
+	if fencing {
+		return fencedValues
+	}
+	return plainValues
+}
 
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -62,10 +132,15 @@ func checkedScript(name string) *backend.Script {
 	return backend.NewScript(luaSource("setcheck") + luaSource(name))
 }
 
-// fencedScript is lua/name.lua after lua/setcheck.lua and lua/mint.lua,
-// for the scripts that mint a fencing token.
-func fencedScript(name string) *backend.Script {
-	return backend.NewScript(luaSource("setcheck") + luaSource("mint") + luaSource(name))
+// fencedScript is lua/name.lua after lua/setcheck.lua and the named
+// helpers (lua/mint.lua), its lock value calls written out with fencing,
+// for the scripts of fencing alone.
+func fencedScript(name string, helpers ...string) *backend.Script {
+	src := luaSource("setcheck")
+	for _, h := range helpers {
+		src += luaSource(h)
+	}
+	return backend.NewScript(src + fencedValues.expand(luaSource(name)))
 }
 
 // luaSource reads lua/name.lua; a missing file is a build mistake, caught

@@ -157,7 +157,7 @@ func (e *Engine) seedOnce(n *node, runID string) error {
 	if !strict && counting >= e.quorum {
 		return fmt.Errorf("%w (%d of %d)", errSeedSources, counted, counting)
 	}
-	r, err := n.run(ctx, fenceSeedScript, []string{fenceCounterKey, fenceSeedKey}, strconv.FormatInt(high, 10), runID)
+	r, err := n.run(ctx, fenceSeedScript, []string{fenceCounterKey, fenceSeedKey}, fenceText(high), runID)
 	if err != nil {
 		return fmt.Errorf("re-seeding: %w", err)
 	}

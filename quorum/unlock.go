@@ -15,7 +15,7 @@ import (
 // they could.
 func (e *Engine) release(ctx context.Context, key, token string) (Result, error) {
 	id := newReleaseID()
-	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseScript, []string{key}, token, id), decodeRelease)
+	r, err := e.unlockOp(ctx, backend.ScriptCommand(e.values.release, []string{key}, token, id), decodeRelease)
 	if err == nil {
 		// This engine's waiters need not wait for the backends' notice.
 		e.released(key, id)
@@ -52,7 +52,7 @@ func (e *Engine) unlockOp(ctx context.Context, cmd *backend.Command, decode func
 // never empty: Unlock refuses a request without keys.
 func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
 	id := newReleaseID()
-	r, err := e.unlockOp(ctx, backend.ScriptCommand(releaseAllScript, keys, token, id), decodeAllKeys(len(keys)))
+	r, err := e.unlockOp(ctx, backend.ScriptCommand(e.values.releaseAll, keys, token, id), decodeAllKeys(len(keys)))
 	if err == nil {
 		for _, k := range keys {
 			e.released(k, id)
@@ -63,7 +63,7 @@ func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (R
 
 // release runs compare-and-delete on one backend.
 func (n *node) release(ctx context.Context, key, token string) (ack, error) {
-	r, err := n.run(ctx, releaseScript, []string{key}, token, newReleaseID())
+	r, err := n.run(ctx, n.values.release, []string{key}, token, newReleaseID())
 	if err != nil {
 		return ack{}, err
 	}
@@ -78,7 +78,7 @@ func decodeRelease(_ *node, r backend.Reply) (ack, error) {
 }
 
 func (n *node) releaseAll(ctx context.Context, keys []string, token string) (ack, error) {
-	r, err := n.run(ctx, releaseAllScript, keys, token, newReleaseID())
+	r, err := n.run(ctx, n.values.releaseAll, keys, token, newReleaseID())
 	if err != nil {
 		return ack{}, err
 	}

@@ -28,9 +28,6 @@ func (e *Engine) expire(ctx context.Context, key string, ttl time.Duration) (boo
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err
 	}
-	if e.cfg.Fencing {
-		return e.writeAll(ctx, backend.ScriptCommand(expireFencedScript, []string{key, fenceKey(key)}, ttl.Milliseconds()))
-	}
 	return e.writeAll(ctx, backend.NewCommand("PEXPIRE", key, ttl.Milliseconds()))
 }
 

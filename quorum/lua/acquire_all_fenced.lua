@@ -1,16 +1,16 @@
 -- acquire_all.lua, minting the lock's fencing token (mint.lua): KEYS are
--- the n lock keys, then their n fence keys, then the counter. Replies
--- {n, token} when every key was taken for ARGV[1] with TTL ARGV[2] ms,
--- {0, 0} when any exists. ARGV[3] is the proxy's clock in µs.
-local n = (#KEYS - 1) / 2
+-- the n lock keys, then the counter. Replies {n, token} when every key was
+-- taken for ARGV[1] with TTL ARGV[2] ms, each carrying the token in its
+-- value, {0, 0} when any exists. ARGV[3] is the proxy's clock in µs.
+local n = #KEYS - 1
 for i = 1, n do
 	if redis.call("exists", KEYS[i]) == 1 then
 		return {0, 0}
 	end
 end
-local fenceKeys = {}
+local text = mint(KEYS[#KEYS], ARGV[3])
+local value = ARGV[1] .. "\0" .. text
 for i = 1, n do
-	redis.call("set", KEYS[i], ARGV[1], "px", ARGV[2])
-	fenceKeys[i] = KEYS[n + i]
+	redis.call("set", KEYS[i], value, "px", ARGV[2])
 end
-return {n, mint(KEYS[#KEYS], fenceKeys, ARGV[2], ARGV[3])}
+return {n, tonumber(text)}

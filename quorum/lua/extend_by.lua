@@ -1,9 +1,8 @@
--- Add ARGV[2] ms to the TTL of a key ARGV[1] holds, up to ARGV[3] ms, and
--- give the holder's fencing token KEYS[2], when given (with fencing on),
--- the same new TTL. The new TTL; 0 when not held or without a TTL; minus
--- the TTL it would have had when that exceeds the maximum (nothing is
--- changed then).
-if redis.call("get", KEYS[1]) ~= ARGV[1] then
+-- Add ARGV[2] ms to the TTL of a key ARGV[1] holds, up to ARGV[3] ms. The
+-- new TTL; 0 when not held or without a TTL; minus the TTL it would have
+-- had when that exceeds the maximum (nothing is changed then).
+local value = redis.call("get", KEYS[1])
+if not holds(value, ARGV[1]) then
 	return 0
 end
 local left = redis.call("pttl", KEYS[1])
@@ -15,7 +14,4 @@ if ttl > tonumber(ARGV[3]) then
 	return -ttl
 end
 redis.call("pexpire", KEYS[1], ttl)
-if KEYS[2] then
-	redis.call("pexpire", KEYS[2], ttl)
-end
 return ttl

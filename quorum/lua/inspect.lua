@@ -12,7 +12,7 @@ for i, key in ipairs(KEYS) do
 		if type(value) ~= "string" then
 			value = false -- WRONGTYPE: not a string
 		end
-		out[i] = {value, pttl}
+		out[i] = {plain(value), pttl}
 	end
 end
 return out

@@ -7,5 +7,6 @@ end
 local value = false
 if kind == "string" then
 	value = redis.call("get", KEYS[1])
+	value = plain(value)
 end
 return {value, redis.call("pttl", KEYS[1])}

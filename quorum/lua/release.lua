@@ -5,7 +5,7 @@
 -- channel: NOPERM) is left out, not the release: waiters then wake at
 -- the holder's expiry. 1 deleted, 0 held by another value, -1 absent.
 local value = redis.call("get", KEYS[1])
-if value == ARGV[1] then
+if holds(value, ARGV[1]) then
 	redis.call("del", KEYS[1])
 	redis.pcall("publish", "{lockproxy}:released:" .. KEYS[1], ARGV[2] .. ARGV[1])
 	return 1

@@ -3,7 +3,8 @@
 -- of keys ARGV[1] held and lost.
 local deleted = 0
 for _, key in ipairs(KEYS) do
-	if redis.call("get", key) == ARGV[1] then
+	local value = redis.call("get", key)
+	if holds(value, ARGV[1]) then
 		deleted = deleted + redis.call("del", key)
 		redis.pcall("publish", "{lockproxy}:released:" .. key, ARGV[2] .. ARGV[1])
 	end
