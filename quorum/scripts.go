@@ -86,6 +86,10 @@ func newValueScripts(fenced bool) *valueScripts {
 // once written out.
 var valueCall = regexp.MustCompile(`\b(holds|plain|fenceOf)\(([A-Za-z_]\w*(?:\[\w+\])?)(?:, ([A-Za-z_]\w*(?:\[\w+\])?))?\)`)
 
+// valueCallStart finds a call that valueCall did not match, whose
+// arguments are not names.
+var valueCallStart = regexp.MustCompile(`\b(holds|plain|fenceOf)\(`)
+
 // expand writes out src's calls of holds(value, token) (token holds the
 // lock whose value is value), plain(value) (the holder's token in value)
 // and fenceOf(value, token) (the fencing token that value carries for
@@ -107,7 +111,7 @@ func (v *valueScripts) expand(src string) string {
 			return fmt.Sprintf("(%[1]s == %[2]s and \"\" or string.sub(%[1]s, -19))", value, token)
 		}
 	})
-	if loc := regexp.MustCompile(`\b(holds|plain|fenceOf)\(`).FindStringIndex(out); loc != nil {
+	if loc := valueCallStart.FindStringIndex(out); loc != nil {
 		panic("quorum: a lock value call not written out in a script: " + out[loc[0]:min(len(out), loc[0]+60)])
 	}
 	return out

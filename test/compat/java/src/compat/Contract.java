@@ -135,6 +135,28 @@ final class Contract {
     }
 
     /**
+     * The recipe's contend loop: rounds times, take the contended lock with
+     * a fresh token (take answers whether it did), backing off while it is
+     * held, log the holding, and release it, which must answer 1.
+     */
+    static void contendRounds(HoldersLog log, int rounds, java.util.function.Predicate<String> take,
+            java.util.function.Function<String, Object> release) throws Exception {
+        for (int n = 0; n < rounds; n++) {
+            String me = token();
+            while (!take.test(me)) {
+                backOff();
+            }
+            log.enter(n);
+            hold();
+            log.exit(n);
+            Object released = release.apply(me);
+            if (!Long.valueOf(1).equals(released)) {
+                throw new IllegalStateException("round " + n + ": release replied " + released + ", expected 1");
+            }
+        }
+    }
+
+    /**
      * The lockproxy instances of a cluster-mode run, host:port each, from
      * LOCKPROXY_CLUSTER_NODES (test/cluster_test.go's clusterSuite sets it),
      * sorted.

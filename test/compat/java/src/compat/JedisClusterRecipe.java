@@ -39,19 +39,8 @@ public final class JedisClusterRecipe implements Contract.Program {
     @Override
     public void contend(String addr, Contract.HoldersLog log, int rounds, String worker) throws Exception {
         try (JedisCluster jedis = connect(addr)) {
-            for (int n = 0; n < rounds; n++) {
-                String me = Contract.token();
-                while (!"OK".equals(jedis.set(CONTENDED, me, SetParams.setParams().nx().px(CONTEND_TTL_MS)))) {
-                    Contract.backOff();
-                }
-                log.enter(n);
-                Contract.hold();
-                log.exit(n);
-                Object released = release(jedis, CONTENDED, me);
-                if (!Long.valueOf(1).equals(released)) {
-                    throw new IllegalStateException("round " + n + ": release replied " + released + ", expected 1");
-                }
-            }
+            Contract.contendRounds(log, rounds, me -> "OK".equals(jedis.set(CONTENDED, me, SetParams.setParams().nx().px(CONTEND_TTL_MS))),
+                    me -> release(jedis, CONTENDED, me));
         }
     }
 

@@ -58,19 +58,8 @@ public final class LettuceClusterRecipe implements Contract.Program {
     public void contend(String addr, Contract.HoldersLog log, int rounds, String worker) throws Exception {
         try (var conn = connect(addr)) {
             RedisAdvancedClusterCommands<String, String> redis = conn.sync();
-            for (int n = 0; n < rounds; n++) {
-                String me = Contract.token();
-                while (!"OK".equals(redis.set(CONTENDED, me, SetArgs.Builder.nx().px(CONTEND_TTL_MS)))) {
-                    Contract.backOff();
-                }
-                log.enter(n);
-                Contract.hold();
-                log.exit(n);
-                Object released = release(redis, CONTENDED, me);
-                if (!Long.valueOf(1).equals(released)) {
-                    throw new IllegalStateException("round " + n + ": release replied " + released + ", expected 1");
-                }
-            }
+            Contract.contendRounds(log, rounds, me -> "OK".equals(redis.set(CONTENDED, me, SetArgs.Builder.nx().px(CONTEND_TTL_MS))),
+                    me -> release(redis, CONTENDED, me));
         }
     }
 
