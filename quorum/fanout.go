@@ -31,6 +31,15 @@ type vote[T any] struct {
 // reply, and cutting their requests short would turn a clear yes or no into
 // "unknown", which then needs a rollback.
 func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
+	f := newFlight(e, decode)
+	f.send(cmd)
+	return f
+}
+
+// newFlight is a fan-out whose command is not sent yet: its start, from
+// which its votes' latency and the lock's validity are measured, and its
+// timer are set, to be sent at once with send.
+func newFlight[T any](e *Engine, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
 	f := &flight[T]{
 		e:      e,
 		start:  time.Now(),
@@ -42,6 +51,12 @@ func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backe
 	// Armed only once f.timer is set, which Complete reads.
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
+	return f
+}
+
+// send queues cmd on every backend's pipe.
+func (f *flight[T]) send(cmd *backend.Command) {
+	e := f.e
 	for i := range e.nodes {
 		f.slots[i].Request = backend.Request{To: f, ID: i, Cmd: cmd}
 	}
@@ -55,7 +70,6 @@ func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backe
 		n.pipe.Send(&f.slots[i].Request)
 	}
 	order.Unlock()
-	return f
 }
 
 // flight is one fan-out in progress.

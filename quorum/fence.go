@@ -103,28 +103,47 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	return 0, time.Time{}, &NoQuorumError{Counted: carry, Agreed: carry, Needed: e.quorum, Total: len(e.nodes)}
 }
 
-// fanoutClocked fans out the command that build makes from the clock
-// floor of a fenced acquisition, the proxy's clock in µs, and sends it
-// before any later one's: every backend then receives these floors in
-// increasing order, and each mints its floor, with no counter ahead of it
-// (the costlier path of lua/acquire_fenced.lua), unless another proxy's
-// clock is ahead. Taken together a clock reading and the sends, under one
-// lock, keep the order; a floor above the last one keeps it within a µs.
-func fanoutClocked[T any](e *Engine, build func(clock int64) *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
+// fanoutClocked fans out cmd, a fenced acquisition, with the clock floor
+// it mints at least, the proxy's clock in µs, written into its Blank
+// argument, and sends it before any later one's: every backend then
+// receives these floors in increasing order, and each mints its floor,
+// with no counter ahead of it (the costlier path of
+// lua/acquire_fenced.lua), unless another proxy's clock is ahead. Taken
+// together a clock reading and the sends, under one lock, keep the order;
+// a floor above the last one keeps it within a µs. The flight and the
+// command are made before, so that the lock is held as briefly as can be
+// (the flight's start is then a little earlier, which only shortens the
+// validity).
+func fanoutClocked[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
+	f := newFlight(e, decode)
 	e.clockMu.Lock()
 	defer e.clockMu.Unlock()
 	e.lastClock = max(time.Now().UnixMicro(), e.lastClock+1)
-	return fanout(e, build(e.lastClock), decode)
+	putFence(cmd.Blank(), e.lastClock)
+	f.send(cmd)
+	return f
+}
+
+// fenceWidth is the width of a fencing token's text: 19 digits hold every
+// positive int64.
+const fenceWidth = 19
+
+// putFence writes token into b as fenceText does, without allocating.
+func putFence(b []byte, token int64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + token%10)
+		token /= 10
+	}
 }
 
 // fenceText is a fencing token as the backends keep it, in a lock's value
 // and in the counter: 19 digits, zero-padded (lua/value_fenced.lua).
 func fenceText(token int64) string {
 	s := strconv.FormatInt(token, 10)
-	if len(s) >= 19 {
+	if len(s) >= fenceWidth {
 		return s
 	}
-	return strings.Repeat("0", 19-len(s)) + s
+	return strings.Repeat("0", fenceWidth-len(s)) + s
 }
 
 // withCounter are the keys of a script that takes keys and mints their

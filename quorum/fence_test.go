@@ -3,6 +3,7 @@ package quorum
 import (
 	"errors"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -423,15 +424,15 @@ func TestFencedRollbackSparesRetry(t *testing.T) {
 	set := c.engine.members.set.token
 	acquire := func(token string, clock int64) int64 {
 		t.Helper()
-		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey}, token, 10000, clock, set)
+		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey}, token, 10000, fenceText(clock), set)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fence, err := r.Integer()
+		v, err := decodeFenced(n, r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return fence
+		return v.fence
 	}
 	release := func(fence int64) int64 {
 		t.Helper()
@@ -459,6 +460,14 @@ func TestFencedRollbackSparesRetry(t *testing.T) {
 	}
 	if got := c.direct[0].Get(t.Context(), fenceCounterKey).Val(); got != fenceText(retry) {
 		t.Fatalf("counter %q after the retry, want %d", got, retry)
+	}
+	// Its key was set with the clock's token first, then given the minted
+	// one, keeping its TTL.
+	if got := storedFence(t, c.direct[0], key); got != fenceText(retry) {
+		t.Fatalf("the retry's key carries %q, want %d", got, retry)
+	}
+	if ttl := c.direct[0].PTTL(t.Context(), key).Val(); ttl <= 0 || ttl > 10*time.Second {
+		t.Fatalf("the retry's key has TTL %v, want its 10 s", ttl)
 	}
 	if deleted := release(first); deleted != 0 {
 		t.Fatalf("the first attempt's rollback deleted the retry's key: %d", deleted)
@@ -512,6 +521,17 @@ func TestFencedValueReads(t *testing.T) {
 		}
 		if n := c.direct[0].Exists(ctx, key).Val(); n != 0 {
 			t.Fatalf("released, the key is still on a backend")
+		}
+	}
+}
+
+// TestPutFence: the clock floor written into a command is fenceText's.
+func TestPutFence(t *testing.T) {
+	for _, token := range []int64{1, 9, 10, 1764150000000000, 999999999999999999, math.MaxInt64} {
+		b := make([]byte, fenceWidth)
+		putFence(b, token)
+		if string(b) != fenceText(token) {
+			t.Errorf("putFence(%d) = %q, fenceText %q", token, b, fenceText(token))
 		}
 	}
 }

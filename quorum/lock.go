@@ -3,6 +3,8 @@ package quorum
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,10 +44,8 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	}
 	if e.cfg.Fencing {
 		op.fenced = true
-		op.build = func(clock int64) *backend.Command {
-			return e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey},
-				token, ttl.Milliseconds(), fenceText(clock))
-		}
+		op.cmd = e.checkedCommand(acquireFencedScript, []string{key, fenceCounterKey},
+			token, ttl.Milliseconds(), backend.Blank(fenceWidth))
 		op.decode = decodeFenced
 	} else {
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
@@ -62,10 +62,24 @@ func decodeStamp(_ *node, r backend.Reply) (ack, error) {
 }
 
 // decodeFenced reads the answer of lua/acquire_fenced.lua: the token it
-// minted when the key was set, 0 when not.
+// minted when the key was set, as text, 0 when not.
 func decodeFenced(_ *node, r backend.Reply) (ack, error) {
-	fence, err := r.Integer()
-	return ack{yes: fence > 0, fresh: fence > 0, fence: fence}, err
+	if r.IsInteger() {
+		none, err := r.Integer()
+		if none != 0 {
+			err = fmt.Errorf("acquisition answered %d, not a token", none)
+		}
+		return ack{}, err
+	}
+	text, err := r.Bulk()
+	if err != nil {
+		return ack{}, err
+	}
+	fence, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || fence <= 0 {
+		return ack{}, fmt.Errorf("acquisition answered %q, not a token", text)
+	}
+	return ack{yes: true, fresh: true, fence: fence}, nil
 }
 
 // lockOp is an acquisition or extension: it holds with a quorum of yes
@@ -74,10 +88,9 @@ type lockOp struct {
 	// keys and token are what the operation takes or extends.
 	keys  []string
 	token string
-	cmd   *backend.Command
-	// build, when set instead of cmd, makes the command from the clock
-	// value that a fenced acquisition mints at least (fanoutClocked).
-	build  func(clock int64) *backend.Command
+	// cmd is the script command; with fenced, its Blank argument is the
+	// clock value that the acquisition mints at least (fanoutClocked).
+	cmd    *backend.Command
 	decode func(n *node, r backend.Reply) (ack, error)
 	// undo rolls the operation back on one backend, given its answer (the
 	// zero ack when it gave none): compare-and-delete.
@@ -104,8 +117,8 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	}
 	start := time.Now()
 	var f *flight[ack]
-	if op.build != nil {
-		f = fanoutClocked(e, op.build, op.decode)
+	if op.fenced {
+		f = fanoutClocked(e, op.cmd, op.decode)
 	} else {
 		f = fanout(e, op.cmd, op.decode)
 	}
@@ -153,12 +166,9 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 		keys = op.scriptKeys
 	}
 	if op.fenced {
-		op.build = func(clock int64) *backend.Command {
-			return e.checkedCommand(s, keys, append(args[:len(args):len(args)], fenceText(clock))...)
-		}
-	} else {
-		op.cmd = e.checkedCommand(s, keys, args...)
+		args = append(args[:len(args):len(args)], backend.Blank(fenceWidth))
 	}
+	op.cmd = e.checkedCommand(s, keys, args...)
 	if op.decode == nil {
 		op.decode = decodeAllKeys(len(op.keys))
 	}

@@ -28,7 +28,7 @@ var (
 
 	// The scripts of fencing alone, which read or write the token in a
 	// lock's value (lua/value_fenced.lua).
-	acquireFencedScript         = backend.NewScript(luaSource("mint") + luaSource("acquire_fenced")) // its own set check
+	acquireFencedScript         = fencedScript("acquire_fenced", "mint")
 	releaseFencedScript         = luaScript("release_fenced")
 	acquireAllFencedScript      = fencedScript("acquire_all_fenced", "mint")
 	extendOrAcquireFencedScript = fencedScript("extend_or_acquire_fenced", "mint")

@@ -29,7 +29,8 @@
 //
 // -profile DIR takes a CPU profile of the proxy during the first measured
 // round of the proxy in every setting and writes it to
-// DIR/proxy-<uncontended|contended>-<workers>.pprof, for go tool pprof. The
+// DIR/proxy-<uncontended|contended>-<workers>.pprof, for go tool pprof
+// (with -fencing, the fenced one's to DIR/proxy-fenced-…). The
 // profile covers the round's whole seconds (at least one; a shorter round
 // waits for it), and the proxy pays for it while it runs, so that round's
 // figures are a little lower. The started proxy gets -metrics on a free port

@@ -91,8 +91,8 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 					return err
 				}
 				var profiled func() (string, error)
-				if r == 0 && sys.name == "proxy" && o.profileDir != "" {
-					profiled = pprofClient{o.pprofAddr}.profileRound(ctx, o.profileDir, st, o.duration)
+				if at := o.pprofOf(sys.name); r == 0 && at != "" && o.profileDir != "" {
+					profiled = pprofClient{at}.profileRound(ctx, o.profileDir, sys.name, st, o.duration)
 				}
 				before := clock.of(sys.name).read()
 				t, elapsed := runRound(ctx, o, sys, st, o.duration, fmt.Sprintf("r%d", r))

@@ -34,6 +34,9 @@ type options struct {
 	jsonPath    string
 	profileDir  string
 	pprofAddr   string // where the proxy serves /debug/pprof/; empty: unknown
+	// fencedPprofAddr is where the fenced proxy of -fencing serves it, with
+	// -profile.
+	fencedPprofAddr string
 	soak        time.Duration
 	soakWorkers int
 	// fencing starts a second proxy with -fencing over the same backends
@@ -283,12 +286,21 @@ func proxyCommand(ctx context.Context, o *options, e *env) (string, []string, er
 }
 
 // startFencedProxy starts the proxy of -fencing: the same binary and flags
-// as the plain one, and -fencing. It serves no pprof, since -profile and
-// -soak look at the plain one.
+// as the plain one, and -fencing. With -profile it serves pprof too, so
+// that its rounds are profiled beside the plain one's; -soak looks at the
+// plain one alone.
 func startFencedProxy(ctx context.Context, o *options, e *env) (string, error) {
 	bin, args, err := proxyCommand(ctx, o, e)
 	if err != nil {
 		return "", err
+	}
+	if o.profileDir != "" {
+		port, err := freePort()
+		if err != nil {
+			return "", err
+		}
+		o.fencedPprofAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		args = append(args, "-metrics", o.fencedPprofAddr, "-pprof")
 	}
 	addr, c, err := e.startProxy(ctx, bin, o.backends, append(args, "-fencing"))
 	e.fenced = c

@@ -59,12 +59,24 @@ func (p pprofClient) wait(ctx context.Context) error {
 	}
 }
 
+// pprofOf is where the system serves its Go profiles; empty for one that
+// does not (the clients' systems, or a proxy started without -profile).
+func (o *options) pprofOf(system string) string {
+	switch system {
+	case "proxy":
+		return o.pprofAddr
+	case "proxy-fenced":
+		return o.fencedPprofAddr
+	}
+	return ""
+}
+
 // profileRound starts a CPU profile of the proxy for a round of d that
 // starts now, and returns a wait for it that yields the file it wrote. The
 // profile covers whole seconds, so it ends within the round when d >= 1s.
-func (p pprofClient) profileRound(ctx context.Context, dir string, st setting, d time.Duration) func() (string, error) {
+func (p pprofClient) profileRound(ctx context.Context, dir, system string, st setting, d time.Duration) func() (string, error) {
 	secs := max(int(d/time.Second), 1)
-	path := profileFile(dir, st)
+	path := profileFile(dir, system, st)
 	done := make(chan error, 1)
 	go func() {
 		b, err := p.get(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), time.Duration(secs)*time.Second+30*time.Second)
@@ -75,14 +87,14 @@ func (p pprofClient) profileRound(ctx context.Context, dir string, st setting, d
 	}()
 	return func() (string, error) {
 		if err := <-done; err != nil {
-			return "", fmt.Errorf("CPU profile of the proxy, %s %d workers: %w", st.mode(), st.workers, err)
+			return "", fmt.Errorf("CPU profile of %s, %s %d workers: %w", system, st.mode(), st.workers, err)
 		}
 		return path, nil
 	}
 }
 
-func profileFile(dir string, st setting) string {
-	return filepath.Join(dir, fmt.Sprintf("proxy-%s-%d.pprof", st.mode(), st.workers))
+func profileFile(dir, system string, st setting) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%s-%d.pprof", system, st.mode(), st.workers))
 }
 
 // goroutines reads the count from the first line of the text goroutine

@@ -502,7 +502,7 @@ func (r *report) printProfiles(out io.Writer) {
 	for _, x := range r.Results {
 		if x.System == "proxy" && x.Mode == "uncontended" && x.Workers > most {
 			most = x.Workers
-			hint = profileFile(r.Params.ProfileDir, setting{false, x.Workers})
+			hint = profileFile(r.Params.ProfileDir, "proxy", setting{false, x.Workers})
 		}
 	}
 	fmt.Fprintf(out, "read one with: go tool pprof -top %s\n", hint)

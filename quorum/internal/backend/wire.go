@@ -34,7 +34,18 @@ type Command struct {
 	argc   int     // for the EVAL form: the array length
 	tail   int     // for the EVAL form: where numkeys starts in wire
 	key    uint32  // a hash of the first key
+	blank  []byte  // a Blank argument's bytes within wire
 }
+
+// Blank is an argument of so many bytes that are written after the
+// command is encoded (Command.Blank) and before it is sent: a value that
+// must be taken at the moment of sending, under a lock that encoding the
+// whole command would hold too long.
+type Blank int
+
+// Blank is the bytes of the command's Blank argument, zeros until written;
+// nil when it has none.
+func (c *Command) Blank() []byte { return c.blank }
 
 // NewCommand encodes a command of strings and integers (int, int64); any
 // other type is a programming mistake, and panics.
@@ -59,10 +70,23 @@ func ScriptCommand(s *Script, keys []string, args ...any) *Command {
 	for _, k := range keys {
 		b = appendArg(b, k)
 	}
+	blank, blankLen := 0, 0
 	for _, a := range args {
+		if n, ok := a.(Blank); ok {
+			b = append(b, '$')
+			b = strconv.AppendInt(b, int64(n), 10)
+			b = append(b, '\r', '\n')
+			blank, blankLen = len(b), int(n)
+			b = append(b, make([]byte, n)...)
+			b = append(b, '\r', '\n')
+			continue
+		}
 		b = appendArg(b, a)
 	}
 	c := &Command{wire: b, script: s, argc: argc, tail: tail}
+	if blankLen > 0 {
+		c.blank = b[blank : blank+blankLen : blank+blankLen]
+	}
 	if len(keys) > 0 {
 		h := fnv.New32a()
 		h.Write([]byte(keys[0]))
@@ -96,8 +120,11 @@ func wireSize(sha string, keys []string, args []any) int {
 	}
 	for _, a := range args {
 		size += 16 + 20
-		if s, ok := a.(string); ok {
-			size += len(s)
+		switch v := a.(type) {
+		case string:
+			size += len(v)
+		case Blank:
+			size += int(v)
 		}
 	}
 	return size
@@ -160,6 +187,9 @@ func (r Reply) Integer() (int64, error) {
 	}
 	return r.int, nil
 }
+
+// IsInteger reports whether r is an integer reply.
+func (r Reply) IsInteger() bool { return r.kind == ':' }
 
 // Bulk is a bulk string reply's value; any other reply is an error.
 func (r Reply) Bulk() (string, error) {

@@ -24,6 +24,27 @@ func TestScriptCommandWire(t *testing.T) {
 	}
 }
 
+// TestScriptCommandBlank: a Blank argument is encoded as that many bytes,
+// written in place after encoding, in both the EVALSHA and EVAL forms.
+func TestScriptCommandBlank(t *testing.T) {
+	s := NewScript("return 1")
+	cmd := ScriptCommand(s, []string{"k"}, "tok", Blank(4), "set")
+	if cmd.Blank() == nil || len(cmd.Blank()) != 4 || cap(cmd.Blank()) != 4 {
+		t.Fatalf("Blank() = %q (cap %d), want 4 bytes", cmd.Blank(), cap(cmd.Blank()))
+	}
+	copy(cmd.Blank(), "0042")
+	want := "*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + s.sha + "\r\n$1\r\n1\r\n$1\r\nk\r\n$3\r\ntok\r\n$4\r\n0042\r\n$3\r\nset\r\n"
+	if got := string(cmd.wire); got != want {
+		t.Fatalf("EVALSHA form:\n got %q\nwant %q", got, want)
+	}
+	if got := string(cmd.eval()); !strings.HasSuffix(got, "$4\r\n0042\r\n$3\r\nset\r\n") {
+		t.Fatalf("EVAL form lacks the written blank: %q", got)
+	}
+	if ScriptCommand(s, []string{"k"}, "tok").Blank() != nil {
+		t.Fatal("a command without a Blank argument has one")
+	}
+}
+
 func TestReadReply(t *testing.T) {
 	in := "+OK\r\n:-12\r\n$3\r\nabc\r\n$-1\r\n*2\r\n$-1\r\n:5\r\n*-1\r\n-NOSCRIPT No matching script\r\n$0\r\n\r\n"
 	br := bufio.NewReader(strings.NewReader(in))
