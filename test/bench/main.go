@@ -37,8 +37,8 @@ type options struct {
 	// fencedPprofAddr is where the fenced proxy of -fencing serves it, with
 	// -profile.
 	fencedPprofAddr string
-	soak        time.Duration
-	soakWorkers int
+	soak            time.Duration
+	soakWorkers     int
 	// fencing starts a second proxy with -fencing over the same backends
 	// and measures it as one more system, in turns with the others.
 	fencing bool
