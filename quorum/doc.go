@@ -23,9 +23,11 @@
 //     clock.go (nor for one whose clock runs at a rate beyond the drift
 //     allowance, measured by sampling each backend's TIME).
 //   - The operations: lock.go (acquisitions and extensions, and the
-//     rollback of a failed one), rollbacks.go (a retry waits for the
-//     rollbacks of its token), unlock.go, read.go, and write.go (Delete and
-//     Expire). The Lua they run is in lua/, embedded by scripts.go.
+//     rollback of a failed one), renew.go (Engine.Renew: many extensions,
+//     each its own lock, in one script call per backend per batch),
+//     rollbacks.go (a retry waits for the rollbacks of its token),
+//     unlock.go, read.go, and write.go (Delete and Expire). The Lua they
+//     run is in lua/, embedded by scripts.go.
 //   - fanout.go sends one command to every backend and collects the votes;
 //     node.go is one backend, its connection an internal/backend.Pipe.
 //   - The seam: ops.go (Op, the requests, Engine.Lock, Unlock, Read and

@@ -45,9 +45,9 @@ var (
 		acquireFencedScript, releaseFencedScript, acquireAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript,
 		plainValues.release, plainValues.releaseAll, plainValues.extend, plainValues.extendAll,
-		plainValues.extendBy, plainValues.read,
+		plainValues.extendBy, plainValues.read, plainValues.renewEach,
 		fencedValues.release, fencedValues.releaseAll, fencedValues.extend, fencedValues.extendAll,
-		fencedValues.extendBy, fencedValues.read,
+		fencedValues.extendBy, fencedValues.read, fencedValues.renewEach,
 	}
 )
 
@@ -62,8 +62,8 @@ var (
 // inline rather than Lua functions, which a script would create anew on
 // every call, and an engine runs the ones of its Config.Fencing.
 type valueScripts struct {
-	fenced                                                 bool
-	release, releaseAll, extend, extendAll, extendBy, read *backend.Script
+	fenced                                                            bool
+	release, releaseAll, extend, extendAll, extendBy, read, renewEach *backend.Script
 	// inspect is not among the scripts loaded on every connection: a
 	// listing is rare, and the first one on a connection sends its source
 	// once.
@@ -78,6 +78,7 @@ func newValueScripts(fenced bool) *valueScripts {
 	}
 	v.release, v.releaseAll, v.read, v.inspect = script("release"), script("release_all"), script("read"), script("inspect")
 	v.extend, v.extendAll, v.extendBy = checked("extend"), checked("extend_all"), checked("extend_by")
+	v.renewEach = checked("renew_each")
 	return v
 }
 

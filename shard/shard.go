@@ -85,6 +85,37 @@ func (g *Groups) Write(ctx context.Context, req quorum.Write) (bool, error) {
 	return g.engines[g.Of(req.Key)].Write(ctx, req)
 }
 
+// Renew renews each lock in its group (Engine.Renew), the groups at once,
+// and returns the outcomes in the order of locks.
+func (g *Groups) Renew(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
+	if len(g.engines) == 1 {
+		return g.engines[0].Renew(ctx, ttl, locks)
+	}
+	positions := make([][]int, len(g.engines)) // in locks, by group
+	for i, l := range locks {
+		group := g.Of(l.Key)
+		positions[group] = append(positions[group], i)
+	}
+	out := make([]quorum.Renewed, len(locks))
+	var wg sync.WaitGroup
+	for group, at := range positions {
+		if len(at) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			held := make([]quorum.Held, len(at))
+			for j, i := range at {
+				held[j] = locks[i]
+			}
+			for j, r := range g.engines[group].Renew(ctx, ttl, held) {
+				out[at[j]] = r
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // MaxTTL is every group's: they share one configuration.
 func (g *Groups) MaxTTL() time.Duration { return g.engines[0].MaxTTL() }
 

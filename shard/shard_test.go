@@ -177,6 +177,50 @@ func TestGroupsIndependent(t *testing.T) {
 	}
 }
 
+// TestGroupsRenew: locks of two groups renewed in one call come back in
+// the caller's order, each renewed on its own group's backends or refused.
+func TestGroupsRenew(t *testing.T) {
+	g, sets := testGroups(t, 2, 3)
+	ctx := t.Context()
+	var locks []quorum.Held
+	var want []error
+	for n := 0; len(locks) < 8; n++ {
+		key := fmt.Sprintf("renew:%d", n)
+		if g.Of(key) != len(locks)%2 {
+			continue // the groups in turn
+		}
+		holder, outcome := "me", error(nil)
+		if len(locks) == 5 {
+			holder, outcome = "other", quorum.ErrNotHeld
+		}
+		if _, err := g.Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{key}, Token: holder, TTL: 5 * time.Second}); err != nil {
+			t.Fatalf("acquire %s: %v", key, err)
+		}
+		locks = append(locks, quorum.Held{Key: key, Token: "me"})
+		want = append(want, outcome)
+	}
+	locks = append(locks, quorum.Held{Key: quorum.ReservedPrefix + "x", Token: "me"})
+	want = append(want, quorum.ErrReservedKey)
+
+	got := g.Renew(ctx, 30*time.Second, locks)
+	if exp, got := len(locks), len(got); exp != got {
+		t.Fatalf("%d outcomes for %d locks", got, exp)
+	}
+	for i, r := range got {
+		if !errors.Is(r.Err, want[i]) || (want[i] == nil) != (r.Err == nil) || (r.Err == nil) != (r.Validity > 0) {
+			t.Errorf("%s: %v, validity %s; want %v", locks[i].Key, r.Err, r.Validity, want[i])
+		}
+		if r.Err != nil {
+			continue
+		}
+		for _, s := range sets[g.Of(locks[i].Key)] {
+			if pttl := s.Client(t).PTTL(ctx, locks[i].Key).Val(); pttl <= 20*time.Second {
+				t.Errorf("%s in group %d: PTTL %s, want renewed", locks[i].Key, g.Of(locks[i].Key), pttl)
+			}
+		}
+	}
+}
+
 func boolInt(b bool) int {
 	if b {
 		return 1

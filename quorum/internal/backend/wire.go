@@ -64,11 +64,11 @@ func ScriptCommand(s *Script, keys []string, args ...any) *Command {
 	argc := 3 + len(keys) + len(args)
 	b := appendArrayHeader(make([]byte, 0, wireSize(s.sha, keys, args)), argc)
 	b = appendArg(b, "EVALSHA")
-	b = appendArg(b, s.sha)
+	b = appendBulk(b, s.sha)
 	tail := len(b)
 	b = appendArg(b, len(keys))
 	for _, k := range keys {
-		b = appendArg(b, k)
+		b = appendBulk(b, k)
 	}
 	blank, blankLen := 0, 0
 	for _, a := range args {
@@ -150,6 +150,13 @@ func appendArg(b []byte, a any) []byte {
 		// programming mistake that no server should see.
 		panic(fmt.Sprintf("backend: cannot encode %T", a))
 	}
+	return appendBulk(b, s)
+}
+
+// appendBulk appends s as a bulk string. The keys and the SHA1 of a
+// script command come here directly: boxed into an any for appendArg, each
+// would cost an allocation, one per key of a batch.
+func appendBulk(b []byte, s string) []byte {
 	b = append(b, '$')
 	b = strconv.AppendInt(b, int64(len(s)), 10)
 	b = append(b, '\r', '\n')

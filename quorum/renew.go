@@ -1,0 +1,215 @@
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
+)
+
+// Held is a lock a token holds, to renew.
+type Held struct {
+	Key   string
+	Token string
+}
+
+// Renewed is one lock's outcome in a Renew.
+type Renewed struct {
+	// Validity is how long the lock is now safe to rely on, counted from the
+	// start of the Renew, as Lock's Result.Validity is; > 0 when Err is nil.
+	Validity time.Duration
+	// Err is nil when the lock was renewed on a quorum with validity left;
+	// ErrNotHeld when the backends that answered leave no quorum that could
+	// hold it (the lock is lost: it was rolled back, as a refused OpExtend is);
+	// a *NoQuorumError (errors.Is(err, ErrNoQuorum)) when undecided (not rolled
+	// back: it may still be held); ErrReservedKey for a reserved key.
+	Err error
+}
+
+// maxRenewBatch is the most locks one script call renews. A script blocks
+// its backend while it runs, about 1 µs a lock, so a batch holds up the
+// backend's other clients for about 100 µs; that is what Redisson's lock
+// watchdog costs them too, renewing 100 keys per EVAL. Larger batches
+// would save little more: the round trip is already shared by 100.
+const maxRenewBatch = 100
+
+// Renew sets the TTL of each lock to ttl on every backend where its token
+// still holds its key, as Lock with OpExtend does for one, and returns the
+// outcomes in the order of locks. The locks go in batches of up to
+// maxRenewBatch, each one script call per backend, all batches at once.
+// Each lock is decided by the Redlock rule (rule.go) on its own votes; its
+// validity is ttl less drift and the time from its batch's start to its
+// quorum-th yes. A backend that fails or does not answer in time is silent
+// for every lock of its batch. A lock refused (ErrNotHeld) is rolled back
+// on every backend, as a refused extension is: where a backend renewed it,
+// before Renew returns (within a backend timeout). An undecided one is not
+// rolled back. A TTL outside (0, MaxTTL] gives every lock a *TTLError, and
+// nothing is sent. ctx bounds the wait for votes, as for every request
+// (ops.go).
+func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
+	out := make([]Renewed, len(locks))
+	if err := e.checkTTL(ttl); err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	sendable := make([]int, 0, len(locks)) // positions in locks
+	for i, l := range locks {
+		if reserved(l.Key) {
+			out[i].Err = ErrReservedKey
+			continue
+		}
+		sendable = append(sendable, i)
+	}
+	var wg sync.WaitGroup
+	for batch := range slices.Chunk(sendable, maxRenewBatch) {
+		wg.Go(func() { e.renewBatch(ctx, ttl, locks, batch, out) })
+	}
+	wg.Wait()
+	return out
+}
+
+// renewBatch renews the locks at the positions batch with one script call
+// per backend, and writes their outcomes to out at the same positions.
+func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held, batch []int, out []Renewed) {
+	// A renewal that ran beside a rollback of the same lock could be
+	// granted on backends the rollback then deletes it from.
+	sent := make([]int, 0, len(batch))
+	for _, i := range batch {
+		if err := e.rollbacks.wait(ctx, []string{locks[i].Key}, locks[i].Token); err != nil {
+			out[i].Err = errors.Join(ErrNoQuorum, err)
+			continue
+		}
+		sent = append(sent, i)
+	}
+	if len(sent) == 0 {
+		return
+	}
+	keys := make([]string, len(sent))
+	args := make([]any, 1, 1+len(sent)+1) // room for the set, which checkedCommand appends
+	args[0] = ttl.Milliseconds()
+	for j, i := range sent {
+		keys[j] = locks[i].Key
+		args = append(args, locks[i].Token)
+	}
+	f := fanout(e, e.checkedCommand(e.values.renewEach, keys, args...), decodeRenewed(len(sent)))
+
+	// Every vote is waited for, which is simpler than deciding each lock
+	// as early as lockOp does; a lock's validity still counts only to its
+	// quorum-th yes, so each vote's arrival is kept.
+	total := len(e.nodes)
+	votes := make([]vote[string], 0, total)
+	arrived := make([]time.Time, 0, total)
+	var failures []*NodeError
+	for len(votes) < total {
+		v, ok := f.next(ctx)
+		if !ok {
+			break
+		}
+		votes = append(votes, v)
+		arrived = append(arrived, time.Now())
+		if v.err != nil {
+			failures = append(failures, v.err.(*NodeError))
+		}
+	}
+	// Every undecided lock's error names the same failures; clipped, an
+	// append to one's cannot write into another's.
+	failures = slices.Clip(failures)
+
+	var refused []int // positions in sent
+	for j, i := range sent {
+		t := tally{total: total, quorum: e.quorum, failures: failures}
+		for k, v := range votes {
+			switch {
+			case v.err != nil:
+			case v.val[j] == '1':
+				if t.yes++; t.yes == t.quorum {
+					t.quorumAt = arrived[k]
+				}
+			default:
+				t.no++
+			}
+		}
+		if t.succeeded() {
+			if validity := e.validity(ttl, t.quorumAt.Sub(f.start)); validity > 0 {
+				out[i].Validity = validity
+				continue
+			}
+			// Too slow: the lock may already be expiring.
+			out[i].Err = ErrNotHeld
+			refused = append(refused, j)
+			continue
+		}
+		err := t.err(ErrNotHeld)
+		if !errors.Is(err, ErrNoQuorum) {
+			refused = append(refused, j)
+		}
+		out[i].Err = cut(ctx, err)
+	}
+	if len(refused) > 0 {
+		e.rollBackRenewals(ctx, ttl, locks, sent, refused, votes, f, total-len(votes))
+	}
+}
+
+// decodeRenewed reads lua/renew_each.lua's answer for a batch of n locks:
+// one byte per lock, '1' renewed, '0' not.
+func decodeRenewed(n int) func(*node, backend.Reply) (string, error) {
+	return func(_ *node, r backend.Reply) (string, error) {
+		renewed, err := r.Bulk()
+		if err == nil && (len(renewed) != n || strings.Trim(renewed, "01") != "") {
+			err = fmt.Errorf("renewal of %d locks answered %q", n, renewed)
+		}
+		return renewed, err
+	}
+}
+
+// rollBackRenewals undoes the renewals of a batch at the positions refused
+// in sent, each as lockOp undoes a refused extension (rollback):
+// compare-and-delete wherever the backend renewed the lock or gave no
+// clear answer. The backends still pending, whose votes the batch did not
+// read, each reply once for the whole batch; their replies are handed to
+// every lock's rollback.
+func (e *Engine) rollBackRenewals(ctx context.Context, ttl time.Duration, locks []Held, sent, refused []int, votes []vote[string], f *flight[string], pending int) {
+	rests := make([]chan vote[ack], len(refused))
+	var wg sync.WaitGroup
+	for r, j := range refused {
+		l := locks[sent[j]]
+		seen := make([]vote[ack], len(votes))
+		for k, v := range votes {
+			seen[k] = lockVote(v, j)
+		}
+		op := lockOp{
+			keys:  []string{l.Key},
+			token: l.Token,
+			ttl:   ttl,
+			undo:  func(ctx context.Context, n *node, _ ack) { n.release(ctx, l.Key, l.Token) },
+		}
+		if pending > 0 {
+			rests[r] = make(chan vote[ack], pending)
+		}
+		wg.Go(func() { e.rollback(ctx, op, seen, rests[r], pending, false) })
+	}
+	if pending > 0 {
+		go func() {
+			for range pending {
+				v := <-f.votes
+				for r, j := range refused {
+					rests[r] <- lockVote(v, j)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// lockVote is the vote of one backend on the lock at position j of a
+// batch.
+func lockVote(v vote[string], j int) vote[ack] {
+	return vote[ack]{node: v.node, val: ack{yes: v.err == nil && v.val[j] == '1'}, err: v.err}
+}
