@@ -105,6 +105,23 @@ var keys = []key{
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxKeyBytes = v })},
 	{"max_token_bytes", live, "longest lock token accepted",
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxTokenBytes = v })},
+	{"session_lease", restart, "TTL on the backends of a session-bound lock (SET key token NX without a TTL, SETNX before its PEXPIRE, LOCK.ACQUIRE ... SESSION), renewed at a third of it while the connection that took it is open; at most max_ttl",
+		duration("10s", func(s *settings, v time.Duration) { s.proxy.Sessions.Lease = v })},
+	{"session_max_hold", restart, "longest a session-bound lock is held: then it is released and its holder told (-LOCKLOST); 0s: no bound",
+		durationOrNever("1h", func(s *settings, v time.Duration) {
+			if v == 0 {
+				v = -1 // proxy.SessionConfig's "no bound"
+			}
+			s.proxy.Sessions.MaxHold = v
+		})},
+	{"session_idle_timeout", restart, "release the session-bound locks of a connection that has sent no command for this long (its holder told on its next one); 0s: never",
+		durationOrNever("0s", func(s *settings, v time.Duration) { s.proxy.Sessions.IdleTimeout = v })},
+	{"session_prefixes", restart, "comma-separated key prefixes under which every SET NX, SETNX and LOCK.ACQUIRE lock is session-bound, whatever its TTL",
+		list(`["jobs:"]`, nil, func(s *settings, v []string) {
+			if len(v) > 0 { // an empty list in the file is no list, as the default
+				s.proxy.Sessions.Prefixes = v
+			}
+		})},
 	{"shutdown_timeout", live, "how long commands in flight may finish on SIGTERM",
 		duration("10s", func(s *settings, v time.Duration) { s.shutdownTimeout = v })},
 	{"log_format", restart, "format of the logs on standard error",
@@ -1081,6 +1098,8 @@ func (s *settings) resolve() (*config, error) {
 		return nil, errors.New("listen: empty, and so is tls_listen: nothing to serve on")
 	case s.pprof && s.metrics == "":
 		return nil, errors.New("pprof: needs a metrics address to serve on")
+	case s.proxy.Sessions.Lease > s.quorum.MaxTTL:
+		return nil, fmt.Errorf("session_lease: %v is above max_ttl (%v): a session lock's lease is a TTL", s.proxy.Sessions.Lease, s.quorum.MaxTTL)
 	}
 	if err := s.readSecrets(); err != nil {
 		return nil, err

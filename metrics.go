@@ -63,6 +63,13 @@ var (
 		"Distinct releases of keys with waiters, heard from a notice or made through this proxy.", nil, nil)
 	descWakeUps = prometheus.NewDesc("lockproxy_wait_wake_ups_total",
 		"Waiters woken by a release to try again (one per release, the first in line).", nil, nil)
+	descSessionLocks = prometheus.NewDesc("lockproxy_session_locks",
+		"Session-bound locks held now (a lock taken without a TTL, renewed while its connection is open).", nil, nil)
+	descSessionRenewals = prometheus.NewDesc("lockproxy_session_renewals_total",
+		"Renewals of session-bound locks, one per lock renewed (the backends get them in batches).", nil, nil)
+	descSessionLost = prometheus.NewDesc("lockproxy_session_lost_total",
+		"Session-bound locks lost, their holders told (-LOCKLOST), by cause: no_quorum (renewals reached no quorum before the validity ran out), not_held, max_hold, idle.",
+		[]string{"cause"}, nil)
 	descBuildInfo = prometheus.NewDesc("lockproxy_build_info",
 		"Always 1: the running binary's version (as -version and INFO print it), commit and Go version.",
 		[]string{"version", "revision", "goversion"}, nil)
@@ -77,6 +84,7 @@ type metrics struct {
 	voteDuration *prometheus.HistogramVec
 	votes        atomic.Pointer[map[string]prometheus.Observer] // voteDuration's, by backend
 	waitDuration *prometheus.HistogramVec
+	renewalLag   prometheus.Histogram
 
 	build  prometheus.Metric // lockproxy_build_info, constant
 	groups *shard.Groups
@@ -84,10 +92,11 @@ type metrics struct {
 }
 
 var (
-	_ proxy.Observer       = (*metrics)(nil)
-	_ quorum.Observer      = (*metrics)(nil)
-	_ quorum.WaitObserver  = (*metrics)(nil)
-	_ prometheus.Collector = (*metrics)(nil)
+	_ proxy.Observer        = (*metrics)(nil)
+	_ quorum.Observer       = (*metrics)(nil)
+	_ quorum.WaitObserver   = (*metrics)(nil)
+	_ proxy.SessionObserver = (*metrics)(nil)
+	_ prometheus.Collector  = (*metrics)(nil)
 )
 
 // newMetrics returns the metrics of a binary that is b.
@@ -110,6 +119,12 @@ func newMetrics(b build) *metrics {
 			// From a wake-up's milliseconds to a lease's minutes.
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, []string{"outcome"}),
+		renewalLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "lockproxy_session_renewal_lag_seconds",
+			Help: "How late each session-bound lock's renewal started after it was due: the proxy's own pauses, which session_lease must outlast.",
+			// From the renewal loop's tick to a lease.
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}),
 	}
 	for op := range quorum.Op(quorum.NumOps) {
 		m.ops[op] = m.opDuration.WithLabelValues(op.String())
@@ -137,6 +152,10 @@ func (m *metrics) register(reg prometheus.Registerer, g *shard.Groups, s *proxy.
 func (m *metrics) Operation(op quorum.Op, _ proxy.Outcome, d time.Duration) {
 	m.ops[op].Observe(d.Seconds())
 }
+
+// SessionRenewalLag observes how late a session lock's renewal started
+// (proxy.SessionObserver).
+func (m *metrics) SessionRenewalLag(d time.Duration) { m.renewalLag.Observe(d.Seconds()) }
 
 // Vote observes a backend's answer (quorum.Observer). A timeout, refused
 // or closed connection measures the proxy's wait, not the backend: those
@@ -166,7 +185,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
 		descQuorum, descQuorumAvailable, descGroupQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
-		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descBuildInfo} {
+		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descSessionLocks, descSessionRenewals, descSessionLost, descBuildInfo} {
 		ch <- d
 	}
 }
@@ -175,6 +194,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	m.opDuration.Collect(ch)
 	m.voteDuration.Collect(ch)
 	m.waitDuration.Collect(ch)
+	m.renewalLag.Collect(ch)
 	ch <- m.build
 	if m.server != nil {
 		st := m.server.Stats()
@@ -187,6 +207,12 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCommands, prometheus.CounterValue, float64(st.Commands))
 		ch <- prometheus.MustNewConstMetric(descClients, prometheus.GaugeValue, float64(st.Clients))
 		ch <- prometheus.MustNewConstMetric(descConnections, prometheus.CounterValue, float64(st.ConnectionsReceived))
+		ss := m.server.SessionStats()
+		ch <- prometheus.MustNewConstMetric(descSessionLocks, prometheus.GaugeValue, float64(ss.Held))
+		ch <- prometheus.MustNewConstMetric(descSessionRenewals, prometheus.CounterValue, float64(ss.Renewals))
+		for _, cause := range proxy.SessionLostCauses() {
+			ch <- prometheus.MustNewConstMetric(descSessionLost, prometheus.CounterValue, float64(ss.Lost[cause]), cause)
+		}
 	}
 	if m.groups == nil {
 		return
@@ -249,6 +275,7 @@ type reportingGroups struct{ *shard.Groups }
 var (
 	_ proxy.BackendReporter = reportingGroups{}
 	_ proxy.GroupReporter   = reportingGroups{}
+	_ proxy.Renewer         = reportingGroups{} // session-bound locks
 )
 
 // Quorum is the smallest group's: with one group, its quorum.

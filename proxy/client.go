@@ -65,6 +65,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	if sub := state(c).sub; sub != nil {
 		sub.dropAll()
 	}
+	if cs := state(c).sessions; cs != nil {
+		s.sessions.closed(cs)
+	}
 	nc.Close()
 	if c.push != nil {
 		c.push.close()

@@ -87,7 +87,7 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "delex", keys: oneKey, flags: write, concurrent: true, arity: -2, run: s.handleDelEx},
 		&command{name: "delifeq", keys: oneKey, flags: write, concurrent: true, arity: 3, run: s.handleDelIfEq},
 		&command{name: "fence", keys: oneKey, flags: readonly, concurrent: true, arity: 3, run: s.handleFence},
-		&command{name: "lock.acquire", keys: oneKey, flags: write, arity: -5, run: s.handleLockAcquire},
+		&command{name: "lock.acquire", keys: oneKey, flags: write, arity: -4, run: s.handleLockAcquire},
 		&command{name: "lock.list", flags: readonly, arity: -2, run: s.handleLockList},
 		&command{name: "scan", flags: readonly, arity: -2, run: s.handleScan},
 		&command{name: "keys", flags: readonly, arity: 2, run: s.handleNoListing},
@@ -179,6 +179,9 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 	}
 	defer s.end(conn)
 	st := state(conn)
+	if st.sessions != nil && st.sessions.tellLost(conn) {
+		return
+	}
 	c, err := s.lookup(cmd.Args)
 	if err == nil && !c.noAuth && st.user == nil {
 		err = errNoAuth

@@ -38,6 +38,9 @@ type connState struct {
 	// sub is the connection's subscriptions (pubsub.go), from its first
 	// SUBSCRIBE or PSUBSCRIBE on. Nil before.
 	sub *subscriber
+	// sessions is the connection's session-bound locks (session.go), from
+	// its first on. Nil before.
+	sessions *connSessions
 }
 
 func state(conn redcon.Conn) *connState {
@@ -95,7 +98,8 @@ func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
 	if st.sub != nil {
 		st.sub.dropAll() // without replies, as Redis's RESET
 	}
-	*st = connState{id: st.id, proto: 2, user: s.settings().users.anonymous}
+	// Session locks stay the connection's: they end with it, not with RESET.
+	*st = connState{id: st.id, proto: 2, user: s.settings().users.anonymous, sessions: st.sessions}
 	conn.WriteString("RESET")
 }
 

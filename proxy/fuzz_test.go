@@ -339,7 +339,10 @@ func checkParseSet(t *testing.T, args [][]byte) {
 	set := append([][]byte{[]byte("set")}, args...)
 	req, err := parseSet(set)
 	if err == nil {
-		if len(set) < 6 || req.key != string(set[1]) || req.token != string(set[2]) || req.ttl <= 0 {
+		// SET key token NX (session-bound) has no TTL; every other shape
+		// has one.
+		session := len(set) == 4 && strings.EqualFold(string(set[3]), "nx")
+		if req.key != string(set[1]) || req.token != string(set[2]) || (session != (req.ttl == 0)) || (!session && len(set) < 6) || req.ttl < 0 {
 			t.Fatalf("parseSet(%q) = %+v", set, req)
 		}
 		var cond string

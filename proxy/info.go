@@ -117,6 +117,7 @@ func (s *Server) infoSections() []infoSection {
 		{"Stats", s.infoStats, true},
 		{"Backends", s.infoBackends, true},
 		{"Waits", s.infoWaits, true},
+		{"Sessions", s.infoSessions, true},
 		{"Pubsub", s.infoPubsub, true},
 		{"Cluster", s.infoCluster, false},
 	}
@@ -140,6 +141,16 @@ func (s *Server) infoWaits(b *strings.Builder) {
 	w := wr.Waits()
 	fmt.Fprintf(b, "waiters:%d\r\nwait_grants:%d\r\nwait_timeouts:%d\r\nwait_gone:%d\r\nwait_wake_ups:%d\r\nrelease_notices:%d\r\nwait_releases:%d\r\n",
 		w.Waiting, w.Grants, w.Timeouts, w.Gone, w.WakeUps, w.Notices, w.Releases)
+}
+
+// infoSessions shows the session-bound locks (session.go): how many are
+// held, renewed, renewed late, and lost, by cause.
+func (s *Server) infoSessions(b *strings.Builder) {
+	st := s.SessionStats()
+	fmt.Fprintf(b, "session_locks:%d\r\nsession_renewals:%d\r\nsession_late_renewals:%d\r\n", st.Held, st.Renewals, st.LateRenewals)
+	for _, cause := range SessionLostCauses() {
+		fmt.Fprintf(b, "session_lost_%s:%d\r\n", cause, st.Lost[cause])
+	}
 }
 
 // infoCluster says whether the proxy answers as a cluster node, which

@@ -104,12 +104,15 @@ func observe(locks Locker, obs Observer) (Locker, *counters) {
 	return &observedLocker{locks: locks, obs: obs, counters: c}, c
 }
 
-// observedLocker counts every call on a Locker by operation and outcome.
-// It allocates nothing per call, and implements every method itself, so
-// that a method added to Locker must say how it is observed.
+// observedLocker counts every call on a Locker by operation and outcome,
+// and tells the session locks (session.go) of every release, deletion and
+// TTL set whoever holds the key that a quorum carried out. It allocates
+// nothing per call, and implements every method itself, so that a method
+// added to Locker must say how it is observed.
 type observedLocker struct {
-	locks Locker
-	obs   Observer
+	locks    Locker
+	obs      Observer
+	sessions *sessions // nil in tests that observe a Locker alone
 	*counters
 }
 
@@ -134,6 +137,11 @@ func (l *observedLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.
 	start := time.Now()
 	res, err := l.locks.Unlock(ctx, req)
 	l.done(req.Op, start, err)
+	if err == nil && l.sessions != nil {
+		for _, k := range req.Keys {
+			l.sessions.released(k, req.Token)
+		}
+	}
 	return res, err
 }
 
@@ -148,6 +156,14 @@ func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, err
 	start := time.Now()
 	ok, err := l.locks.Write(ctx, req)
 	l.done(req.Op, start, err)
+	if ok && err == nil && l.sessions != nil {
+		switch req.Op {
+		case quorum.OpDelete:
+			l.sessions.released(req.Key, "")
+		case quorum.OpExpire:
+			l.sessions.expired(req.Key)
+		}
+	}
 	return ok, err
 }
 

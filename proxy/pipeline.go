@@ -47,7 +47,8 @@ func (s *Server) startAhead(conn redcon.Conn, cmd redcon.Command, c *command) {
 	}
 	for _, next := range ahead[:min(len(ahead), maxConcurrentPipeline-1)] {
 		nc, err := s.lookup(next.Args)
-		if err != nil || !nc.concurrent || s.crossSlot(nc, next.Args) != nil || !s.claimKeys(conn, keys, nc, next.Args) || !s.begin() {
+		if err != nil || !nc.concurrent || s.crossSlot(nc, next.Args) != nil || s.takesSession(conn, nc.name, next.Args) ||
+			!s.claimKeys(conn, keys, nc, next.Args) || !s.begin() {
 			break
 		}
 		e := &early{raw: &next.Raw[0], done: make(chan struct{})}

@@ -73,6 +73,9 @@ type Config struct {
 	// clients as a node of a Redis Cluster made of the lockproxy instances
 	// it names (cluster.go). Default: a standalone server.
 	Cluster ClusterConfig
+	// Sessions configures session-bound locks (session.go), for the
+	// Server's life: Reload keeps New's.
+	Sessions SessionConfig
 }
 
 // MaxRequestBytesLimit is the largest Config.MaxRequestBytes: 1 TiB, less
@@ -134,6 +137,8 @@ type Server struct {
 	clients atomic.Int64 // open connections, for INFO and max clients
 	stats   *counters    // commands and lock operations (observe.go)
 	hub     *pubsubHub   // subscribed connections (pubsub.go)
+	// sessions renews the session-bound locks (session.go).
+	sessions *sessions
 
 	// mu orders begin against Shutdown so that no command starts after
 	// inflight.Wait may have begun, and Serve against Shutdown so that no
@@ -175,6 +180,12 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
 	s.locks, s.stats = observe(locks, cfg.Observer)
+	renewer, _ := locks.(Renewer)
+	s.sessions = newSessions(s.ctx, cfg.Sessions, renewer, s.locks, cfg.Logger)
+	if obs, ok := cfg.Observer.(SessionObserver); ok {
+		s.sessions.lagObserver = obs.SessionRenewalLag
+	}
+	s.locks.(*observedLocker).sessions = s.sessions
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}
@@ -272,6 +283,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.cancel()
 	s.releaseOnce.Do(func() { close(s.release) })
 	s.serving.Wait() // Serve closes every connection before it returns
+	s.sessions.shutdown()
 	return err
 }
 

@@ -10,10 +10,11 @@ import (
 )
 
 // setReq is a parsed SET: a lock acquisition, SET key token NX PX|EX ttl,
-// or with extend, a lock extension, SET key token IFEQ token PX|EX ttl.
+// or without a TTL a session-bound one, SET key token NX (session.go); or
+// with extend, a lock extension, SET key token IFEQ token PX|EX ttl.
 type setReq struct {
 	key, token string
-	ttl        time.Duration
+	ttl        time.Duration // 0: session-bound
 	extend     bool
 }
 
@@ -79,8 +80,9 @@ func parseSetOptions(args [][]byte) (req setReq, opt [setGroups]string, cmp stri
 	return req, opt, string(val[setCondition]), nil
 }
 
-// checkSetShape refuses what is not a lock: a lock without a TTL never
-// expires when its holder dies, and XX, GET or KEEPTTL ignore ownership.
+// checkSetShape refuses what is not a lock: XX, GET or KEEPTTL ignore
+// ownership. A lock without a TTL, which on one Redis never expires when
+// its holder dies, is taken session-bound.
 func checkSetShape(req setReq, opt [setGroups]string, cmp string) (setReq, error) {
 	switch {
 	case opt[setCondition] == "":
@@ -91,8 +93,8 @@ func checkSetShape(req setReq, opt [setGroups]string, cmp string) (setReq, error
 		return setReq{}, errSetShape("GET")
 	case opt[setExpiry] != "ex" && opt[setExpiry] != "px" && opt[setExpiry] != "":
 		return setReq{}, errSetShape(strings.ToUpper(opt[setExpiry]))
-	case opt[setExpiry] == "":
-		return setReq{}, errSetShape(strings.ToUpper(opt[setCondition]) + " without PX or EX: a lock without a TTL never expires; SETNX then PEXPIRE is the legacy form")
+	case opt[setExpiry] == "" && opt[setCondition] == "ifeq":
+		return setReq{}, errSetShape("IFEQ without PX or EX: an extension sets a TTL")
 	case opt[setCondition] == "ifeq" && cmp != req.token:
 		return setReq{}, errSetShape("IFEQ with a new value: only the holder's own token can extend")
 	}
@@ -118,7 +120,12 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 	if req.extend {
 		op = quorum.OpExtend
 	}
-	r, err := space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
+	var r quorum.Result
+	if op == quorum.OpAcquire && (req.ttl == 0 || s.sessionBound(conn, req.key)) {
+		r, err = s.acquireSession(ctx, conn, req.key, req.token, 0)
+	} else {
+		r, err = space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
+	}
 	switch {
 	case err == nil && op == quorum.OpAcquire && state(conn).fencing && r.Fence > 0:
 		conn.WriteInt64(r.Fence)
@@ -133,11 +140,19 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 
 // handleSetNX serves SETNX key token (:1 taken, :0 held elsewhere). The
 // legacy recipe sets the TTL with a following PEXPIRE; until then the lock
-// gets max_ttl, so that a client dying in between cannot leave it forever.
+// is session-bound (session.go), so that a client dying in between cannot
+// leave it forever, and one that never sets a TTL holds it while its
+// connection lives. Without session locks (a Locker that cannot renew in
+// batches) it gets max_ttl.
 func (s *Server) handleSetNX(conn redcon.Conn, cmd redcon.Command) {
 	key, token := string(cmd.Args[1]), string(cmd.Args[2])
 	ctx := s.ctx
-	_, err := space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{key}, Token: token, TTL: s.locks.MaxTTL()})
+	var err error
+	if s.sessions.renewer != nil {
+		_, err = s.acquireSession(ctx, conn, key, token, 0)
+	} else {
+		_, err = space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{key}, Token: token, TTL: s.locks.MaxTTL()})
+	}
 	switch {
 	case err == nil:
 		conn.WriteInt(1)

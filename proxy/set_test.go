@@ -29,6 +29,7 @@ func TestParseSet(t *testing.T) {
 	}{
 		// Every order and case that libraries send.
 		{cmd: "SET k v NX PX 30000", want: acquire(30 * time.Second)},
+		{cmd: "SET k v NX", want: acquire(0)}, // session-bound (session.go)
 		{cmd: "SET k v PX 30000 NX", want: acquire(30 * time.Second)},
 		{cmd: "set k v nx px 1500", want: acquire(1500 * time.Millisecond)},
 		{cmd: "set k v px 1500 nx", want: acquire(1500 * time.Millisecond)},
@@ -66,8 +67,7 @@ func TestParseSet(t *testing.T) {
 		{cmd: "SET k v NX KEEPTTL", err: shapeErr + "KEEPTTL)"},
 		{cmd: "SET k v NX EXAT 99999999999", err: shapeErr + "EXAT)"},
 		{cmd: "SET k v NX PXAT 99999999999", err: shapeErr + "PXAT)"},
-		{cmd: "SET k v NX", err: shapeErr + "NX without PX or EX: a lock without a TTL never expires; SETNX then PEXPIRE is the legacy form)"},
-		{cmd: "SET k v IFEQ v", err: shapeErr + "IFEQ without PX or EX: a lock without a TTL never expires; SETNX then PEXPIRE is the legacy form)"},
+		{cmd: "SET k v IFEQ v", err: shapeErr + "IFEQ without PX or EX: an extension sets a TTL)"},
 		{cmd: "SET k new IFEQ old PX 100", err: shapeErr + "IFEQ with a new value: only the holder's own token can extend)"},
 	} {
 		t.Run(tc.cmd, func(t *testing.T) {
@@ -152,7 +152,8 @@ func FuzzParseSet(f *testing.F) {
 			}
 			return
 		}
-		if req.ttl <= 0 || len(args) < 5 {
+		session := len(args) == 4 && strings.EqualFold(string(args[3]), "nx")
+		if (req.ttl <= 0 && !session) || (len(args) < 5 && !session) {
 			t.Fatalf("accepted %q as %+v", args, req)
 		}
 	})

@@ -17,24 +17,35 @@ import (
 // holder's time runs out, instead of the client polling with SET NX. A
 // client that goes away while it waits leaves the line at once.
 
-// lockAcquireReq is a parsed LOCK.ACQUIRE key token PX ms|EX s [WAIT ms].
+// lockAcquireReq is a parsed LOCK.ACQUIRE key token PX ms|EX s|SESSION
+// [WAIT ms].
 type lockAcquireReq struct {
 	key, token string
-	ttl        time.Duration
+	ttl        time.Duration // 0: session-bound (SESSION)
 	wait       time.Duration // 0: none; negative: without end (WAIT 0)
 }
 
 func parseLockAcquire(args [][]byte) (lockAcquireReq, error) {
 	req := lockAcquireReq{key: string(args[1]), token: string(args[2])}
 	seen := map[string]bool{}
+	expiries := 0
 	for i := 3; i < len(args); i += 2 {
 		opt := strings.ToLower(string(args[i]))
-		if seen[opt] || i+1 == len(args) || (opt == "px" && seen["ex"]) || (opt == "ex" && seen["px"]) {
+		if opt == "session" {
+			if seen[opt] {
+				return req, errSyntax
+			}
+			seen[opt], expiries = true, expiries+1
+			i-- // it takes no value
+			continue
+		}
+		if seen[opt] || i+1 == len(args) {
 			return req, errSyntax
 		}
 		seen[opt] = true
 		switch opt {
 		case "px", "ex":
+			expiries++
 			ttl, err := parseTTL(args[i+1], opt == "ex", "lock.acquire")
 			if err != nil {
 				return req, err
@@ -56,16 +67,20 @@ func parseLockAcquire(args [][]byte) (lockAcquireReq, error) {
 			return req, errSyntax
 		}
 	}
-	if req.ttl == 0 {
-		return req, errorf("ERR LOCK.ACQUIRE needs PX or EX: a lock without a TTL never expires")
+	switch {
+	case expiries > 1:
+		return req, errSyntax
+	case expiries == 0:
+		return req, errorf("ERR LOCK.ACQUIRE needs PX, EX or SESSION: a lock without a TTL never expires, and SESSION makes one that lives while this connection does")
 	}
 	return req, nil
 }
 
-// handleLockAcquire serves LOCK.ACQUIRE key token PX ms|EX s [WAIT ms]:
-// +OK (or the fencing token, after CLIENT FENCING ON) when taken, null
-// when the wait ended first (or at once without WAIT). WAIT 0 waits
-// without end, as BLPOP's 0 does.
+// handleLockAcquire serves LOCK.ACQUIRE key token PX ms|EX s|SESSION
+// [WAIT ms]: +OK (or the fencing token, after CLIENT FENCING ON) when
+// taken, null when the wait ended first (or at once without WAIT). WAIT 0
+// waits without end, as BLPOP's 0 does. SESSION takes a session-bound
+// lock (session.go).
 func (s *Server) handleLockAcquire(conn redcon.Conn, cmd redcon.Command) {
 	req, err := parseLockAcquire(cmd.Args)
 	if err != nil {
@@ -78,7 +93,12 @@ func (s *Server) handleLockAcquire(conn redcon.Conn, cmd redcon.Command) {
 		ctx, stop = s.waitContext(conn)
 		defer stop()
 	}
-	r, err := space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{req.key}, Token: req.token, TTL: req.ttl, Wait: req.wait})
+	var r quorum.Result
+	if req.ttl == 0 || s.sessionBound(conn, req.key) {
+		r, err = s.acquireSession(ctx, conn, req.key, req.token, req.wait)
+	} else {
+		r, err = space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{req.key}, Token: req.token, TTL: req.ttl, Wait: req.wait})
+	}
 	switch {
 	case err == nil && state(conn).fencing && r.Fence > 0:
 		conn.WriteInt64(r.Fence)

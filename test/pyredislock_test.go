@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -10,11 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // python-redis-lock through the proxy beyond the compatibility suite's
 // rows (TestCompatPyPI runs its contention and scenario): a waiter woken
-// across proxies, what expire=None gets, and BLPOP's bytes beside a real
+// across proxies, expire=None's session-bound lock, and BLPOP's bytes beside a real
 // redis-server's.
 
 // pyRedisLock runs test/compat/python/pyredislock.py with args in its
@@ -52,27 +56,101 @@ func TestPyRedisLockAcrossProxies(t *testing.T) {
 	}
 }
 
-// TestPyRedisLockNoExpire: Lock(expire=None) sends SET NX without an
-// expiry, which lockproxy refuses (a lock without a TTL would never
-// expire; session-bound locks are issue 17): acquire raises redis-py's
-// ResponseError with the proxy's reason, where one redis-server grants it.
+// TestPyRedisLockNoExpire: python-redis-lock's Lock(expire=None) and
+// redis-py's Lock(timeout=None) send SET NX without a TTL, which one
+// redis-server keeps for ever, stuck once its holder dies. Through the
+// proxy it is a session-bound lock: held for many leases with only the
+// short lease on the backends, released by its holder as usual, and freed
+// within a lease of its holder's process being killed.
 func TestPyRedisLockNoExpire(t *testing.T) {
-	c := newCluster(t, 3)
-	out, err := pyRedisLock(t, "noexpire", c.proxy.Addr)
-	if err != nil {
-		t.Fatalf("noexpire: %v\n%s", err, out)
-	}
-	if !strings.HasPrefix(out, "ResponseError: ") || !strings.Contains(out, "TTL") {
-		t.Fatalf("Lock(expire=None).acquire() through the proxy: %q, want a ResponseError naming the missing TTL", out)
-	}
-	t.Logf("through the proxy: %s", strings.TrimSpace(out))
-	if got := do(t, c.proxy.Client(t), "EXISTS", "lock:compat:noexpire"); got != "0" {
-		t.Fatalf("EXISTS after the refused acquire: %s", got)
+	const lease = 500 * time.Millisecond
+	c := newCluster(t, 3, "-session-lease", lease.String())
+	other := c.proxy.Client(t)
+	// python-redis-lock keeps its lock at "lock:" and the name.
+	for lib, key := range map[string]string{"redis-py": "compat:held", "python-redis-lock": "lock:compat:held"} {
+		t.Run(lib, func(t *testing.T) {
+			holder := startPyRedisLock(t, "hold", lib, c.proxy.Addr, "3")
+			holder.await(t, "acquired")
+			for i, d := range c.pttls(t, key) {
+				if d <= 0 || d > lease {
+					t.Fatalf("backend %d: PTTL %v, want the lease (%v) at most", i, d, lease)
+				}
+			}
+			if got := do(t, other, "SET", key, "theirs", "NX", "PX", 10000); got != "nil" {
+				t.Fatalf("SET NX while %s holds the lock: %q", lib, got)
+			}
+			holder.await(t, "released") // six leases later
+			if err := holder.cmd.Wait(); err != nil {
+				t.Fatalf("%s hold: %v\n%s", lib, err, holder.out.String())
+			}
+			if got := do(t, other, "EXISTS", key); got != "0" {
+				t.Fatalf("EXISTS after the release: %s", got)
+			}
+
+			killed := startPyRedisLock(t, "hold", lib, c.proxy.Addr, "forever")
+			killed.await(t, "acquired")
+			killed.cmd.Process.Kill()
+			start := time.Now()
+			redistest.Eventually(t, func() string {
+				if got := do(t, other, "SET", key, "next", "NX", "PX", 10000); got != "OK" {
+					return "the lock of the killed holder is still held: " + got
+				}
+				return ""
+			})
+			if took := time.Since(start); took > lease {
+				t.Fatalf("the killed holder's lock was freed after %v, want within one lease (%v)", took, lease)
+			} else {
+				t.Logf("%s: the killed holder's lock was free for another client after %v", lib, took.Round(time.Millisecond))
+			}
+			do(t, other, "DEL", key)
+		})
 	}
 	reference, err := pyRedisLock(t, "noexpire", c.servers[0].Addr())
 	if err != nil || strings.TrimSpace(reference) != "acquired: True" {
 		t.Fatalf("on one redis-server: %q, %v; want acquired: True", reference, err)
 	}
+}
+
+// pyRedisLockRun is pyredislock.py running in the background.
+type pyRedisLockRun struct {
+	cmd   *exec.Cmd
+	lines *bufio.Scanner
+	out   strings.Builder
+}
+
+// startPyRedisLock starts test/compat/python/pyredislock.py with args; it
+// is killed when the test ends.
+func startPyRedisLock(t *testing.T, args ...string) *pyRedisLockRun {
+	t.Helper()
+	python, interpreter, dir := pyInterpreter(t)
+	venvPython := pyVenv(t, python, interpreter, dir, "pyredislock")
+	cmd := exec.Command(venvPython, append([]string{filepath.Join(dir, "pyredislock.py")}, args...)...)
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1")
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return &pyRedisLockRun{cmd: cmd, lines: bufio.NewScanner(stdout)}
+}
+
+// await reads the program's lines until one is want.
+func (r *pyRedisLockRun) await(t *testing.T, want string) {
+	t.Helper()
+	for r.lines.Scan() {
+		r.out.WriteString(r.lines.Text() + "\n")
+		if r.lines.Text() == want {
+			return
+		}
+	}
+	t.Fatalf("pyredislock.py ended without printing %q:\n%s", want, r.out.String())
 }
 
 // TestBLPopLikeRedis compares BLPOP's replies through the proxy with a

@@ -11,6 +11,12 @@ and, for test/pyredislock_test.go:
 
     pyredislock.py handoff ADDR_A ADDR_B   a waiter blocked on B, woken by a release on A
     pyredislock.py noexpire ADDR           what Lock(expire=None).acquire() gets
+    pyredislock.py hold LIB ADDR SECONDS   a lock without a TTL held SECONDS, then released
+    pyredislock.py hold LIB ADDR forever   ... held until the process is killed
+
+where LIB is redis-py (Lock(timeout=None)) or python-redis-lock
+(Lock(expire=None)): both send SET NX without a TTL, which lockproxy
+serves as a session-bound lock.
 
 Run it with the Python of the virtual environment of
 requirements/pyredislock.txt. REDISPY_PROTOCOL=3 connects with RESP3.
@@ -198,6 +204,31 @@ def noexpire(addr):
         lock.release()
 
 
+HELD = "compat:held"
+
+
+def hold(lib, addr, seconds):
+    """Takes HELD without a TTL, prints "acquired", holds it (without
+    renewing: neither library renews a lock without a TTL), then releases it
+    and prints "released"; or holds it until killed."""
+    r = connect(addr)
+    if lib == "redis-py":
+        lock = r.lock(HELD, timeout=None)
+    elif lib == "python-redis-lock":
+        lock = redis_lock.Lock(r, HELD, expire=None)
+    else:
+        sys.exit(f"hold: no library {lib!r}")
+    if not lock.acquire(blocking=False):
+        sys.exit(f"hold: {lib} did not acquire {HELD}")
+    print("acquired", flush=True)
+    if seconds == "forever":
+        while True:
+            time.sleep(60)
+    time.sleep(float(seconds))
+    lock.release()
+    print("released", flush=True)
+
+
 def main(argv):
     if len(argv) == 6 and argv[1] == "contend":
         contend(argv[2], argv[3], int(argv[4]), argv[5])
@@ -207,8 +238,10 @@ def main(argv):
         handoff(argv[2], argv[3])
     elif len(argv) == 3 and argv[1] == "noexpire":
         noexpire(argv[2])
+    elif len(argv) == 5 and argv[1] == "hold":
+        hold(argv[2], argv[3], argv[4])
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | handoff ADDR_A ADDR_B | noexpire ADDR")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | handoff ADDR_A ADDR_B | noexpire ADDR | hold LIB ADDR SECONDS|forever")
 
 
 if __name__ == "__main__":
