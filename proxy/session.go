@@ -100,15 +100,19 @@ type sessionLock struct {
 	clientKey string      // the key as its holder named it
 	owner     *connSessions
 	taken     time.Time
+	// validUntil is when the lock stops being safe to rely on, in
+	// nanoseconds of sessions.since: a command of its holder answered after
+	// it is told the loss, whether or not the renewal loop has looked yet.
+	validUntil atomic.Int64
 	// Under sessions.mu:
-	validUntil time.Time // the lock is safe to rely on until then
-	renewAt    time.Time
-	renewing   bool // a renewal is in flight
+	renewAt  time.Time
+	renewing bool // a renewal is in flight
 }
 
 // connSessions is one connection's session locks and the losses it has
 // not been told of yet.
 type connSessions struct {
+	m          *sessions
 	push       *pushWriter // RESP3: losses are pushed at once; nil otherwise
 	lastActive atomic.Int64
 	hasLost    atomic.Bool // a loss waits to be told: checked per command
@@ -127,6 +131,7 @@ type sessions struct {
 	log     *slog.Logger
 	ctx     context.Context
 
+	base time.Time // of since
 	mu   sync.Mutex
 	held map[quorum.Held]*sessionLock
 	wake chan struct{}
@@ -142,7 +147,7 @@ type sessions struct {
 }
 
 func newSessions(ctx context.Context, cfg SessionConfig, renewer Renewer, locks Locker, log *slog.Logger) *sessions {
-	m := &sessions{cfg: cfg.withDefaults(), renewer: renewer, locks: locks, log: log, ctx: ctx,
+	m := &sessions{cfg: cfg.withDefaults(), renewer: renewer, locks: locks, log: log, ctx: ctx, base: time.Now(),
 		held: map[quorum.Held]*sessionLock{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if renewer != nil {
 		go m.run()
@@ -154,6 +159,9 @@ func newSessions(ctx context.Context, cfg SessionConfig, renewer Renewer, locks 
 
 // errNoSessions refuses a session-bound lock where none can be renewed.
 var errNoSessions = errorf("ERR session-bound locks (a lock without a TTL) need a lock engine that renews in batches; this one does not")
+
+// since is t on the monotonic clock of validUntil.
+func (m *sessions) since(t time.Time) int64 { return int64(t.Sub(m.base)) }
 
 // tick is how often the renewal loop looks at the locks: a thirtieth of
 // the lease, so that renewals start at most that much late and the locks
@@ -211,7 +219,7 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 	m.mu.Lock()
 	// The acquisition itself may have waited: validity counts from its
 	// last attempt, which ended now, so from start is conservative.
-	l.validUntil = start.Add(r.Validity)
+	l.validUntil.Store(m.since(start.Add(r.Validity)))
 	l.renewAt = time.Now().Add(m.cfg.Lease / 3)
 	if old := m.held[l.held]; old != nil {
 		m.dropLocked(old) // the same token took the key again: one lock
@@ -244,7 +252,7 @@ func (s *Server) connSessions(conn redcon.Conn) *connSessions {
 	if st.sessions != nil {
 		return st.sessions
 	}
-	cs := &connSessions{locks: map[*sessionLock]struct{}{}}
+	cs := &connSessions{m: s.sessions, locks: map[*sessionLock]struct{}{}}
 	cs.lastActive.Store(time.Now().UnixNano())
 	if c, ok := conn.(*client); ok && st.proto == 3 {
 		if c.push == nil {
@@ -360,7 +368,7 @@ func (m *sessions) step(now time.Time) {
 	for _, l := range m.held {
 		cause := ""
 		switch {
-		case !now.Before(l.validUntil):
+		case m.since(now) >= l.validUntil.Load():
 			cause = lostNoQuorum
 		case m.cfg.MaxHold > 0 && now.Sub(l.taken) >= m.cfg.MaxHold:
 			cause = lostMaxHold
@@ -410,7 +418,7 @@ func (m *sessions) renew(due []*sessionLock) {
 		}
 		switch r := out[i]; {
 		case r.Err == nil:
-			l.validUntil = start.Add(r.Validity)
+			l.validUntil.Store(m.since(start.Add(r.Validity)))
 			l.renewAt = start.Add(m.cfg.Lease / 3)
 		case errors.Is(r.Err, quorum.ErrNotHeld):
 			m.dropLocked(l)
@@ -450,6 +458,38 @@ func (m *sessions) lose(l *sessionLock, cause string, rollback bool) {
 	}
 }
 
+// expire loses, at once, the connection's locks whose validity has run
+// out: the renewal loop looks only every tick, and a command answered in
+// between would let the holder believe in a lock whose keys may be about
+// to expire on the backends.
+func (cs *connSessions) expire(now time.Time) {
+	m := cs.m
+	at := m.since(now)
+	cs.mu.Lock()
+	var out []*sessionLock
+	for l := range cs.locks {
+		if at >= l.validUntil.Load() {
+			out = append(out, l)
+		}
+	}
+	cs.mu.Unlock()
+	if out == nil {
+		return
+	}
+	m.mu.Lock()
+	lost := out[:0]
+	for _, l := range out {
+		if m.held[l.held] == l { // the loop may have taken it meanwhile
+			m.dropLocked(l)
+			lost = append(lost, l)
+		}
+	}
+	m.mu.Unlock()
+	for _, l := range lost {
+		m.lose(l, lostNoQuorum, true)
+	}
+}
+
 // lostPush is the RESP3 push message of a loss: ["locklost", key, cause].
 func lostPush(key, cause string) []byte {
 	b := []byte(">3\r\n$8\r\nlocklost\r\n")
@@ -460,7 +500,9 @@ func lostPush(key, cause string) []byte {
 // tellLost answers the command with -LOCKLOST, instead of running it, when
 // the connection lost a session lock it has not been told of: true then.
 func (cs *connSessions) tellLost(conn redcon.Conn) bool {
-	cs.lastActive.Store(time.Now().UnixNano())
+	now := time.Now()
+	cs.lastActive.Store(now.UnixNano())
+	cs.expire(now)
 	if !cs.hasLost.Load() {
 		return false
 	}

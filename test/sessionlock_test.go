@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -346,4 +350,268 @@ func TestSessionLockPipelinedAndInTransaction(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// sessionStep is one command of a session-lock worker, on the test's
+// clock: sent and received.
+type sessionStep struct {
+	worker, gen int
+	long        bool   // a grant held past the lease
+	kind        string // "grant"; "ok": answered as usual while holding; "release" (:1); "told": -LOCKLOST; "lost": a broken connection
+	sent, recv  time.Duration
+}
+
+// checkSessionHistory finds the grants made while another holder had not
+// been told it lost the lock: a grant asked after holder i's grant was
+// answered, and answered before i sent a command that was still answered
+// as usual (or its release, answered :1) — i relied on the lock after
+// another was granted it. It judges only what is certain on the clients'
+// clock; the proxy acted somewhere between each send and receive.
+func checkSessionHistory(steps []sessionStep) []string {
+	type holding struct {
+		worker, gen     int
+		granted, relied sessionStep // relied: the last command sent while still holding
+	}
+	byHolding := map[[2]int]*holding{}
+	var order [][2]int
+	for _, s := range steps {
+		id := [2]int{s.worker, s.gen}
+		h := byHolding[id]
+		switch {
+		case s.kind == "grant":
+			h = &holding{worker: s.worker, gen: s.gen, granted: s, relied: s}
+			byHolding[id] = h
+			order = append(order, id)
+		case h != nil && (s.kind == "ok" || s.kind == "release") && s.sent > h.relied.sent:
+			h.relied = s
+		}
+	}
+	var bad []string
+	for _, a := range order {
+		i := byHolding[a]
+		for _, b := range order {
+			j := byHolding[b]
+			if i == j {
+				continue
+			}
+			if j.granted.sent > i.granted.recv && j.granted.recv < i.relied.sent {
+				bad = append(bad, fmt.Sprintf("worker %d was granted the lock (asked %v, answered %v) while worker %d, granted at %v, still relied on it (a command sent at %v was answered as usual)",
+					j.worker, j.granted.sent, j.granted.recv, i.worker, i.granted.recv, i.relied.sent))
+			}
+		}
+	}
+	return bad
+}
+
+// TestCheckSessionHistory: the checker finds a holder answered as usual
+// after another was granted, and passes a hand-over after the release.
+func TestCheckSessionHistory(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	clean := []sessionStep{
+		{0, 0, false, "grant", ms(0), ms(2)}, {0, 0, false, "ok", ms(10), ms(11)}, {0, 0, false, "release", ms(20), ms(21)},
+		{1, 0, false, "grant", ms(22), ms(24)}, {1, 0, false, "ok", ms(30), ms(31)},
+		// Told: after the loss its commands are not "ok".
+		{1, 0, false, "told", ms(40), ms(41)}, {0, 1, false, "grant", ms(45), ms(46)},
+	}
+	if bad := checkSessionHistory(clean); len(bad) != 0 {
+		t.Fatalf("a clean history: %v", bad)
+	}
+	untold := append(clean, sessionStep{1, 0, false, "ok", ms(50), ms(51)}) // answered as usual after worker 0 was granted again
+	if bad := checkSessionHistory(untold); len(bad) != 1 || !strings.Contains(bad[0], "worker 0 was granted") {
+		t.Fatalf("a holder answered as usual after another's grant: %v", bad)
+	}
+}
+
+// TestSessionLockNemesis: workers on two proxies contend for one key with
+// session locks, holding each for a while and pinging meanwhile, while a
+// majority of the backends is paused past the lease and then one proxy is
+// killed (SIGKILL). The history shows no grant while a holder had not been
+// told; the pause made a holder lose its lock, told by -LOCKLOST; and the
+// killed proxy's lock was granted again through the other.
+func TestSessionLockNemesis(t *testing.T) {
+	c, b := twoProxiesWith(t, 3, "-session-lease", sessionLease.String())
+	start := time.Now()
+	now := func() time.Duration { return time.Since(start) }
+	var (
+		mu    sync.Mutex
+		steps []sessionStep
+	)
+	record := func(s sessionStep) {
+		mu.Lock()
+		steps = append(steps, s)
+		mu.Unlock()
+	}
+	stop := make(chan struct{})
+	var (
+		wg        sync.WaitGroup
+		longHolds atomic.Bool
+	)
+	for w := range 4 {
+		addr := c.proxy.Addr
+		if w%2 == 1 {
+			addr = b.Addr
+		}
+		wg.Go(func() { sessionWorker(w, addr, now, record, &longHolds, stop) })
+	}
+	time.Sleep(1500 * time.Millisecond) // the load runs; nothing to poll
+	// The pause must find a holder that holds on past the lease, so that
+	// it loses the lock rather than releasing it.
+	longHolds.Store(true)
+	redistest.Eventually(t, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range slices.Backward(steps) {
+			if s.kind == "grant" && s.long {
+				return ""
+			}
+		}
+		return "no long hold yet"
+	})
+	longHolds.Store(false)
+	c.servers[0].Pause()
+	c.servers[1].Pause()
+	time.Sleep(3 * sessionLease)
+	c.servers[0].Resume()
+	c.servers[1].Resume()
+	time.Sleep(1500 * time.Millisecond)
+	killedAt := now()
+	c.proxy.Kill()
+	time.Sleep(4 * sessionLease)
+	close(stop)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	grants, told, afterKill := 0, 0, 0
+	for _, s := range steps {
+		switch {
+		case s.kind == "grant" && s.sent > killedAt:
+			afterKill++
+			grants++
+		case s.kind == "grant":
+			grants++
+		case s.kind == "told":
+			told++
+		}
+	}
+	t.Logf("%d grants (%d after the proxy kill), %d losses told", grants, afterKill, told)
+	if bad := checkSessionHistory(steps); len(bad) > 0 {
+		t.Fatalf("%d violations, the first: %s", len(bad), bad[0])
+	}
+	if grants < 5 || told < 1 || afterKill < 1 {
+		t.Fatalf("the run tested too little: %d grants, %d losses told, %d grants after the kill", grants, told, afterKill)
+	}
+}
+
+// twoProxiesWith is twoProxies with more flags for both proxies.
+func twoProxiesWith(t *testing.T, n int, args ...string) (*cluster, *proxyProcess) {
+	t.Helper()
+	c := newCluster(t, n, args...)
+	urls := make([]string, n)
+	for i, s := range c.servers {
+		urls[i] = s.URL()
+	}
+	b := startProxy(t, append([]string{"-backends", strings.Join(urls, ","), "-restart-quarantine=false", "-backend-timeout", "500ms"}, args...)...)
+	return c, b
+}
+
+// sessionWorker takes the key "nemesis" as a session lock through addr,
+// again and again: holds it about 100 ms (with long set, for three
+// leases), pinging every 15 ms, then releases it, and records every step,
+// until stop.
+func sessionWorker(w int, addr string, now func() time.Duration, record func(sessionStep), long *atomic.Bool, stop chan struct{}) {
+	var (
+		conn net.Conn
+		rd   *bufio.Reader
+	)
+	send := func(args ...string) (string, error) {
+		conn.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(conn, resp(args...)); err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		err := readFrame(rd, &b)
+		return b.String(), err
+	}
+	for gen := 0; ; gen++ {
+		select {
+		case <-stop:
+			if conn != nil {
+				conn.Close()
+			}
+			return
+		default:
+		}
+		if conn == nil {
+			var err error
+			if conn, err = net.Dial("tcp", addr); err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			rd = bufio.NewReader(conn)
+		}
+		token := fmt.Sprintf("w%d-%d", w, gen)
+		sent := now()
+		reply, err := send("SET", "nemesis", token, "NX")
+		step := sessionStep{worker: w, gen: gen, sent: sent, recv: now()}
+		switch {
+		case err != nil:
+			conn.Close()
+			conn = nil
+			continue
+		case reply != "+OK\r\n":
+			time.Sleep(5 * time.Millisecond) // held, NOQUORUM, or a loss told
+			continue
+		}
+		step.kind, step.long = "grant", long.Load()
+		record(step)
+		pings := 7
+		if step.long {
+			pings = int(3 * sessionLease / (15 * time.Millisecond))
+		}
+		holding := true
+		for range pings {
+			time.Sleep(15 * time.Millisecond)
+			sent := now()
+			reply, err := send("PING")
+			step := sessionStep{worker: w, gen: gen, kind: "ok", sent: sent, recv: now()}
+			switch {
+			case err != nil:
+				step.kind = "lost"
+				holding = false
+			case strings.HasPrefix(reply, "-LOCKLOST"):
+				step.kind = "told"
+				holding = false
+			case reply != "+PONG\r\n":
+				step.kind = "other"
+			}
+			record(step)
+			if err != nil {
+				conn.Close()
+				conn = nil
+			}
+			if !holding {
+				break
+			}
+		}
+		if !holding {
+			continue
+		}
+		sent = now()
+		reply, err = send("EVAL", compareAndDelete, "1", "nemesis", token)
+		step = sessionStep{worker: w, gen: gen, kind: "release", sent: sent, recv: now()}
+		switch {
+		case err != nil:
+			step.kind = "lost"
+		case strings.HasPrefix(reply, "-LOCKLOST"):
+			step.kind = "told"
+		case reply != ":1\r\n":
+			step.kind = "other"
+		}
+		record(step)
+		if err != nil {
+			conn.Close()
+			conn = nil
+		}
+	}
 }
