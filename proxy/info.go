@@ -147,7 +147,8 @@ func (s *Server) infoWaits(b *strings.Builder) {
 // held, renewed, renewed late, and lost, by cause.
 func (s *Server) infoSessions(b *strings.Builder) {
 	st := s.SessionStats()
-	fmt.Fprintf(b, "session_locks:%d\r\nsession_renewals:%d\r\nsession_late_renewals:%d\r\n", st.Held, st.Renewals, st.LateRenewals)
+	fmt.Fprintf(b, "session_lease_ms:%d\r\nsession_locks:%d\r\nsession_renewals:%d\r\nsession_late_renewals:%d\r\n",
+		s.sessions.cfg.Lease.Milliseconds(), st.Held, st.Renewals, st.LateRenewals)
 	for _, cause := range SessionLostCauses() {
 		fmt.Fprintf(b, "session_lost_%s:%d\r\n", cause, st.Lost[cause])
 	}

@@ -54,4 +54,14 @@
 // GC the sample forces (when its pprof address is known; the started proxy
 // always serves it with -soak), and each interval's cycles/s. A verdict line compares the first sample
 // after the first 10% (warm-up) with the last; -json has it all under "soak".
+//
+// -sessions N (for issue 17's "10,000 session locks on one proxy") runs the
+// session bench instead of the table: it opens N connections to the proxy,
+// measures -duration of them idle, takes a session-bound lock on each (SET
+// k token NX, no TTL), waits a lease, and measures -duration again: the
+// proxy's CPU, the renewals it made per second, the scripts each backend
+// ran per second (INFO commandstats) and so the locks renewed per script,
+// the late renewals and the losses, against the budget of one renewal per
+// lock every third of the lease. Give the lease with -proxy-args
+// "-session-lease 10s" (the default).
 package main

@@ -45,6 +45,7 @@ type options struct {
 	systems []string // the systems to measure; empty: all
 	// waiting runs the waiting bench (waiting.go) in place of the table.
 	waitingOn bool
+	sessions  int // -sessions: the session bench's locks; 0: none
 	waiting   waitingOptions
 }
 
@@ -76,6 +77,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
 	fs.BoolVar(&o.fencing, "fencing", false, "also start a lockproxy with -fencing and measure it (proxy-fenced) in turns with the plain one")
 	fs.BoolVar(&o.waitingOn, "waiting", false, "run the waiting bench instead of the table: polling against LOCK.ACQUIRE ... WAIT on one key, and wake-up latency across two proxies")
+	fs.IntVar(&o.sessions, "sessions", 0, "run the session bench instead of the table: this many session-bound locks (SET k token NX, no TTL), one per connection, against the same connections idle, each phase -duration long")
 	waitConc := fs.String("wait-contenders", "8,32,128", "-waiting: comma-separated numbers of contenders on the one key")
 	fs.DurationVar(&o.waiting.hold, "wait-hold", time.Millisecond, "-waiting: how long each grant is held before its release")
 	fs.IntVar(&o.waiting.wakes, "wait-wakes", 200, "-waiting: wake-ups measured across proxies")
@@ -127,6 +129,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-soak must not be negative, and -soak-workers must be positive")
 	case o.waitingOn && o.proxyAddr != "":
 		return nil, errors.New("-waiting starts both proxies itself: it cannot be used with -proxy")
+	case o.sessions < 0:
+		return nil, errors.New("-sessions must not be negative")
 	case o.waiting.wakes < 1:
 		return nil, errors.New("-wait-wakes must be positive")
 	case o.fencing && o.proxyAddr != "":
@@ -172,6 +176,16 @@ func run(args []string, out io.Writer) error {
 		if proxy, err = startProxy(ctx, o, env); err != nil {
 			return err
 		}
+	}
+	if o.sessions > 0 {
+		r, err := runSessions(ctx, o, env, proxy, o.sessions, out)
+		if err != nil {
+			return err
+		}
+		if o.jsonPath != "" {
+			return writeJSONFile(o.jsonPath, r)
+		}
+		return nil
 	}
 	if o.waitingOn {
 		w, err := runWaiting(ctx, o, env, proxy, out)
