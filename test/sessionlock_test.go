@@ -615,3 +615,28 @@ func sessionWorker(w int, addr string, now func() time.Duration, record func(ses
 		}
 	}
 }
+
+// TestSessionLockKeepsFencingToken: with fencing, a session lock's
+// acquisition answers its token (CLIENT FENCING ON), and renewals keep it:
+// FENCE reads the same token leases later.
+func TestSessionLockKeepsFencingToken(t *testing.T) {
+	c := newCluster(t, 3, "-fencing", "-session-lease", sessionLease.String())
+	holder := dialRaw(t, c.proxy.Addr)
+	if got := holder.do(t, "CLIENT", "FENCING", "ON"); got != "+OK\r\n" {
+		t.Fatalf("CLIENT FENCING ON: %q", got)
+	}
+	got := holder.do(t, "SET", "fenced", "mine", "NX")
+	if !strings.HasPrefix(got, ":") {
+		t.Fatalf("SET fenced mine NX with fencing on: %q, want the token", got)
+	}
+	until := time.Now().Add(3 * sessionLease)
+	redistest.Eventually(t, func() string {
+		if time.Now().Before(until) {
+			return "holding"
+		}
+		return ""
+	})
+	if fence := holder.do(t, "FENCE", "fenced", "mine"); fence != got {
+		t.Fatalf("FENCE three leases later: %q, want the token of the acquisition, %q", fence, got)
+	}
+}
