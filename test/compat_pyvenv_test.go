@@ -54,11 +54,15 @@ var pyClients = func() []pyClient {
 				"redispy_watch.py", []string{"REDISPY_PROTOCOL=" + protocol}})
 		}
 	}
-	// python-redis-lock waits in BLPOP lock-signal:<name>, in either protocol.
+	// python-redis-lock waits in BLPOP lock-signal:<name>, in either
+	// protocol; with expire=None its lock has no TTL, which lockproxy makes
+	// session-bound.
 	for _, protocol := range []string{"2", "3"} {
 		out = append(out, pyClient{"python-redis-lock-4.0.1-resp" + protocol, "pyredislock", "pyredislock.py",
 			[]string{"REDISPY_PROTOCOL=" + protocol}})
 	}
+	out = append(out, pyClient{"python-redis-lock-4.0.1-expire-None", "pyredislock", "pyredislock.py",
+		[]string{"PYREDISLOCK_EXPIRE=none"}})
 	return append(out,
 		pyClient{name: "pottery-3.0.1-Redlock", venv: "pottery", program: "pottery_redlock.py"},
 		pyClient{name: "aioredlock-0.7.3", venv: "aioredlock", program: "aioredlock_lock.py"},

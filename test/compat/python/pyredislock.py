@@ -20,6 +20,9 @@ serves as a session-bound lock.
 
 Run it with the Python of the virtual environment of
 requirements/pyredislock.txt. REDISPY_PROTOCOL=3 connects with RESP3.
+PYREDISLOCK_EXPIRE=none makes contend and scenario take their locks with
+expire=None (SET NX without a TTL: a session-bound lock through lockproxy,
+one that never expires on one Redis).
 """
 
 import os
@@ -38,6 +41,7 @@ from redispy_recipe import connect as recipe_connect  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
+NO_EXPIRE = os.environ.get("PYREDISLOCK_EXPIRE") == "none"
 
 
 def connect(addr):
@@ -49,7 +53,7 @@ def contend(addr, logfile, rounds, worker):
     r = connect(addr)
     log = os.open(logfile, os.O_APPEND | os.O_WRONLY | os.O_CREAT, 0o644)
     for n in range(rounds):
-        lock = redis_lock.Lock(r, CONTENDED, expire=10)
+        lock = redis_lock.Lock(r, CONTENDED, expire=None if NO_EXPIRE else 10)
         # Blocking, without a timeout: SET NX, and BLPOP while it is held.
         if not lock.acquire(blocking=True):
             sys.exit(f"worker {worker} round {n}: blocking acquire returned False")
@@ -90,10 +94,47 @@ def woken_after(release, t, acquired, when):
     return within(round(when[0] - released, 2), 0, 2)
 
 
+def scenario_no_expire(r):
+    """Lock(expire=None): what the library offers a lock without a TTL."""
+    c = Checks()
+    key = "lock:" + SCENARIO
+    owner = redis_lock.Lock(r, SCENARIO, expire=None)
+    other = redis_lock.Lock(r, SCENARIO, expire=None)
+
+    def ttl():
+        # One Redis keeps it for ever (-1); lockproxy keeps its session
+        # lease (10 s by default), renewed while the connection is open.
+        t = r.ttl(key)
+        return True if t == -1 or 0 < t <= 10 else f"TTL {t}"
+
+    c.check("acquire", lambda: expect(owner.acquire(blocking=False), True))
+    c.check("GET lock:<name> is the owner's id", lambda: expect(owner.get_owner_id(), owner.id))
+    c.check("no TTL of its own", ttl)
+    c.check("locked()", lambda: expect(other.locked(), True))
+    c.check("non-blocking acquire by a second Lock while held", lambda: expect(other.acquire(blocking=False), False))
+    c.check("release by another id raises NotAcquired", lambda: raises(redis_lock.NotAcquired, other.release))
+
+    def woken_by_release():
+        t, acquired, when = acquire_in_thread(other, blocking=True, timeout=8)
+        if acquired.wait(0.3):
+            return "acquired while held"
+        return woken_after(owner.release, t, acquired, when)
+
+    c.check("a waiter in BLPOP gets the lock once the owner releases it", woken_by_release)
+    c.check("the new owner holds it", lambda: expect(other.get_owner_id(), other.id))
+    c.check("released by the new owner", lambda: expect(other.release(), None))
+    c.check("free at the end", lambda: expect(r.get(key), None))
+    if c.failed:
+        sys.exit(f"{len(c.failed)} checks failed: {', '.join(c.failed)}")
+
+
 def scenario(addr):
     r = connect(addr)
     print(f"python-redis-lock {version('python-redis-lock')}, redis-py {redis.__version__}, "
-          f"protocol {os.environ.get('REDISPY_PROTOCOL', 'default')}", flush=True)
+          f"protocol {os.environ.get('REDISPY_PROTOCOL', 'default')}, expire {'None' if NO_EXPIRE else 'set'}", flush=True)
+    if NO_EXPIRE:
+        scenario_no_expire(r)
+        return
     c = Checks()
     key = "lock:" + SCENARIO
     owner = redis_lock.Lock(r, SCENARIO, expire=10)
