@@ -105,8 +105,8 @@ var keys = []key{
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxKeyBytes = v })},
 	{"max_token_bytes", live, "longest lock token accepted",
 		integer(1024, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxTokenBytes = v })},
-	{"session_lease", restart, "TTL on the backends of a session-bound lock (SET key token NX without a TTL, SETNX before its PEXPIRE, LOCK.ACQUIRE ... SESSION), renewed at a third of it while the connection that took it is open; at most max_ttl",
-		duration("10s", func(s *settings, v time.Duration) { s.proxy.Sessions.Lease = v })},
+	{"session_lease", restart, "TTL on the backends of a session-bound lock (SET key token NX without a TTL, SETNX before its PEXPIRE, LOCK.ACQUIRE ... SESSION), renewed at a third of it while the connection that took it is open; at most max_ttl; 0s: 10s, or max_ttl when shorter",
+		durationOrNever("0s", func(s *settings, v time.Duration) { s.proxy.Sessions.Lease = v })},
 	{"session_max_hold", restart, "longest a session-bound lock is held: then it is released and its holder told (-LOCKLOST); 0s: no bound",
 		durationOrNever("1h", func(s *settings, v time.Duration) {
 			if v == 0 {
@@ -129,6 +129,9 @@ var keys = []key{
 	{"log_level", live, "least severe level logged",
 		level("info", func(s *settings, v slog.Level) { s.logLevel = v })},
 }
+
+// defaultSessionLease is session_lease's 0s, unless max_ttl is shorter.
+const defaultSessionLease = 10 * time.Second
 
 // key is a row of keys.
 type key struct {
@@ -1100,6 +1103,8 @@ func (s *settings) resolve() (*config, error) {
 		return nil, errors.New("pprof: needs a metrics address to serve on")
 	case s.proxy.Sessions.Lease > s.quorum.MaxTTL:
 		return nil, fmt.Errorf("session_lease: %v is above max_ttl (%v): a session lock's lease is a TTL", s.proxy.Sessions.Lease, s.quorum.MaxTTL)
+	case s.proxy.Sessions.Lease == 0:
+		s.proxy.Sessions.Lease = min(defaultSessionLease, s.quorum.MaxTTL)
 	}
 	if err := s.readSecrets(); err != nil {
 		return nil, err

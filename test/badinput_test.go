@@ -169,7 +169,6 @@ var badRequests = []badRequest{
 	{name: "SET unknown option", req: resp("SET", "k", "v", "NX", "PX", "100", "SOON"), want: errSyntaxR, redis: true},
 	{name: "SET without NX", req: resp("SET", "k", "v", "PX", "100"), want: errLockShape, prefix: true},
 	{name: "SET XX", req: resp("SET", "k", "v", "XX", "PX", "100"), want: errLockShape, prefix: true},
-	{name: "SET NX without TTL", req: resp("SET", "k", "v", "NX"), want: errLockShape, prefix: true},
 	{name: "SET NX KEEPTTL", req: resp("SET", "k", "v", "NX", "KEEPTTL"), want: errLockShape, prefix: true},
 	{name: "SET NX GET", req: resp("SET", "k", "v", "NX", "PX", "100", "GET"), want: errLockShape, prefix: true},
 	{name: "SET NX PXAT", req: resp("SET", "k", "v", "NX", "PXAT", "100"), want: errLockShape, prefix: true},
