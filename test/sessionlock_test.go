@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
@@ -638,5 +640,38 @@ func TestSessionLockKeepsFencingToken(t *testing.T) {
 	})
 	if fence := holder.do(t, "FENCE", "fenced", "mine"); fence != got {
 		t.Fatalf("FENCE three leases later: %q, want the token of the acquisition, %q", fence, got)
+	}
+}
+
+// TestSessionLockGoRedisRESP3: go-redis v9 speaks RESP3 by default, so a
+// lost session lock's push message reaches it unasked; it must skip the
+// push and read -LOCKLOST as the next command's error, and the connection
+// must serve on.
+func TestSessionLockGoRedisRESP3(t *testing.T) {
+	c := newCluster(t, 3, "-session-lease", sessionLease.String())
+	rdb := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: 3, PoolSize: 1, MaxRetries: -1})
+	defer rdb.Close()
+	ctx := t.Context()
+	conn := rdb.Conn() // a session lock wants a connection of its own
+	defer conn.Close()
+	if err := conn.SetNX(ctx, "gr", "mine", 0).Err(); err != nil {
+		t.Fatalf("SETNX through go-redis: %v", err)
+	}
+	c.servers[0].Pause()
+	c.servers[1].Pause()
+	defer c.servers[0].Resume()
+	defer c.servers[1].Resume()
+	var err error
+	redistest.Eventually(t, func() string {
+		if err = conn.Ping(ctx).Err(); err == nil {
+			return "PING still answers as usual"
+		}
+		return ""
+	})
+	if !strings.HasPrefix(err.Error(), "LOCKLOST gr: ") {
+		t.Fatalf("the first error after the loss: %v, want LOCKLOST", err)
+	}
+	if err := conn.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the connection after the loss was told: %v", err)
 	}
 }
