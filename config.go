@@ -90,7 +90,7 @@ var keys = []key{
 		users(func(s *settings, v []user) {
 			s.proxy.Users = make([]proxy.User, len(v))
 			for i, u := range v {
-				s.proxy.Users[i] = proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix}
+				s.proxy.Users[i] = proxy.User{Name: u.Name, PasswordSHA256: u.PasswordSHA256, PasswordBcrypt: u.PasswordBcrypt, KeyPrefix: u.KeyPrefix, Session: u.Session}
 			}
 		})},
 	{"users_file", live, "file of more users, one a line as -users takes them (# starts a comment), read again on reload",
@@ -995,6 +995,8 @@ type user struct {
 	PasswordSHA256 string `toml:"password_sha256"`
 	PasswordBcrypt string `toml:"password_bcrypt"`
 	KeyPrefix      string `toml:"key_prefix"`
+	// Session has no flag form: a flag's prefix runs to the end.
+	Session bool `toml:"session"`
 }
 
 // usersValue is [[users]], the one table-valued key: an array of tables in
@@ -1053,7 +1055,7 @@ func (u *usersValue) want() string {
 	return "an array of tables ([[users]] with name and password_sha256 or password_bcrypt)"
 }
 
-func (u *usersValue) fingerprint() string { return fmt.Sprintf("%q %q", u.file, u.flags) }
+func (u *usersValue) fingerprint() string { return fmt.Sprintf("%#v %q", u.file, u.flags) }
 
 // parseUser reads the flag form of a user: name:sha256:HEX[:prefix] or
 // name:bcrypt:HASH[:prefix]. The prefix is the rest, colons included.

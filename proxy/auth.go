@@ -35,6 +35,9 @@ type User struct {
 	// when two users' prefixes nest ("t:" and "t:x:"); users may share one,
 	// and a user without one sees every key. Default: none.
 	KeyPrefix string
+	// Session makes every SET NX, SETNX and LOCK.ACQUIRE lock of the user
+	// session-bound (session.go), whatever TTL it asks for. Default: false.
+	Session bool
 }
 
 // defaultUser is Redis's name for the user of the one-argument AUTH.
@@ -46,6 +49,8 @@ type account struct {
 	nopass bool // any password is accepted (Redis's default user when no password is set)
 	check  check
 	locks  *keyspace
+	// session: the user's locks are session-bound (User.Session).
+	session bool
 }
 
 // check is the hash work that verifies one password: its SHA-256 compared
@@ -153,7 +158,7 @@ func CheckUsers(password string, users []User) error {
 }
 
 func newAccount(user User, space func(string) *keyspace) (*account, error) {
-	a := &account{name: user.Name, locks: space(user.KeyPrefix)}
+	a := &account{name: user.Name, locks: space(user.KeyPrefix), session: user.Session}
 	switch {
 	case user.Name == "":
 		return nil, errors.New("no name")

@@ -53,8 +53,8 @@ type SessionConfig struct {
 	// keepalive notices a holder whose host is gone.
 	IdleTimeout time.Duration
 	// Prefixes make every lock whose key starts with one of them (before
-	// a user's key prefix) session-bound, whatever TTL it is asked with.
-	// Default: none.
+	// a user's key prefix) session-bound, whatever TTL it is asked with;
+	// User.Session does so for every lock of a user. Default: none.
 	Prefixes []string
 }
 
@@ -189,6 +189,9 @@ func (s *Server) takesSession(conn redcon.Conn, name string, args [][]byte) bool
 // sessionBound reports whether a lock on key (as the client named it) is
 // session-bound whatever TTL it was asked with.
 func (s *Server) sessionBound(conn redcon.Conn, key string) bool {
+	if u := state(conn).user; u != nil && u.session {
+		return true
+	}
 	for _, p := range s.sessions.cfg.Prefixes {
 		if strings.HasPrefix(key, p) {
 			return true

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -673,5 +675,39 @@ func TestSessionLockGoRedisRESP3(t *testing.T) {
 	}
 	if err := conn.Ping(ctx).Err(); err != nil {
 		t.Fatalf("the connection after the loss was told: %v", err)
+	}
+}
+
+// TestSessionLockUser: [[users]] with session = true makes every SET NX of
+// that user session-bound, whatever its TTL; another user's locks keep
+// theirs.
+func TestSessionLockUser(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lockproxy.toml")
+	conf := `
+[[users]]
+name = "worker"
+password_sha256 = "` + sha256Hex("pw") + `"
+session = true
+
+[[users]]
+name = "web"
+password_sha256 = "` + sha256Hex("pw") + `"
+`
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, 3, "-config", path, "-session-lease", sessionLease.String())
+	for user, session := range map[string]bool{"worker": true, "web": false} {
+		conn := dialRaw(t, c.proxy.Addr)
+		if got := conn.do(t, "AUTH", user, "pw"); got != "+OK\r\n" {
+			t.Fatalf("AUTH %s: %q", user, got)
+		}
+		if got := conn.do(t, "SET", user, "mine", "NX", "PX", "60000"); got != "+OK\r\n" {
+			t.Fatalf("SET NX PX 60000 as %s: %q", user, got)
+		}
+		d := c.pttls(t, user)[0]
+		if got := d > 0 && d <= sessionLease; got != session {
+			t.Errorf("%s's lock has PTTL %v on a backend; session-bound: %v, want %v", user, d, got, session)
+		}
 	}
 }
