@@ -217,11 +217,27 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 	if err != nil {
 		return r, err
 	}
+	held := quorum.Held{Key: full, Token: token}
+	if wait != 0 {
+		// The validity counts from the start of the attempt that took the
+		// lock, which a wait hides: renewed once at a known start, the lock
+		// is not lost at once for the time it waited.
+		start = time.Now()
+		renewed := m.renewer.Renew(ctx, m.cfg.Lease, []quorum.Held{held})[0]
+		if renewed.Err != nil {
+			m.release(&sessionLock{held: held, clientKey: key})
+			if errors.Is(renewed.Err, quorum.ErrNotHeld) {
+				return quorum.Result{}, quorum.ErrNotAcquired
+			}
+			return quorum.Result{}, renewed.Err
+		}
+		r.Validity = renewed.Validity
+	}
 	owner := s.connSessions(conn)
-	l := &sessionLock{held: quorum.Held{Key: full, Token: token}, clientKey: key, owner: owner, taken: start}
+	l := &sessionLock{held: held, clientKey: key, owner: owner, taken: start}
 	m.mu.Lock()
-	// The acquisition itself may have waited: validity counts from its
-	// last attempt, which ended now, so from start is conservative.
+	// Validity counts from the decision, a little after start: from start
+	// is conservative.
 	l.validUntil.Store(m.since(start.Add(r.Validity)))
 	l.renewAt = time.Now().Add(m.cfg.Lease / 3)
 	if old := m.held[l.held]; old != nil {

@@ -711,3 +711,47 @@ password_sha256 = "` + sha256Hex("pw") + `"
 		}
 	}
 }
+
+// TestSessionLockAfterWait: LOCK.ACQUIRE ... SESSION WAIT takes the lock
+// once its holder releases it, two leases later, and keeps it: the time
+// it waited does not count against its first lease.
+func TestSessionLockAfterWait(t *testing.T) {
+	c := newCluster(t, 3, "-session-lease", sessionLease.String())
+	holder := dialRaw(t, c.proxy.Addr)
+	if got := holder.do(t, "SET", "w", "first", "NX"); got != "+OK\r\n" {
+		t.Fatalf("the first holder's SET NX: %q", got)
+	}
+	waiter := dialRaw(t, c.proxy.Addr)
+	if _, err := io.WriteString(waiter, resp("LOCK.ACQUIRE", "w", "second", "SESSION", "WAIT", "10000")); err != nil {
+		t.Fatal(err)
+	}
+	until := time.Now().Add(2 * sessionLease)
+	redistest.Eventually(t, func() string {
+		if time.Now().Before(until) {
+			return "the first holder holds on"
+		}
+		return ""
+	})
+	if got := holder.do(t, "EVAL", compareAndDelete, "1", "w", "first"); got != ":1\r\n" {
+		t.Fatalf("the first holder's release: %q", got)
+	}
+	if got := waiter.frame(t, 10*time.Second); got != "+OK\r\n" {
+		t.Fatalf("LOCK.ACQUIRE ... SESSION WAIT: %q", got)
+	}
+	if got := waiter.do(t, "PING"); got != "+PONG\r\n" {
+		t.Fatalf("the waiter right after its grant: %q", got)
+	}
+	until = time.Now().Add(2 * sessionLease)
+	redistest.Eventually(t, func() string {
+		if time.Now().Before(until) {
+			return "holding"
+		}
+		return ""
+	})
+	if got := waiter.do(t, "PING"); got != "+PONG\r\n" {
+		t.Fatalf("the waiter two leases after its grant: %q", got)
+	}
+	if n := c.heldOn(t, "w", "second"); n != 3 {
+		t.Fatalf("the waiter's lock is on %d backends", n)
+	}
+}
