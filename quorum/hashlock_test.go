@@ -273,6 +273,33 @@ func TestHashLockRollback(t *testing.T) {
 	})
 }
 
+// TestHashLockRollbackLate: an acquisition left undecided by two hung
+// backends is rolled back on them too once they answer, late: nothing of
+// it stays anywhere.
+func TestHashLockRollbackLate(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
+	key := uniqueKey(t)
+	c.servers[1].Pause()
+	c.servers[2].Pause()
+	_, err := hashAcquire(c.engine, t, key, "me:1", 30*time.Second)
+	c.servers[1].Resume()
+	c.servers[2].Resume()
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("acquire with two backends hung: %v, want ErrNoQuorum", err)
+	}
+	redistest.Eventually(t, c.gone(t, key))
+	// Each hung backend counted the attempt once it ran, and took it back:
+	// its undo's HDEL of the attempt's record ran.
+	redistest.Eventually(t, func() string {
+		for _, i := range []int{1, 2} {
+			if calls := commandCalls(t, c.servers[i]); calls["hincrby"] != 2 || calls["hdel"] < 1 {
+				return fmt.Sprintf("backend %d ran HINCRBY %d times and HDEL %d, want 2 and at least 1", i, calls["hincrby"], calls["hdel"])
+			}
+		}
+		return ""
+	})
+}
+
 // TestHashLockLatch: the same release sent twice with the same latch takes
 // one hold off on each backend; the second answers as the first did. A
 // release with its own latch then releases the lock, and a retry of it
