@@ -439,4 +439,13 @@ func TestHashLockReads(t *testing.T) {
 	if _, err := hashAcquire(c.engine, t, taken, attemptPrefix+"me:1", 10*time.Second); err != ErrReservedKey {
 		t.Errorf("the attempt record as an owner: %v, want ErrReservedKey", err)
 	}
+	if _, err := read(OpHashExists, taken, attemptPrefix+"me:1"); err != ErrReservedKey {
+		t.Errorf("the attempt record read as an owner: %v, want ErrReservedKey", err)
+	}
+	if r := c.engine.RenewFields(ctx, 10*time.Second, []Held{{taken, attemptPrefix + "me:1"}}); r[0].Err != ErrReservedKey {
+		t.Errorf("the attempt record renewed as an owner: %v, want ErrReservedKey", r[0].Err)
+	}
+	if _, err := hashRelease(c.engine, t, taken, attemptPrefix+"me:1", ""); err != ErrReservedKey {
+		t.Errorf("the attempt record released as an owner: %v, want ErrReservedKey", err)
+	}
 }

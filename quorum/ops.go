@@ -279,10 +279,15 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 		r.Fence, err = e.fence(ctx, req.Key, req.Token)
 	case OpAwaitRelease:
 		err = e.awaitRelease(ctx, req.Key, req.Wait)
-	case OpHashExists:
-		r.Exists, err = e.hashExists(ctx, req.Key, req.Token)
-	case OpHashCount:
-		r.Count, err = e.hashCount(ctx, req.Key, req.Token)
+	case OpHashExists, OpHashCount:
+		if strings.HasPrefix(req.Token, attemptPrefix) {
+			return r, ErrReservedKey
+		}
+		if req.Op == OpHashExists {
+			r.Exists, err = e.hashExists(ctx, req.Key, req.Token)
+		} else {
+			r.Count, err = e.hashCount(ctx, req.Key, req.Token)
+		}
 	case OpHashPTTL:
 		r.TTL, err = e.hashPTTL(ctx, req.Key)
 	default:

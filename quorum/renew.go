@@ -52,7 +52,7 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	return e.renew(ctx, ttl, locks, renewal{script: e.values.renewEach, undo: true})
+	return e.renew(ctx, ttl, locks, renewal{script: e.values.renewEach})
 }
 
 // RenewFields renews hash locks (Redisson's RLock, hashlock.go) as Renew
@@ -64,8 +64,10 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // a hash lock's field is the same for every hold of its owner, who may be
 // taking the lock again, or hold it nested, on the backends that still
 // have it, and what decides that is its own acquisition and release.
+// A field that names the engine's record of an attempt (hashlock.go) is
+// refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	return e.renew(ctx, ttl, locks, renewal{script: hashRenewEachScript})
+	return e.renew(ctx, ttl, locks, renewal{script: hashRenewEachScript, fields: true})
 }
 
 func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r renewal) []Renewed {
@@ -78,7 +80,7 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 	}
 	sendable := make([]int, 0, len(locks)) // positions in locks
 	for i, l := range locks {
-		if reserved(l.Key) {
+		if reserved(l.Key) || r.fields && strings.HasPrefix(l.Token, attemptPrefix) {
 			out[i].Err = ErrReservedKey
 			continue
 		}
@@ -92,12 +94,14 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 	return out
 }
 
-// renewal is what a batch renewal runs on each backend, and whether it
-// rolls back the locks it refuses.
+// renewal is what a batch renewal runs on each backend, and what its
+// locks are.
 type renewal struct {
 	script *backend.Script
-	// undo rolls a refused lock back, as a refused extension is.
-	undo bool
+	// fields: the locks are hash locks, their tokens owners' fields
+	// (RenewFields). A refused one is not rolled back; otherwise it is, as
+	// a refused extension is.
+	fields bool
 }
 
 // renewBatch renews the locks at the positions batch with one script call
@@ -177,7 +181,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		}
 		out[i].Err = cut(ctx, err)
 	}
-	if len(refused) > 0 && r.undo {
+	if len(refused) > 0 && !r.fields {
 		e.rollBackRenewals(ctx, ttl, locks, sent, refused, votes, f, total-len(votes))
 	}
 }
