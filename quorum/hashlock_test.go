@@ -449,3 +449,36 @@ func TestHashLockReads(t *testing.T) {
 		t.Errorf("the attempt record released as an owner: %v, want ErrReservedKey", err)
 	}
 }
+
+// TestHashLockReleaseUndecided: a release that two hung backends leave
+// undecided is retried with the same latch once they are back; each
+// backend takes one hold off, whether it ran the first request late or
+// only the retry, and the retry answers "still held".
+func TestHashLockReleaseUndecided(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
+	key, field, latch := uniqueKey(t), "uuid:9", "latch:"+t.Name()
+	for range 2 {
+		if _, err := hashAcquire(c.engine, t, key, field, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	redistest.Eventually(t, c.expectCounts(t, key, field, "2", "2", "2"))
+	c.servers[1].Pause()
+	c.servers[2].Pause()
+	_, err := hashRelease(c.engine, t, key, field, latch)
+	c.servers[1].Resume()
+	c.servers[2].Resume()
+	if !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("release with two backends hung: %v, want ErrNoQuorum", err)
+	}
+	redistest.Eventually(t, func() string {
+		res, err := hashRelease(c.engine, t, key, field, latch)
+		if err != nil || res.Released || res.HoldCount != 1 {
+			return fmt.Sprintf("the retry: %+v, %v; want still held once", res, err)
+		}
+		return ""
+	})
+	if msg := c.expectCounts(t, key, field, "1", "1", "1")(); msg != "" {
+		t.Error(msg)
+	}
+}
