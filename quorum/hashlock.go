@@ -157,19 +157,12 @@ func (e *Engine) hashRelease(ctx context.Context, key, field string, lease time.
 	id := newReleaseID()
 	f := fanout(e, e.checkedCommand(hashReleaseScript, keys, field, lease.Milliseconds(), latchTTL.Milliseconds(), id), decodeHashRelease)
 
-	total, q := len(e.nodes), e.quorum
-	var released, notOwner int
+	t := releaseTally{total: len(e.nodes), quorum: e.quorum}
 	var held []vote[hashLeft]
 	var failures []*NodeError
 	heard := 0
-	silent := func() int { return total - released - notOwner - len(held) }
-	stillHeld := func() bool { return len(held) >= q }
-	gone := func() bool { return released+len(held) >= q && len(held)+silent() < q }
-	notOurs := func() bool { return released+len(held)+silent() < q }
-	// Each outcome, once true, stays true as more votes come: a silent
-	// backend's answer only moves it to one side.
-	if f.waitFor(ctx, decisive(total, q)) {
-		for heard < total && !stillHeld() && !gone() && !notOurs() {
+	if f.waitFor(ctx, decisive(t.total, t.quorum)) {
+		for heard < t.total && t.outcome() == undecidedRelease {
 			v, ok := f.next(ctx)
 			if !ok {
 				break
@@ -180,30 +173,62 @@ func (e *Engine) hashRelease(ctx context.Context, key, field string, lease time.
 				failures = append(failures, v.err.(*NodeError))
 			case v.val.kind == leftHeld:
 				held = append(held, v)
+				t.held++
 			case v.val.kind == leftReleased:
-				released++
+				t.released++
 			default:
-				notOwner++
+				t.notOwner++
 			}
 		}
 	}
-	switch {
-	case stillHeld():
+	switch t.outcome() {
+	case stillHeld:
 		counts := make([]int64, len(held))
 		for i, v := range held {
 			counts[i] = v.val.count
 		}
 		slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
-		return Result{HoldCount: counts[q-1]}, nil
-	case gone():
-		e.dropHashLock(ctx, key, field, id, latch, latchTTL, held, f, total-heard)
+		return Result{HoldCount: counts[t.quorum-1]}, nil
+	case lockReleased:
+		e.dropHashLock(ctx, key, field, id, latch, latchTTL, held, f, t.total-heard)
 		e.released(key, id)
 		return Result{Released: true}, nil
-	case notOurs():
+	case notOwned:
 		return Result{}, ErrNotHeld
 	}
-	err := &NoQuorumError{Counted: released + notOwner + len(held), Agreed: len(held), Needed: q, Total: total, Nodes: failures}
+	err := &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: failures}
 	return Result{}, cut(ctx, err)
+}
+
+// releaseTally counts the answers to a hash lock release; the backends
+// that gave none that counts, or none yet, are silent.
+type releaseTally struct {
+	total, quorum            int
+	released, held, notOwner int
+}
+
+// The outcomes of a hash lock release.
+const (
+	undecidedRelease = iota
+	stillHeld
+	lockReleased
+	notOwned
+)
+
+// outcome is the release's outcome by hashRelease's rule. Each outcome,
+// once reached, stays as more answers come: a silent backend's answer
+// only moves it from silent to one side.
+func (t releaseTally) outcome() int {
+	silent := t.total - t.released - t.held - t.notOwner
+	switch {
+	case t.held >= t.quorum:
+		return stillHeld
+	case t.released+t.held >= t.quorum && t.held+silent < t.quorum:
+		return lockReleased
+	case t.released+t.held+silent < t.quorum:
+		return notOwned
+	}
+	return undecidedRelease
 }
 
 // dropHashLock deletes the hash lock key where the owner still holds it

@@ -482,3 +482,38 @@ func TestHashLockReleaseUndecided(t *testing.T) {
 		t.Error(msg)
 	}
 }
+
+// TestReleaseTally: the rule of a hash lock release, for 3 and 5 backends:
+// still held while a quorum still holds the field; released once a quorum
+// had it and no quorum can still hold it; not the owner's when no quorum
+// can have had it; undecided between.
+func TestReleaseTally(t *testing.T) {
+	names := map[int]string{undecidedRelease: "undecided", stillHeld: "held", lockReleased: "released", notOwned: "not owner"}
+	for _, tc := range []struct {
+		total, released, held, notOwner int
+		want                            int
+	}{
+		{3, 0, 2, 0, stillHeld},
+		{3, 1, 2, 0, stillHeld},
+		{3, 2, 0, 0, lockReleased},
+		{3, 2, 1, 0, lockReleased},     // the one still holding missed a re-entry
+		{3, 1, 1, 1, lockReleased},     // the field was on a quorum, and is on one backend now
+		{3, 1, 1, 0, undecidedRelease}, // the silent one may still hold it
+		{3, 1, 0, 0, undecidedRelease},
+		{3, 0, 0, 2, notOwned},
+		{3, 1, 0, 2, notOwned},         // one backend's stale field
+		{3, 0, 1, 1, undecidedRelease}, // the silent one decides
+		{3, 0, 0, 0, undecidedRelease}, // nobody answered
+		{5, 2, 1, 0, undecidedRelease}, // two silent could still hold it with the one
+		{5, 3, 0, 0, lockReleased},     // the two silent cannot make a quorum that holds it
+		{5, 2, 3, 0, stillHeld},
+		{5, 2, 2, 1, lockReleased},
+		{5, 1, 1, 3, notOwned},
+		{5, 1, 1, 1, undecidedRelease},
+	} {
+		got := releaseTally{total: tc.total, quorum: tc.total/2 + 1, released: tc.released, held: tc.held, notOwner: tc.notOwner}.outcome()
+		if got != tc.want {
+			t.Errorf("N=%d, released %d, held %d, not owner %d: %s, want %s", tc.total, tc.released, tc.held, tc.notOwner, names[got], names[tc.want])
+		}
+	}
+}
