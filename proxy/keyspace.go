@@ -104,6 +104,13 @@ func (k *keyspace) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result
 	if req.Keys, err = k.keysToken(req.Keys, req.Token); err != nil {
 		return quorum.Result{}, err
 	}
+	// The latch is a key the backends write (OpHashRelease): it is the
+	// user's, under the same prefix.
+	if req.Latch != "" {
+		if req.Latch, err = k.key(req.Latch); err != nil {
+			return quorum.Result{}, err
+		}
+	}
 	return k.locks.Unlock(ctx, req)
 }
 

@@ -137,7 +137,9 @@ func (l *observedLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.
 	start := time.Now()
 	res, err := l.locks.Unlock(ctx, req)
 	l.done(req.Op, start, err)
-	if err == nil && l.sessions != nil {
+	// A hash lock left with holds is still its owner's.
+	gone := req.Op != quorum.OpHashRelease || res.Released
+	if err == nil && gone && l.sessions != nil {
 		for _, k := range req.Keys {
 			l.sessions.released(k, req.Token)
 		}

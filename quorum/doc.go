@@ -26,8 +26,10 @@
 //     rollback of a failed one), renew.go (Engine.Renew: many extensions,
 //     each its own lock, in one script call per backend per batch),
 //     rollbacks.go (a retry waits for the rollbacks of its token),
-//     unlock.go, read.go, and write.go (Delete and Expire). The Lua they
-//     run is in lua/, embedded by scripts.go.
+//     unlock.go, read.go, and write.go (Delete and Expire); hashlock.go
+//     (Redisson's RLock: re-entrant hash locks, with their own scripts,
+//     rollback and release rule). The Lua they run is in lua/, embedded by
+//     scripts.go.
 //   - fanout.go sends one command to every backend and collects the votes;
 //     node.go is one backend, its connection an internal/backend.Pipe.
 //   - The seam: ops.go (Op, the requests, Engine.Lock, Unlock, Read and

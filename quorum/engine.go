@@ -131,7 +131,8 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Result describes a lock that a Lock took or extended.
+// Result describes a lock that a Lock took or extended, or what an
+// Unlock left.
 type Result struct {
 	// Validity is how long the lock is known held from now on:
 	// TTL − elapsed − drift.
@@ -139,6 +140,17 @@ type Result struct {
 	// Fence is the lock's fencing token, for an acquisition that mints one
 	// (fence.go); 0 otherwise.
 	Fence int64
+	// HolderTTL is, for an OpHashAcquire refused or undecided, the least
+	// positive PTTL among the backends that refused it: the most its
+	// holder has left, which Redisson's client waits at most; 0 when none
+	// told.
+	HolderTTL time.Duration
+	// Released is, for an OpHashRelease, whether the lock was released
+	// (its last hold); false when the owner still holds it.
+	Released bool
+	// HoldCount is, for an OpHashRelease that left the lock held, how many
+	// holds the owner still has: the count a quorum has at least.
+	HoldCount int64
 }
 
 // Engine runs Redlock operations over its backends. It keeps no lock state

@@ -37,7 +37,8 @@ var (
 
 	// ErrReservedKey refuses a request for a key that starts with
 	// ReservedPrefix: the engine's own keys (the marker of each backend's
-	// data set) live there.
+	// data set) live there; and a hash lock's owner field that names the
+	// engine's record of an attempt (hashlock.go).
 	ErrReservedKey = errors.New("quorum: key reserved for lockproxy")
 )
 

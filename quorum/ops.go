@@ -31,12 +31,18 @@ const (
 	OpOwnerPTTL                     // how long the token still holds a key
 	OpFence                         // the fencing token of a key the token holds
 	OpAwaitRelease                  // wait until a held key is released or runs out
+	OpHashAcquire                   // take or re-enter a hash lock (Redisson's RLock) for an owner's field
+	OpHashRelease                   // leave a hash lock once, releasing it at its last hold
+	OpHashExists                    // whether a quorum has a hash lock's owner field
+	OpHashCount                     // how many holds of a hash lock an owner has, on a quorum
+	OpHashPTTL                      // how long a quorum still has a key, whatever its type
 	NumOps            = iota        // how many Ops there are
 )
 
 var opNames = [NumOps]string{
 	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
 	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl", "fence", "await_release",
+	"hash_acquire", "hash_release", "hash_exists", "hash_count", "hash_pttl",
 }
 
 // String is the operation's name, e.g. "acquire_all", as metrics label it.
@@ -52,7 +58,7 @@ func (o Op) String() string {
 // ErrNotAcquired (or ErrNotHeld, for OpExtendOrAcquire).
 func (o Op) Takes() bool {
 	switch o {
-	case OpAcquire, OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew:
+	case OpAcquire, OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew, OpHashAcquire:
 		return true
 	}
 	return false
@@ -62,7 +68,7 @@ func (o Op) Takes() bool {
 // ErrNotHeld when the token does not hold the key.
 func (o Op) ForToken() bool {
 	switch o {
-	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence:
+	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence, OpHashRelease:
 		return true
 	}
 	return false
@@ -71,7 +77,9 @@ func (o Op) ForToken() bool {
 // Lock asks to take or extend keys for a token. OpAcquireAll and
 // OpExtendAll take any number of keys, which succeed or fail together; the
 // other operations (OpAcquire, OpExtend, OpExtendBy, OpExtendOrAcquire,
-// OpAcquireOrRenew) take exactly one.
+// OpAcquireOrRenew, OpHashAcquire) take exactly one. For OpHashAcquire the
+// key is a hash and Token the owner's field in it (Redisson's
+// "<uuid>:<threadId>"), TTL the lease.
 type Lock struct {
 	Op    Op
 	Keys  []string
@@ -92,17 +100,30 @@ type Lock struct {
 }
 
 // Unlock asks to delete keys a token holds: one with OpRelease, any number
-// with OpReleaseAll (every one of them, on a quorum).
+// with OpReleaseAll (every one of them, on a quorum); or, with
+// OpHashRelease, to leave the hash lock Keys[0] once for the owner's field
+// Token (hashlock.go).
 type Unlock struct {
 	Op    Op
 	Keys  []string
 	Token string
+	// TTL is, for OpHashRelease, the lease the lock gets when the owner
+	// still holds it after this release.
+	TTL time.Duration
+	// Latch is, for OpHashRelease, the key (Redisson's
+	// redisson_unlock_latch:{name}:<request id>) in which each backend
+	// records what this release did there, for LatchTTL, so that a retry
+	// of the same request does not release twice; "" for none.
+	Latch    string
+	LatchTTL time.Duration
 }
 
 // Read asks what a quorum holds of a key: its value (OpGet), how long that
 // value stays held (OpPTTL), whether it exists (OpExists), how long Token
 // still holds it (OpOwnerPTTL), or the fencing token of Token's lock
-// (OpFence); or waits until the key is free (OpAwaitRelease): released
+// (OpFence); of a hash lock, whether the owner's field Token is there
+// (OpHashExists), its count (OpHashCount), or how long the key, of any
+// type, stays (OpHashPTTL); or waits until the key is free (OpAwaitRelease): released
 // or deleted through any engine, or its holder's time run out, or not
 // held at all, in line behind this engine's earlier waiters for it. It
 // answers then, taking nothing: the caller tries for itself (a client's
@@ -116,12 +137,14 @@ type Read struct {
 }
 
 // Reading answers a Read, in the field its Op asks for: Value for OpGet,
-// TTL for OpPTTL and OpOwnerPTTL, Exists for OpExists, Fence for OpFence.
+// TTL for OpPTTL, OpOwnerPTTL and OpHashPTTL, Exists for OpExists and
+// OpHashExists, Fence for OpFence, Count for OpHashCount.
 type Reading struct {
 	Value  string
 	TTL    time.Duration
 	Exists bool
 	Fence  int64
+	Count  int64
 }
 
 // Write asks to change a key whoever holds it, as an administrator would:
@@ -157,7 +180,7 @@ func (e *OpError) Error() string {
 
 // Lock takes or extends req.Keys for req.Token on a quorum of backends and
 // returns the lock's validity. It returns ErrNotAcquired (OpAcquire,
-// OpAcquireAll, OpAcquireOrRenew) or ErrNotHeld (the others) when the
+// OpAcquireAll, OpAcquireOrRenew, OpHashAcquire) or ErrNotHeld (the others) when the
 // backends that did not answer could not have made it succeed, or no
 // validity was left; a *NoQuorumError when they could; a *TTLError for a
 // TTL outside (0, MaxTTL]; and an *OpError for a request it cannot carry.
@@ -193,6 +216,11 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 			return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
 		case OpAcquireOrRenew:
 			return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
+		case OpHashAcquire:
+			if strings.HasPrefix(req.Token, attemptPrefix) {
+				return Result{}, ErrReservedKey
+			}
+			return e.hashAcquire(ctx, key, req.Token, req.TTL)
 		}
 	}
 	return Result{}, &OpError{Op: req.Op, Request: "lock", Keys: len(req.Keys)}
@@ -204,12 +232,17 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 // that a quorum (the lock had expired or was never the token's: its
 // critical section may not have been exclusive) — ErrAbsent, which is also
 // ErrNotHeld, when a quorum found no key at all (OpRelease only) — and a
-// *NoQuorumError when they could.
+// *NoQuorumError when they could. OpHashRelease answers as hashRelease
+// (hashlock.go) says, with Result.Released and Result.HoldCount.
 func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
-	if reserved(req.Keys...) {
+	if reserved(req.Keys...) || req.Latch != "" && reserved(req.Latch) {
 		return Result{}, ErrReservedKey
 	}
 	switch {
+	case req.Op == OpHashRelease && len(req.Keys) == 1 && strings.HasPrefix(req.Token, attemptPrefix):
+		return Result{}, ErrReservedKey
+	case req.Op == OpHashRelease && len(req.Keys) == 1:
+		return e.hashRelease(ctx, req.Keys[0], req.Token, req.TTL, req.Latch, req.LatchTTL)
 	case req.Op == OpRelease && len(req.Keys) == 1:
 		return e.release(ctx, req.Keys[0], req.Token)
 	case req.Op == OpReleaseAll && len(req.Keys) > 0:
@@ -222,7 +255,9 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 // ErrNotFound when no value is held by a quorum (or, for OpPTTL, too little
 // time is left to count on); OpPTTL and OpOwnerPTTL return ErrNoExpiry when
 // a quorum holds the key without expiry; OpOwnerPTTL returns ErrNotHeld
-// when req.Token does not hold it on a quorum. Each of those is given only
+// when req.Token does not hold it on a quorum. OpHashCount returns
+// ErrNotFound when the owner's field is not on a quorum, OpHashPTTL as
+// OpPTTL does for a key of any type. Each of those is given only
 // when the backends that did not answer could not make it untrue;
 // otherwise the answer is a *NoQuorumError.
 func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
@@ -244,6 +279,17 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 		r.Fence, err = e.fence(ctx, req.Key, req.Token)
 	case OpAwaitRelease:
 		err = e.awaitRelease(ctx, req.Key, req.Wait)
+	case OpHashExists, OpHashCount:
+		if strings.HasPrefix(req.Token, attemptPrefix) {
+			return r, ErrReservedKey
+		}
+		if req.Op == OpHashExists {
+			r.Exists, err = e.hashExists(ctx, req.Key, req.Token)
+		} else {
+			r.Count, err = e.hashCount(ctx, req.Key, req.Token)
+		}
+	case OpHashPTTL:
+		r.TTL, err = e.hashPTTL(ctx, req.Key)
 	default:
 		err = &OpError{Op: req.Op, Request: "read", Keys: 1}
 	}

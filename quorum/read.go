@@ -29,7 +29,13 @@ type views struct {
 // read looks at key on every backend, hearing from each (or its timeout),
 // or from those that answered before ctx ended.
 func (e *Engine) read(ctx context.Context, key string) views {
-	f := fanout(e, backend.ScriptCommand(e.values.read, []string{key}), parseKeyState)
+	return e.readWith(ctx, backend.ScriptCommand(e.values.read, []string{key}), parseKeyState)
+}
+
+// readWith is read with another look at the key: cmd, whose reply decode
+// reads as a view.
+func (e *Engine) readWith(ctx context.Context, cmd *backend.Command, decode func(*node, backend.Reply) (keyState, error)) views {
+	f := fanout(e, cmd, decode)
 	v := views{ctx: ctx}
 	votes := collectAll(ctx, f, len(e.nodes))
 	v.unheard = len(e.nodes) - len(votes)

@@ -52,6 +52,25 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
+	return e.renew(ctx, ttl, locks, renewal{script: e.values.renewEach})
+}
+
+// RenewFields renews hash locks (Redisson's RLock, hashlock.go) as Renew
+// renews locks: each Held's Token is the owner's field in the hash Key,
+// and the lock is renewed on a backend where the hash has that field.
+// Outcomes are Renew's, but a refused lock (ErrNotHeld) is not rolled back
+// anywhere: Redisson's watchdog, told so, stops renewing and lets the
+// lease run out. Deleting it could not be aimed at the lapsed hold alone:
+// a hash lock's field is the same for every hold of its owner, who may be
+// taking the lock again, or hold it nested, on the backends that still
+// have it, and what decides that is its own acquisition and release.
+// A field that names the engine's record of an attempt (hashlock.go) is
+// refused with ErrReservedKey, unsent.
+func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
+	return e.renew(ctx, ttl, locks, renewal{script: hashRenewEachScript, fields: true})
+}
+
+func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r renewal) []Renewed {
 	out := make([]Renewed, len(locks))
 	if err := e.checkTTL(ttl); err != nil {
 		for i := range out {
@@ -61,7 +80,7 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 	}
 	sendable := make([]int, 0, len(locks)) // positions in locks
 	for i, l := range locks {
-		if reserved(l.Key) {
+		if reserved(l.Key) || r.fields && strings.HasPrefix(l.Token, attemptPrefix) {
 			out[i].Err = ErrReservedKey
 			continue
 		}
@@ -69,15 +88,25 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 	}
 	var wg sync.WaitGroup
 	for batch := range slices.Chunk(sendable, maxRenewBatch) {
-		wg.Go(func() { e.renewBatch(ctx, ttl, locks, batch, out) })
+		wg.Go(func() { e.renewBatch(ctx, ttl, locks, batch, out, r) })
 	}
 	wg.Wait()
 	return out
 }
 
+// renewal is what a batch renewal runs on each backend, and what its
+// locks are.
+type renewal struct {
+	script *backend.Script
+	// fields: the locks are hash locks, their tokens owners' fields
+	// (RenewFields). A refused one is not rolled back; otherwise it is, as
+	// a refused extension is.
+	fields bool
+}
+
 // renewBatch renews the locks at the positions batch with one script call
 // per backend, and writes their outcomes to out at the same positions.
-func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held, batch []int, out []Renewed) {
+func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held, batch []int, out []Renewed, r renewal) {
 	// A renewal that ran beside a rollback of the same lock could be
 	// granted on backends the rollback then deletes it from.
 	sent := make([]int, 0, len(batch))
@@ -98,7 +127,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		keys[j] = locks[i].Key
 		args = append(args, locks[i].Token)
 	}
-	f := fanout(e, e.checkedCommand(e.values.renewEach, keys, args...), decodeRenewed(len(sent)))
+	f := fanout(e, e.checkedCommand(r.script, keys, args...), decodeRenewed(len(sent)))
 
 	// Every vote is waited for, which is simpler than deciding each lock
 	// as early as lockOp does; a lock's validity still counts only to its
@@ -152,7 +181,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		}
 		out[i].Err = cut(ctx, err)
 	}
-	if len(refused) > 0 {
+	if len(refused) > 0 && !r.fields {
 		e.rollBackRenewals(ctx, ttl, locks, sent, refused, votes, f, total-len(votes))
 	}
 }

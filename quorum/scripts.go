@@ -26,6 +26,14 @@ var (
 	deleteScript          = luaScript("delete")
 	settleScript          = luaScript("settle")
 
+	// The scripts of hash locks (Redisson's RLock, hashlock.go).
+	hashAcquireScript   = checkedScript("hash_acquire")
+	hashReleaseScript   = checkedScript("hash_release")
+	hashRenewEachScript = checkedScript("hash_renew_each")
+	hashUndoScript      = luaScript("hash_undo")
+	hashDropScript      = luaScript("hash_drop")
+	hashFieldScript     = luaScript("hash_field")
+
 	// The scripts of fencing alone, which read or write the token in a
 	// lock's value (lua/value_fenced.lua).
 	acquireFencedScript         = fencedScript("acquire_fenced", "mint")
@@ -48,6 +56,7 @@ var (
 		plainValues.extendBy, plainValues.read, plainValues.renewEach,
 		fencedValues.release, fencedValues.releaseAll, fencedValues.extend, fencedValues.extendAll,
 		fencedValues.extendBy, fencedValues.read, fencedValues.renewEach,
+		hashAcquireScript, hashReleaseScript, hashRenewEachScript, hashUndoScript, hashDropScript, hashFieldScript,
 	}
 )
 

@@ -70,7 +70,12 @@ func (g *Groups) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, erro
 }
 
 func (g *Groups) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
-	e, err := g.of(req.Keys...)
+	keys := req.Keys
+	if req.Latch != "" && len(keys) > 0 {
+		// The latch is written beside the lock, on the same backends.
+		keys = append(keys[:len(keys):len(keys)], req.Latch)
+	}
+	e, err := g.of(keys...)
 	if err != nil {
 		return quorum.Result{}, err
 	}
@@ -88,8 +93,19 @@ func (g *Groups) Write(ctx context.Context, req quorum.Write) (bool, error) {
 // Renew renews each lock in its group (Engine.Renew), the groups at once,
 // and returns the outcomes in the order of locks.
 func (g *Groups) Renew(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
+	return g.renew(ctx, ttl, locks, (*quorum.Engine).Renew)
+}
+
+// RenewFields renews each hash lock in its group (Engine.RenewFields), the
+// groups at once, and returns the outcomes in the order of locks.
+func (g *Groups) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
+	return g.renew(ctx, ttl, locks, (*quorum.Engine).RenewFields)
+}
+
+func (g *Groups) renew(ctx context.Context, ttl time.Duration, locks []quorum.Held,
+	renew func(*quorum.Engine, context.Context, time.Duration, []quorum.Held) []quorum.Renewed) []quorum.Renewed {
 	if len(g.engines) == 1 {
-		return g.engines[0].Renew(ctx, ttl, locks)
+		return renew(g.engines[0], ctx, ttl, locks)
 	}
 	positions := make([][]int, len(g.engines)) // in locks, by group
 	for i, l := range locks {
@@ -107,7 +123,7 @@ func (g *Groups) Renew(ctx context.Context, ttl time.Duration, locks []quorum.He
 			for j, i := range at {
 				held[j] = locks[i]
 			}
-			for j, r := range g.engines[group].Renew(ctx, ttl, held) {
+			for j, r := range renew(g.engines[group], ctx, ttl, held) {
 				out[at[j]] = r
 			}
 		})

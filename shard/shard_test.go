@@ -227,3 +227,40 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+// TestGroupsHashLocks: hash locks of two groups are taken, renewed in one
+// call and released each in its own group, a release's latch beside its
+// lock (Redisson's latch carries the lock's name as its hash tag); a latch
+// of another group is refused with ErrCrossSlot, and nothing is released.
+func TestGroupsHashLocks(t *testing.T) {
+	g, _ := testGroups(t, 2, 3)
+	ctx := t.Context()
+	var locks []quorum.Held
+	for n := 0; len(locks) < 2; n++ {
+		key := fmt.Sprintf("hash:%d", n)
+		if g.Of(key) != len(locks) {
+			continue // one in each group
+		}
+		if _, err := g.Lock(ctx, quorum.Lock{Op: quorum.OpHashAcquire, Keys: []string{key}, Token: "uuid:1", TTL: 5 * time.Second}); err != nil {
+			t.Fatalf("acquire %s: %v", key, err)
+		}
+		locks = append(locks, quorum.Held{Key: key, Token: "uuid:1"})
+	}
+	for i, r := range g.RenewFields(ctx, 30*time.Second, locks) {
+		if r.Err != nil || r.Validity <= 0 {
+			t.Errorf("renew %s: %v, validity %s; want renewed", locks[i].Key, r.Err, r.Validity)
+		}
+	}
+	release := func(l quorum.Held, latch string) (quorum.Result, error) {
+		return g.Unlock(ctx, quorum.Unlock{Op: quorum.OpHashRelease, Keys: []string{l.Key}, Token: l.Token,
+			TTL: 5 * time.Second, Latch: latch, LatchTTL: 5 * time.Second})
+	}
+	if _, err := release(locks[0], "redisson_unlock_latch:{"+locks[1].Key+"}:1"); !errors.Is(err, hashslot.ErrCrossSlot) {
+		t.Errorf("a latch of another group: %v, want ErrCrossSlot", err)
+	}
+	for _, l := range locks {
+		if res, err := release(l, "redisson_unlock_latch:{"+l.Key+"}:1"); err != nil || !res.Released {
+			t.Errorf("release %s: %+v, %v; want released", l.Key, res, err)
+		}
+	}
+}

@@ -1,0 +1,360 @@
+package quorum
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
+)
+
+// Hash locks are Redisson's RLock: a hash whose one field, the owner's
+// ("<uuid>:<threadId>"), counts the owner's holds, re-entries included,
+// with a lease as the hash's TTL. The engine runs its own scripts for them
+// (lua/hash_*.lua), never the client's, and decides each operation by the
+// rule of rule.go. The counts of one lock may differ between backends (a
+// backend that missed a re-entry counts one less), so a release decides
+// by how many backends still hold the field after it, not by any one
+// count.
+
+// attemptPrefix starts the field in which an acquisition records its
+// attempt beside the owner's field (lua/hash_acquire.lua); no request may
+// name an owner's field that starts with it.
+const attemptPrefix = "\x00attempt:"
+
+// attemptIDBytes is the size of an acquisition attempt's id, random: two
+// attempts share one with negligible probability.
+const attemptIDBytes = 16
+
+// hashAcquire takes the hash lock key for the owner's field, or re-enters
+// it where the owner holds it, and gives the hash a TTL of lease. It
+// returns the lock's validity as acquire does, and fails as acquire does
+// (ErrNotAcquired, a *NoQuorumError, a *TTLError), with Result.HolderTTL
+// set when a backend that refused told how long its holder has left.
+//
+// A failed attempt is rolled back on every backend that may have counted
+// it, those that did not answer in time included: each attempt records
+// its id beside the owner's field (lua/hash_acquire.lua), and the undo
+// takes back one hold only where that record is still this attempt's
+// (lua/hash_undo.lua). The count alone could not tell a first acquisition,
+// whose undo deletes the field, from a re-entry, whose undo must leave the
+// owner's earlier holds; nor a late reply of this attempt from a later
+// attempt's increment.
+func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.Duration) (Result, error) {
+	if err := e.checkTTL(lease); err != nil {
+		return Result{}, err
+	}
+	id := make([]byte, attemptIDBytes)
+	rand.Read(id)
+	attempt := hex.EncodeToString(id)
+	keys := []string{key}
+	var holder leastTTL
+	res, err := e.lockOp(ctx, lockOp{
+		keys:    keys,
+		token:   field,
+		ttl:     lease,
+		refused: ErrNotAcquired,
+		cmd:     e.checkedCommand(hashAcquireScript, keys, field, lease.Milliseconds(), attempt),
+		decode: func(_ *node, r backend.Reply) (ack, error) {
+			granted, n, err := pairOfIntegers(r)
+			if err == nil && granted == 0 {
+				holder.note(time.Duration(n) * time.Millisecond)
+			}
+			return ack{yes: granted == 1, fresh: granted == 1}, err
+		},
+		undo: func(ctx context.Context, n *node, _ ack) { n.run(ctx, hashUndoScript, keys, field, attempt) },
+	})
+	if err != nil {
+		res.HolderTTL = holder.get()
+	}
+	return res, err
+}
+
+// leastTTL is the least positive TTL noted, 0 for none; safe for
+// concurrent use, as votes are decoded on the backends' goroutines.
+type leastTTL struct {
+	mu    sync.Mutex
+	least time.Duration
+}
+
+func (l *leastTTL) note(ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ttl > 0 && (l.least == 0 || ttl < l.least) {
+		l.least = ttl
+	}
+}
+
+func (l *leastTTL) get() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.least
+}
+
+// What one backend's hash_release.lua did.
+const (
+	leftNotOwner = 0 // the field was not there
+	leftHeld     = 1 // the owner still holds it, with count
+	leftReleased = 2 // the lock went
+)
+
+type hashLeft struct {
+	kind  int64
+	count int64
+}
+
+func decodeHashRelease(_ *node, r backend.Reply) (hashLeft, error) {
+	kind, count, err := pairOfIntegers(r)
+	if err == nil && (kind < leftNotOwner || kind > leftReleased) {
+		err = errors.New("quorum: script: unexpected reply")
+	}
+	return hashLeft{kind: kind, count: count}, err
+}
+
+// hashRelease leaves the hash lock key once for the owner's field: each
+// backend takes one hold off the field's count, and deletes the hash at
+// the last (lua/hash_release.lua). With a latch, each backend records what
+// it did there for latchTTL, and a retry of the same request answers that
+// again rather than taking a second hold off.
+//
+// The backends' counts may differ, so the outcome is decided by how many
+// of them still hold the field after this release, by the rule of
+// rule.go:
+//   - still held (Result.HoldCount, the count a quorum has at least) when a
+//     quorum still holds it: the owner holds the lock;
+//   - released (Result.Released) when a quorum had the field (released or
+//     still held) and those still holding it, with every backend that did
+//     not answer, cannot make a quorum: no quorum can hold it any more, so
+//     the owner's last hold is gone. The backends that still hold it had
+//     missed a re-entry, and their field is deleted too (lua/hash_drop.lua),
+//     so that the lock is free for others at once rather than at the end
+//     of its lease: before hashRelease returns where they answered, as soon
+//     as they answer where they had not;
+//   - ErrNotHeld when the backends that had the field, with those that did
+//     not answer, cannot make a quorum: the lock is not the owner's;
+//   - otherwise a *NoQuorumError: Redisson retries the request with the
+//     same latch, which each backend that did its part answers as it did.
+//
+// A *TTLError for a lease outside (0, MaxTTL], or a latch without a
+// positive latchTTL.
+func (e *Engine) hashRelease(ctx context.Context, key, field string, lease time.Duration, latch string, latchTTL time.Duration) (Result, error) {
+	if err := e.checkTTL(lease); err != nil {
+		return Result{}, err
+	}
+	keys := []string{key}
+	if latch != "" {
+		if latchTTL <= 0 {
+			return Result{}, &TTLError{TTL: latchTTL, Max: e.cfg.MaxTTL}
+		}
+		keys = append(keys, latch)
+	}
+	id := newReleaseID()
+	f := fanout(e, e.checkedCommand(hashReleaseScript, keys, field, lease.Milliseconds(), latchTTL.Milliseconds(), id), decodeHashRelease)
+
+	t := releaseTally{total: len(e.nodes), quorum: e.quorum}
+	var held []vote[hashLeft]
+	var failures []*NodeError
+	heard := 0
+	if f.waitFor(ctx, decisive(t.total, t.quorum)) {
+		for heard < t.total && t.outcome() == undecidedRelease {
+			v, ok := f.next(ctx)
+			if !ok {
+				break
+			}
+			heard++
+			switch {
+			case v.err != nil:
+				failures = append(failures, v.err.(*NodeError))
+			case v.val.kind == leftHeld:
+				held = append(held, v)
+				t.held++
+			case v.val.kind == leftReleased:
+				t.released++
+			default:
+				t.notOwner++
+			}
+		}
+	}
+	switch t.outcome() {
+	case stillHeld:
+		counts := make([]int64, len(held))
+		for i, v := range held {
+			counts[i] = v.val.count
+		}
+		slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
+		return Result{HoldCount: counts[t.quorum-1]}, nil
+	case lockReleased:
+		e.dropHashLock(ctx, key, field, id, latch, latchTTL, held, f, t.total-heard)
+		e.released(key, id)
+		return Result{Released: true}, nil
+	case notOwned:
+		return Result{}, ErrNotHeld
+	}
+	err := &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: failures}
+	return Result{}, cut(ctx, err)
+}
+
+// releaseTally counts the answers to a hash lock release; the backends
+// that gave none that counts, or none yet, are silent.
+type releaseTally struct {
+	total, quorum            int
+	released, held, notOwner int
+}
+
+// The outcomes of a hash lock release.
+const (
+	undecidedRelease = iota
+	stillHeld
+	lockReleased
+	notOwned
+)
+
+// outcome is the release's outcome by hashRelease's rule. Each outcome,
+// once reached, stays as more answers come: a silent backend's answer
+// only moves it from silent to one side.
+func (t releaseTally) outcome() int {
+	silent := t.total - t.released - t.held - t.notOwner
+	switch {
+	case t.held >= t.quorum:
+		return stillHeld
+	case t.released+t.held >= t.quorum && t.held+silent < t.quorum:
+		return lockReleased
+	case t.released+t.held+silent < t.quorum:
+		return notOwned
+	}
+	return undecidedRelease
+}
+
+// dropHashLock deletes the hash lock key where the owner still holds it
+// after a release that a quorum decided was its last: on the backends of
+// held, before it returns (within a backend timeout), and on the pending
+// backends still to answer the release, as soon as they do. It keeps the
+// owner's next acquisition through this engine waiting until it is done,
+// as a rollback does (rollbacks.go), so that it never deletes a hold
+// taken after the release; lua/hash_drop.lua deletes only the count the
+// backend answered the release with, for a hold taken through another
+// engine.
+func (e *Engine) dropHashLock(ctx context.Context, key, field, id, latch string, latchTTL time.Duration, held []vote[hashLeft], f *flight[hashLeft], pending int) {
+	if len(held) == 0 && pending == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeouts*e.cfg.NodeTimeout)
+	keys := []string{key}
+	if latch != "" {
+		keys = append(keys, latch)
+	}
+	end := e.rollbacks.start(keys[:1], field)
+	drop := func(v vote[hashLeft]) {
+		if v.err == nil && v.val.kind == leftHeld {
+			e.nodes[v.node].run(ctx, hashDropScript, keys, field, strconv.FormatInt(v.val.count, 10), id, latchTTL.Milliseconds())
+		}
+	}
+	var now, later sync.WaitGroup
+	for _, v := range held {
+		now.Go(func() { drop(v) })
+	}
+	for range pending {
+		later.Go(func() { drop(<-f.votes) })
+	}
+	done := make(chan struct{})
+	go func() {
+		now.Wait()
+		close(done)
+		later.Wait()
+		cancel()
+		end()
+	}()
+	timer := time.NewTimer(e.cfg.NodeTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+	}
+}
+
+// readField looks at the owner's field of the hash lock key on every
+// backend: a view that exists, with the count as its value, where the
+// field is there.
+func (e *Engine) readField(ctx context.Context, key, field string) views {
+	return e.readWith(ctx, backend.ScriptCommand(hashFieldScript, []string{key}, field), func(_ *node, r backend.Reply) (keyState, error) {
+		if r.IsNil() {
+			return keyState{}, nil
+		}
+		text, err := r.Bulk()
+		if err == nil {
+			_, err = strconv.ParseInt(text, 10, 64)
+		}
+		return keyState{exists: true, hasValue: true, value: text}, err
+	})
+}
+
+// hashExists reports whether a quorum of backends has the owner's field
+// in the hash lock key. It returns a *NoQuorumError when fewer do and the
+// backends that did not answer could make them a quorum.
+func (e *Engine) hashExists(ctx context.Context, key, field string) (bool, error) {
+	v := e.readField(ctx, key, field)
+	n := 0
+	for _, s := range v.states {
+		if s.exists {
+			n++
+		}
+	}
+	if n >= e.quorum {
+		return true, nil
+	}
+	return false, e.undecided(v, n)
+}
+
+// hashCount returns how many holds the owner's field counts on a quorum:
+// the quorum-th largest count among the backends that have it, which a
+// quorum has at least (the backends that did not answer can only add
+// larger ones). It returns ErrNotFound when fewer than a quorum have the
+// field and the backends that did not answer could not make one, and a
+// *NoQuorumError when they could.
+func (e *Engine) hashCount(ctx context.Context, key, field string) (int64, error) {
+	v := e.readField(ctx, key, field)
+	var counts []int64
+	for _, s := range v.states {
+		if s.exists {
+			n, _ := strconv.ParseInt(s.value, 10, 64) // readField parsed it
+			counts = append(counts, n)
+		}
+	}
+	if len(counts) < e.quorum {
+		if err := e.undecided(v, len(counts)); err != nil {
+			return 0, err
+		}
+		return 0, ErrNotFound
+	}
+	slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
+	return counts[e.quorum-1], nil
+}
+
+// hashPTTL returns how long a quorum still has key, whatever its type (a
+// hash lock's lease), as pttl does for a value: the quorum-th longest PTTL
+// less the drift allowance. It returns ErrNotFound when the key is not on
+// a quorum (or too little time is left), ErrNoExpiry when a quorum has it
+// without expiry, and a *NoQuorumError when the backends that did not
+// answer could make either untrue.
+func (e *Engine) hashPTTL(ctx context.Context, key string) (time.Duration, error) {
+	v := e.read(ctx, key)
+	var present []keyState
+	for _, s := range v.states {
+		if s.exists {
+			present = append(present, s)
+		}
+	}
+	if len(present) < e.quorum {
+		if err := e.undecided(v, len(present)); err != nil {
+			return 0, err
+		}
+		return 0, ErrNotFound
+	}
+	return e.quorumTTL(v, present)
+}
