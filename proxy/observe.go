@@ -163,7 +163,9 @@ func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, err
 		case quorum.OpDelete:
 			l.sessions.released(req.Key, "")
 		case quorum.OpExpire:
-			l.sessions.expired(req.Key)
+			// PEXPIRE after SETNX, the legacy recipe's second step: an
+			// ordinary lock with that TTL from now on, no longer renewed.
+			l.sessions.released(req.Key, "")
 		}
 	}
 	return ok, err

@@ -134,7 +134,10 @@ type sessions struct {
 	base time.Time // of since
 	mu   sync.Mutex
 	held map[quorum.Held]*sessionLock
-	wake chan struct{}
+	// count is len(held), read without mu by released, which every
+	// release of every connection calls.
+	count atomic.Int64
+	wake  chan struct{}
 
 	releases sync.WaitGroup // rollbacks and releases in flight
 	stopped  chan struct{}  // closed when run has ended
@@ -244,6 +247,7 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 		m.dropLocked(old) // the same token took the key again: one lock
 	}
 	m.held[l.held] = l
+	m.count.Store(int64(len(m.held)))
 	owner.mu.Lock()
 	owner.locks[l] = struct{}{}
 	owner.mu.Unlock()
@@ -287,6 +291,7 @@ func (s *Server) connSessions(conn redcon.Conn) *connSessions {
 func (m *sessions) dropLocked(l *sessionLock) {
 	if m.held[l.held] == l {
 		delete(m.held, l.held)
+		m.count.Store(int64(len(m.held)))
 	}
 	l.owner.mu.Lock()
 	delete(l.owner.locks, l)
@@ -298,11 +303,11 @@ func (m *sessions) dropLocked(l *sessionLock) {
 // session lock released by its holder is one the proxy stops renewing.
 // token is empty for a deletion whoever held the key.
 func (m *sessions) released(key, token string) {
+	if m.count.Load() == 0 {
+		return // no session locks: no lock to take on every release
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.held) == 0 {
-		return
-	}
 	if token != "" {
 		if l := m.held[quorum.Held{Key: key, Token: token}]; l != nil {
 			m.dropLocked(l)
@@ -315,11 +320,6 @@ func (m *sessions) released(key, token string) {
 		}
 	}
 }
-
-// expired is told of a TTL set on key (PEXPIRE after SETNX, the legacy
-// recipe's second step): the lock is then an ordinary one with that TTL,
-// no longer renewed.
-func (m *sessions) expired(key string) { m.released(key, "") }
 
 // closed releases a closed connection's session locks.
 func (m *sessions) closed(cs *connSessions) {
@@ -359,10 +359,7 @@ func (m *sessions) run() {
 	timer := time.NewTimer(m.tick())
 	defer timer.Stop()
 	for {
-		m.mu.Lock()
-		idle := len(m.held) == 0
-		m.mu.Unlock()
-		if idle {
+		if m.count.Load() == 0 {
 			select {
 			case <-m.ctx.Done():
 				return
@@ -579,10 +576,7 @@ type SessionStats struct {
 // SessionStats returns the session locks' figures now.
 func (s *Server) SessionStats() SessionStats {
 	m := s.sessions
-	m.mu.Lock()
-	held := len(m.held)
-	m.mu.Unlock()
-	st := SessionStats{Held: held, Renewals: m.renewals.Load(), LateRenewals: m.renewalLags.Load(), Lost: map[string]int64{}}
+	st := SessionStats{Held: int(m.count.Load()), Renewals: m.renewals.Load(), LateRenewals: m.renewalLags.Load(), Lost: map[string]int64{}}
 	for i, c := range lostCauses {
 		st.Lost[c] = m.lostBy[i].Load()
 	}

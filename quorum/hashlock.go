@@ -262,20 +262,7 @@ func (e *Engine) dropHashLock(ctx context.Context, key, field, id, latch string,
 	for range pending {
 		later.Go(func() { drop(<-f.votes) })
 	}
-	done := make(chan struct{})
-	go func() {
-		now.Wait()
-		close(done)
-		later.Wait()
-		cancel()
-		end()
-	}()
-	timer := time.NewTimer(e.cfg.NodeTimeout)
-	defer timer.Stop()
-	select {
-	case <-done:
-	case <-timer.C:
-	}
+	e.awaitCleanup(&now, &later, cancel, end)
 }
 
 // readField looks at the owner's field of the hash lock key on every
@@ -298,17 +285,7 @@ func (e *Engine) readField(ctx context.Context, key, field string) views {
 // in the hash lock key. It returns a *NoQuorumError when fewer do and the
 // backends that did not answer could make them a quorum.
 func (e *Engine) hashExists(ctx context.Context, key, field string) (bool, error) {
-	v := e.readField(ctx, key, field)
-	n := 0
-	for _, s := range v.states {
-		if s.exists {
-			n++
-		}
-	}
-	if n >= e.quorum {
-		return true, nil
-	}
-	return false, e.undecided(v, n)
+	return e.onQuorum(e.readField(ctx, key, field))
 }
 
 // hashCount returns how many holds the owner's field counts on a quorum:

@@ -379,15 +379,21 @@ func (e *Engine) rollback(ctx context.Context, op lockOp, seen []vote[ack], rest
 	for range pending {
 		background.Go(func() { undo(<-rest) })
 	}
+	e.awaitCleanup(&yes, &background, cancel, end)
+}
+
+// awaitCleanup waits, at most one node timeout, for the clean-up the
+// caller's answer must not race (now); the rest (later) goes on in the
+// background, after which cancel and end run.
+func (e *Engine) awaitCleanup(now, later *sync.WaitGroup, cancel context.CancelFunc, end func()) {
 	done := make(chan struct{})
 	go func() {
-		yes.Wait()
+		now.Wait()
 		close(done)
-		background.Wait()
+		later.Wait()
 		cancel()
 		end()
 	}()
-
 	timer := time.NewTimer(e.cfg.NodeTimeout)
 	defer timer.Stop()
 	select {

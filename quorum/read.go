@@ -140,7 +140,13 @@ func (e *Engine) pttl(ctx context.Context, key string) (time.Duration, error) {
 // values there. It returns a *NoQuorumError when it exists on fewer and the
 // backends that did not answer could make them a quorum.
 func (e *Engine) exists(ctx context.Context, key string) (bool, error) {
-	v := e.read(ctx, key)
+	return e.onQuorum(e.read(ctx, key))
+}
+
+// onQuorum reports whether what v looked at exists on a quorum of
+// backends, and returns a *NoQuorumError when it exists on fewer and the
+// backends that did not answer could make them a quorum.
+func (e *Engine) onQuorum(v views) (bool, error) {
 	n := 0
 	for _, s := range v.states {
 		if s.exists {

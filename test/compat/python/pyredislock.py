@@ -94,6 +94,15 @@ def woken_after(release, t, acquired, when):
     return within(round(when[0] - released, 2), 0, 2)
 
 
+def woken_by_release(owner, other):
+    """other waits in BLPOP while owner holds the lock: True when the
+    owner's release wakes it (woken_after), else what happened."""
+    t, acquired, when = acquire_in_thread(other, blocking=True, timeout=8)
+    if acquired.wait(0.3):
+        return "acquired while held"
+    return woken_after(owner.release, t, acquired, when)
+
+
 def scenario_no_expire(r):
     """Lock(expire=None): what the library offers a lock without a TTL."""
     c = Checks()
@@ -114,13 +123,7 @@ def scenario_no_expire(r):
     c.check("non-blocking acquire by a second Lock while held", lambda: expect(other.acquire(blocking=False), False))
     c.check("release by another id raises NotAcquired", lambda: raises(redis_lock.NotAcquired, other.release))
 
-    def woken_by_release():
-        t, acquired, when = acquire_in_thread(other, blocking=True, timeout=8)
-        if acquired.wait(0.3):
-            return "acquired while held"
-        return woken_after(owner.release, t, acquired, when)
-
-    c.check("a waiter in BLPOP gets the lock once the owner releases it", woken_by_release)
+    c.check("a waiter in BLPOP gets the lock once the owner releases it", lambda: woken_by_release(owner, other))
     c.check("the new owner holds it", lambda: expect(other.get_owner_id(), other.id))
     c.check("released by the new owner", lambda: expect(other.release(), None))
     c.check("free at the end", lambda: expect(r.get(key), None))
@@ -160,13 +163,7 @@ def scenario(addr):
     c.check("extend(20) by the owner", lambda: expect(owner.extend(expire=20), None))
     c.check("TTL after extend(20)", lambda: within(r.ttl(key), 19, 20))
 
-    def woken_by_release():
-        t, acquired, when = acquire_in_thread(other, blocking=True, timeout=8)
-        if acquired.wait(0.3):
-            return "acquired while held"
-        return woken_after(owner.release, t, acquired, when)
-
-    c.check("a waiter in BLPOP gets the lock once the owner releases it", woken_by_release)
+    c.check("a waiter in BLPOP gets the lock once the owner releases it", lambda: woken_by_release(owner, other))
     c.check("the new owner holds it", lambda: expect(other.get_owner_id(), other.id))
     c.check("release by the former owner raises NotAcquired", lambda: raises(redis_lock.NotAcquired, owner.release))
 
