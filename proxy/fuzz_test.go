@@ -249,6 +249,7 @@ func FuzzParsers(f *testing.F) {
 		" SET k v IFEQ v PX 1000",
 		" SET k v NX PX -0",
 		" SET k v NX KEEPTTL GET XX",
+		" SET  0 nX nX",
 		"|SET|k\x00\xff|tok en|NX|PX|01",
 		" PEXPIRE k 100 NX",
 		" EXPIRE k 9223372036854776",
@@ -339,9 +340,14 @@ func checkParseSet(t *testing.T, args [][]byte) {
 	set := append([][]byte{[]byte("set")}, args...)
 	req, err := parseSet(set)
 	if err == nil {
-		// SET key token NX (session-bound) has no TTL; every other shape
-		// has one.
-		session := len(set) == 4 && strings.EqualFold(string(set[3]), "nx")
+		// SET key token NX (session-bound, options repeatable as Redis
+		// allows) has no TTL; every shape with EX or PX has one.
+		session := true
+		for _, a := range set[3:] {
+			if s := strings.ToLower(string(a)); s == "ex" || s == "px" {
+				session = false
+			}
+		}
 		if req.key != string(set[1]) || req.token != string(set[2]) || (session != (req.ttl == 0)) || (!session && len(set) < 6) || req.ttl < 0 {
 			t.Fatalf("parseSet(%q) = %+v", set, req)
 		}
