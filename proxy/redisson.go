@@ -116,6 +116,12 @@ func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any
 	switch {
 	case err == nil:
 		return nil, nil
+	case errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0:
+		// Undecided, but another owner holds it somewhere: the votes split
+		// between contenders while a backend was down or slow. The attempt
+		// was rolled back; to Redisson that is a lock held by another, to
+		// wait for (one Redis would have said so), not an exception.
+		return max(res.HolderTTL.Milliseconds(), 1), nil
 	case errors.Is(err, quorum.ErrNotAcquired):
 		if res.HolderTTL > 0 {
 			return max(res.HolderTTL.Milliseconds(), 1), nil

@@ -488,6 +488,9 @@ var kindCases = map[string][]scriptCase{
 		{name: "lease beyond max", keys: []string{"lock"}, args: []string{"90000", "uuid:1"}, answer: fails(&quorum.TTLError{TTL: 90 * time.Second, Max: time.Minute}),
 			want:  "-ERR invalid expire time: Redisson's lease of 90000 ms exceeds max_ttl 60000 ms (a lock taken without a lease time has Config.lockWatchdogTimeout's, 30 s by default: set max_ttl to at least that)\r\n",
 			calls: []string{"hashacquire lock uuid:1 1m30s"}},
+		{name: "split, another holds it somewhere", keys: []string{"lock"}, args: []string{"30000", "uuid:1"},
+			answer: failsWith(quorum.Result{HolderTTL: 900 * time.Millisecond}, &quorum.NoQuorumError{Counted: 2, Agreed: 2, Needed: 3, Total: 5}),
+			want:   ":900\r\n", calls: []string{"hashacquire lock uuid:1 30s"}},
 		{name: "lease not a number", keys: []string{"lock"}, args: []string{"long", "uuid:1"}, want: "-ERR value is not an integer or out of range\r\n"},
 	},
 	"redisson-release-latched": {
