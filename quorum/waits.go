@@ -490,6 +490,10 @@ type watch struct {
 	// message's may repeat), so one backend telling an id twice is two
 	// notices: a backend tells each one once.
 	seen map[string]*sighting
+	// copies is how many backends must tell a notice before its callers
+	// hear it (Releases: a quorum, so that a waiter woken by it finds the
+	// release landed on a quorum, not on the first backend to tell it).
+	copies int
 	// subscribed is closed when a quorum of backends confirmed the
 	// pattern; confirmed says which.
 	subscribed chan struct{}
@@ -506,19 +510,27 @@ type watch struct {
 // returns is heard while a quorum of backends is up. fn is called from the
 // engine's goroutines and must not block; it may be called once more
 // while stop runs.
+//
+// fn hears a release once a quorum of backends told it, that is once it
+// landed on a quorum: a client woken by the first copy would try while the
+// holder still had a quorum, be refused, and wait out the holder's whole
+// lease (Redisson does), its wake-up spent. A release that reached fewer
+// (its key had expired on the others) is not told: its waiters were free
+// to take the key already, at their own timers.
 func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func()) {
-	return e.watchPattern(releasedPrefix+pattern, fn)
+	return e.watchPattern(releasedPrefix+pattern, e.quorum, fn)
 }
 
 // watchPattern adds fn to the callers of backendPattern, subscribing the
 // backends to it if fn is the first, and waits (at most the backend
-// timeout) until a quorum of them carry it.
-func (e *Engine) watchPattern(backendPattern string, fn func(name, payload string)) (stop func()) {
+// timeout) until a quorum of them carry it. fn hears each notice once
+// copies backends told it.
+func (e *Engine) watchPattern(backendPattern string, copies int, fn func(name, payload string)) (stop func()) {
 	w := &e.waits
 	w.mu.Lock()
 	wt := w.watches[backendPattern]
 	if wt == nil {
-		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]*sighting{},
+		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]*sighting{}, copies: copies,
 			subscribed: make(chan struct{}), confirmed: map[int]bool{}}
 		w.watches[backendPattern] = wt
 		for _, s := range w.subs {
@@ -579,6 +591,7 @@ func (w *waits) confirmedPattern(i int, pattern string) bool {
 type sighting struct {
 	at   time.Time
 	from map[int]bool
+	told bool // the callers heard it
 }
 
 // watched hears backend from's copy of a notice on a watched pattern:
@@ -591,17 +604,23 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 		return
 	}
 	now := time.Now()
-	if s := wt.seen[id]; s != nil && now.Sub(s.at) < noticeDedupe && !s.from[from] {
-		s.from[from] = true // another backend's copy of what was told
+	s := wt.seen[id]
+	if s != nil && now.Sub(s.at) < noticeDedupe && !s.from[from] {
+		s.from[from] = true // another backend's copy
+	} else {
+		for k, old := range wt.seen {
+			if now.Sub(old.at) >= noticeDedupe {
+				delete(wt.seen, k)
+			}
+		}
+		s = &sighting{at: now, from: map[int]bool{from: true}}
+		wt.seen[id] = s
+	}
+	if s.told || len(s.from) < wt.copies {
 		w.mu.Unlock()
 		return
 	}
-	for k, s := range wt.seen {
-		if now.Sub(s.at) >= noticeDedupe {
-			delete(wt.seen, k)
-		}
-	}
-	wt.seen[id] = &sighting{at: now, from: map[int]bool{from: true}}
+	s.told = true
 	fns := make([]func(string, string), 0, len(wt.fns))
 	for _, fn := range wt.fns {
 		fns = append(fns, fn)

@@ -275,6 +275,61 @@ func TestReleasesWatched(t *testing.T) {
 	stop()
 }
 
+// TestReleasesHeardAtQuorum: a release is told to the watchers once a
+// quorum of backends told it, not at the first copy, which can come
+// before the release has landed on a quorum: a waiter woken then would be
+// refused and sleep out the holder's lease.
+func TestReleasesHeardAtQuorum(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	watcher := newEngine(t, c.cfg)
+	ctx := t.Context()
+	got := make(chan string, 16)
+	stop := watcher.Releases("early:*", func(key, token string) { got <- token })
+	defer stop()
+	// The copies of one release, as release.lua publishes them, from the
+	// backends one by one.
+	notice := releasedPrefix + "early:k"
+	payload := newReleaseID() + "holder"
+	if err := c.direct[0].Publish(ctx, notice, payload).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A delete through the engine, told by every backend, is heard; the
+	// release with one copy so far is not, before it or after.
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"early:marker"}, Token: "m", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.engine.Write(ctx, Write{Op: OpDelete, Key: "early:marker"}); err != nil {
+		t.Fatal(err)
+	}
+	if token := <-got; token != "" {
+		t.Fatalf("heard %q before the delete: a release told by one backend of three", token)
+	}
+	if err := c.direct[1].Publish(ctx, notice, payload).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case token := <-got:
+		if token != "holder" {
+			t.Fatalf("heard %q, want the release told by a quorum", token)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a release told by a quorum of backends was not heard")
+	}
+	// Its third copy is not news.
+	if err := c.direct[2].Publish(ctx, notice, payload).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"early:marker"}, Token: "m", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.engine.Write(ctx, Write{Op: OpDelete, Key: "early:marker"}); err != nil {
+		t.Fatal(err)
+	}
+	if token := <-got; token != "" {
+		t.Fatalf("heard %q: the third copy of a release already told", token)
+	}
+}
+
 // TestReleasesSameTokenTwice: a client that releases with the same token
 // every time (Spring's registry does) is heard at each release, however
 // soon after the last one.
