@@ -40,7 +40,7 @@ import org.redisson.config.Config;
  * holds it HOLD_MS, longer than the watchdog's lease, and checks that A
  * still holds it and B cannot take it, while a waiter on B blocks in lock()
  * throughout and takes the lock at A's unlock.
- * hold: takes the lock with lock(), prints "held LEASE_MS", and waits to be
+ * hold: takes the lock with lock(), prints "held NAME LEASE_MS", and waits to be
  * killed; the test then watches the lease run out.
  * objects: RFencedLock, RFairLock and RReadWriteLock, each step announced
  * by an "EXISTS marker:OBJECT-OP" (for reading a MONITOR of them).
@@ -50,11 +50,14 @@ import org.redisson.config.Config;
  * phase also read ADDR_B's INFO pubsub, a lockproxy's pubsub_messages_delivered.
  */
 public final class RedissonLocks {
-    static final String CONTENDED = "compat:redisson:contended";
-    static final String SCENARIO = "compat:redisson:scenario";
-    static final String WAKE = "compat:redisson:wake";
-    static final String WATCHDOG = "compat:redisson:watchdog";
-    static final String HELD = "compat:redisson:held";
+    // Redisson's version, from its jar: in the lock names, so that runs of
+    // two versions can share a server.
+    static final String VERSION = Redisson.class.getPackage().getImplementationVersion();
+    static final String CONTENDED = name("contended");
+    static final String SCENARIO = name("scenario");
+    static final String WAKE = name("wake");
+    static final String WATCHDOG = name("watchdog");
+    static final String HELD = name("held");
 
     // tryLock's wait while contending: a waiter is woken by each unlock, so
     // it only runs out if wake-ups are lost and the waiter sleeps out a
@@ -454,7 +457,7 @@ public final class RedissonLocks {
     private static void hold(RedissonClient a) throws Exception {
         RLock lock = a.getLock(HELD);
         lock.lock();
-        System.out.println("held " + a.getConfig().getLockWatchdogTimeout());
+        System.out.println("held " + HELD + " " + a.getConfig().getLockWatchdogTimeout());
         System.out.flush();
         new CountDownLatch(1).await(); // until the test kills this JVM
     }
@@ -465,7 +468,7 @@ public final class RedissonLocks {
      * on the server they run against.
      */
     private static void objects(RedissonClient a, RedissonClient b) throws Exception {
-        RFencedLock fenced = a.getFencedLock("compat:redisson:fenced");
+        RFencedLock fenced = a.getFencedLock(name("fenced"));
         marker(a, "fenced-lockAndGetToken");
         long first = fenced.lockAndGetToken();
         marker(a, "fenced-getToken");
@@ -489,12 +492,12 @@ public final class RedissonLocks {
         marker(a, "fenced-unlock");
         fenced.unlock();
 
-        RLock fair = a.getFairLock("compat:redisson:fair");
+        RLock fair = a.getFairLock(name("fair"));
         marker(a, "fair-lock");
         fair.lock();
         marker(b, "fair-tryLock-held");
         Contract.expect("RFairLock tryLock(100 ms) from another client fails while held", false,
-                b.getFairLock("compat:redisson:fair").tryLock(100, TimeUnit.MILLISECONDS));
+                b.getFairLock(name("fair")).tryLock(100, TimeUnit.MILLISECONDS));
         marker(a, "fair-unlock");
         fair.unlock();
         marker(a, "fair-tryLock");
@@ -502,7 +505,7 @@ public final class RedissonLocks {
         marker(a, "fair-unlock");
         fair.unlock();
 
-        RReadWriteLock rw = a.getReadWriteLock("compat:redisson:rw"), rwB = b.getReadWriteLock("compat:redisson:rw");
+        RReadWriteLock rw = a.getReadWriteLock(name("rw")), rwB = b.getReadWriteLock(name("rw"));
         marker(a, "read-lock");
         rw.readLock().lock();
         marker(b, "read-lock");
@@ -525,6 +528,10 @@ public final class RedissonLocks {
     /** Sends EXISTS marker:label, which a MONITOR shows between the steps. */
     private static void marker(RedissonClient c, String label) {
         c.getBucket("marker:" + label).isExists();
+    }
+
+    static String name(String what) {
+        return "compat:redisson:" + VERSION + ":" + what;
     }
 
     private static long ms(long startNanos) {
