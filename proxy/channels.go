@@ -13,15 +13,14 @@ import (
 // subscribers, in the library's words: on the channels the library would
 // have published on, with the payload it would have sent.
 //
-// One row per library. Redisson's (redisson_lock__channel:{name},
-// payload "0") is one more row once its hash locks are served.
+// One row per library.
 
 // lockChannel is one library's unlock channel.
 type lockChannel struct {
 	library string
 	// keyOf is the glob of the lock keys whose releases are told on
-	// channel (SUBSCRIBE); false when channel is not one of the
-	// library's.
+	// channel (SUBSCRIBE): a superset is fine, each release is checked
+	// against channels; false when channel is not one of the library's.
 	keyOf func(channel string) (string, bool)
 	// keysOf is the glob of the lock keys whose releases may be told on a
 	// channel that pattern matches (PSUBSCRIBE): a superset is fine, each
@@ -91,7 +90,7 @@ func springRegistries(channel string) []string {
 
 // lockChannels are the unlock channels served; any other channel is
 // refused.
-var lockChannels = []*lockChannel{&springChannel}
+var lockChannels = []*lockChannel{&springChannel, &redissonChannel}
 
 // channelOf finds the library whose unlock channel name is, and the glob
 // of the lock keys it tells of; pattern says name is a PSUBSCRIBE pattern.
@@ -110,7 +109,7 @@ func channelOf(name string, pattern bool) (*lockChannel, string, bool) {
 
 // errNotLockChannel refuses a channel that no served library unlocks on.
 func errNotLockChannel(verb, name string) *argError {
-	return errorf("ERR lockproxy serves %s only for lock libraries' unlock channels (Spring Integration RedisLockRegistry: <registryKey>-channel:<registryKey>:<path>, or PSUBSCRIBE <registryKey>-channel:*), not '%s'", verb, name)
+	return errorf("ERR lockproxy serves %s only for lock libraries' unlock channels (Spring Integration RedisLockRegistry: <registryKey>-channel:<registryKey>:<path>, or PSUBSCRIBE <registryKey>-channel:*; Redisson RLock: redisson_lock__channel:{<name>}), not '%s'", verb, name)
 }
 
 func hasGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }

@@ -80,6 +80,8 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "get", keys: oneKey, flags: readonly, concurrent: true, arity: 2, run: s.handleGet},
 		&command{name: "pttl", keys: oneKey, flags: readonly, concurrent: true, arity: 2, run: s.handlePTTL},
 		&command{name: "ttl", keys: oneKey, flags: readonly, concurrent: true, arity: 2, run: s.handleTTL},
+		&command{name: "hexists", keys: oneKey, flags: readonly, concurrent: true, arity: 3, run: s.handleHExists},
+		&command{name: "hget", keys: oneKey, flags: readonly, concurrent: true, arity: 3, run: s.handleHGet},
 		&command{name: "exists", keys: allKeys, flags: readonly, concurrent: true, arity: -2, run: s.handleExists},
 		&command{name: "del", keys: allKeys, flags: write, concurrent: true, arity: -2, run: s.handleDel},
 		&command{name: "pexpire", keys: oneKey, flags: write, concurrent: true, arity: -3, run: s.handlePExpire},

@@ -40,6 +40,11 @@ import (
 //   - python-redis-lock's release and reset leave its signal list, KEYS[2],
 //     unwritten: its waiters BLPOP through lockproxy, which wakes them from
 //     the release itself (signalKinds).
+//   - Redisson's scripts (hashKinds) start from hash states, and from
+//     another library's string lock, which Redis answers with WRONGTYPE
+//     and lockproxy as a lock held by another: only the keys are compared
+//     then. The engine's record of each acquisition attempt, a field
+//     beside the owner's (quorum/hashlock.go), is not compared.
 
 // Starting states of every key a script names.
 const (
@@ -50,6 +55,26 @@ const (
 )
 
 var diffStates = []string{stateMine, stateOther, stateAbsent, stateMinePersist}
+
+// Starting states of a Redisson lock (the first hashKinds keys).
+const (
+	stateHashMine      = "held by my field"
+	stateHashMineTwice = "held twice by my field"
+	stateHashOther     = "held by another field"
+)
+
+var hashStates = []string{stateHashMine, stateHashMineTwice, stateHashOther, stateAbsent, stateOther}
+
+// hashKinds are Redisson's kinds, each with how many of its first keys
+// are locks (0: all of them); its other keys (channel, latch) start absent.
+var hashKinds = map[string]int{
+	"redisson-acquire": 1, "redisson-release-latched": 1, "redisson-release": 1, "redisson-release-command": 1,
+	"redisson-force-unlock": 1, "redisson-force-unlock-command": 1, "redisson-renew": 1, "redisson-renew-batch": 0,
+}
+
+// attemptField starts the engine's record of an acquisition attempt in a
+// hash lock.
+const attemptField = "\x00attempt:"
 
 const (
 	diffToken = "tok-1"
@@ -104,10 +129,18 @@ var diffCalls = map[string][]diffCall{
 	"multi-pexpire-all":                      {{[]string{"a", "b"}, []string{diffToken, diffTTL}}, {[]string{"a", "a"}, []string{diffToken, diffTTL}}},
 	"multi-owner-pttl":                       {{[]string{"a", "b"}, []string{diffToken}}, {[]string{"a", "a"}, []string{diffToken}}},
 	"pexpire-any":                            {{[]string{"a", "b"}, []string{diffTTL, ""}}, {[]string{"a", "a"}, []string{diffTTL, ""}}},
+	"redisson-acquire":                       {{[]string{"k"}, []string{diffTTL, diffToken}}},
+	"redisson-release-latched":               {{[]string{"k", "ch", "latch"}, []string{"0", diffTTL, diffToken, "publish", "5000"}}},
+	"redisson-release":                       {{[]string{"k", "ch"}, []string{"0", diffTTL, diffToken}}},
+	"redisson-release-command":               {{[]string{"k", "ch"}, []string{"0", diffTTL, diffToken, "publish"}}},
+	"redisson-force-unlock":                  {{[]string{"k", "ch"}, []string{"0"}}},
+	"redisson-force-unlock-command":          {{[]string{"k", "ch"}, []string{"0", "publish"}}},
+	"redisson-renew":                         {{[]string{"k"}, []string{diffTTL, diffToken}}},
+	"redisson-renew-batch":                   {{[]string{"a", "b"}, []string{diffTTL, diffToken, diffToken}}, {[]string{"a"}, []string{diffTTL, diffToken}}},
 }
 
 // pttlKinds reply with a PTTL (or hold one in their reply).
-var pttlKinds = map[string]bool{"owner-pttl": true, "owner-pttl-or-zero": true, "value-and-pttl": true, "multi-owner-pttl": true}
+var pttlKinds = map[string]bool{"owner-pttl": true, "owner-pttl-or-zero": true, "value-and-pttl": true, "multi-owner-pttl": true, "redisson-acquire": true}
 
 // signalKinds name a signal list in KEYS[2] that lockproxy does not write:
 // neither side's KEYS[2] is compared.
@@ -206,9 +239,16 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	for i, k := range call.keys {
 		keys[i] = prefix + k
 	}
+	kind := classify([]byte(script))
+	stated := keys
+	if kind != nil {
+		if n, ok := hashKinds[kind.name]; ok && n > 0 {
+			stated = keys[:min(n, len(keys))]
+		}
+	}
 	all := append([]*respConn{d.reference}, d.backends...)
 	for _, c := range all {
-		if err := setState(c, keys, state); err != nil {
+		if err := setState(c, stated, state); err != nil {
 			return false, err
 		}
 	}
@@ -224,7 +264,6 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	if err != nil {
 		return false, err
 	}
-	kind := classify([]byte(script))
 	if kind == nil {
 		return false, fmt.Errorf("served without a kind: %q", raw)
 	}
@@ -232,7 +271,9 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	if pttlKinds[kind.name] {
 		tolerance = ttlSlack.Milliseconds()
 	}
-	if why := sameReply(parseRESP(raw), parseRESP(rawRef), tolerance); why != "" {
+	_, hashKind := hashKinds[kind.name]
+	wrongType := hashKind && strings.HasPrefix(rawRef, "-WRONGTYPE")
+	if why := sameReply(parseRESP(raw), parseRESP(rawRef), tolerance); why != "" && !wrongType {
 		return false, fmt.Errorf("as %s: reply %q, Redis %q: %s", kind.name, raw, rawRef, why)
 	}
 	ref, err := keysOf(d.reference, prefix)
@@ -246,8 +287,11 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 		return views
 	}
 	ref = unsignalled(ref)
+	refAt := time.Now()
 	// The last backend's write may land after the quorum's answer, and a
-	// rollback after it: wait for the backends to settle.
+	// rollback after it: wait for the backends to settle. Their TTLs are
+	// compared with the reference's as it would be at the same instant, so
+	// that waiting cannot make a longer TTL look right.
 	deadline := time.Now().Add(3 * time.Second)
 	for i, b := range d.backends {
 		for {
@@ -255,7 +299,7 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 			if err != nil {
 				return false, err
 			}
-			why := sameKeys(unsignalled(got), ref)
+			why := sameKeys(unsignalled(got), ref, time.Since(refAt))
 			if why == "" {
 				break
 			}
@@ -281,10 +325,33 @@ func setState(c *respConn, keys []string, state string) error {
 			cmd = []string{"SET", k, diffOther, "PX", diffTTL}
 		case stateMinePersist:
 			cmd = []string{"SET", k, diffToken}
+		case stateHashMine, stateHashMineTwice, stateHashOther:
+			if err := setHashState(c, k, state); err != nil {
+				return err
+			}
+			continue
 		default:
 			continue
 		}
 		if r, err := c.do(cmd...); err != nil || r != "+OK\r\n" {
+			return fmt.Errorf("setting %s: %q %v", k, r, err)
+		}
+	}
+	return nil
+}
+
+// setHashState makes k a Redisson lock held by a field, as Redisson's
+// acquisition leaves it.
+func setHashState(c *respConn, k, state string) error {
+	field, count := diffToken, "1"
+	switch state {
+	case stateHashMineTwice:
+		count = "2"
+	case stateHashOther:
+		field = diffOther
+	}
+	for _, cmd := range [][]string{{"HSET", k, field, count}, {"PEXPIRE", k, diffTTL}} {
+		if r, err := c.do(cmd...); err != nil || r != ":1\r\n" {
 			return fmt.Errorf("setting %s: %q %v", k, r, err)
 		}
 	}
@@ -310,9 +377,13 @@ func keysOf(c *respConn, prefix string) (map[string]keyView, error) {
 		if r, err := c.do("TYPE", name); err == nil {
 			v.typ = parseRESP(r).str
 		}
-		if v.typ == "string" {
+		switch v.typ {
+		case "string":
 			r, _ := c.do("GET", name)
 			v.value = parseRESP(r).str
+		case "hash":
+			r, _ := c.do("HGETALL", name)
+			v.value = hashView(parseRESP(r).array)
 		}
 		r, err := c.do("PTTL", name)
 		if err != nil {
@@ -324,9 +395,26 @@ func keysOf(c *respConn, prefix string) (map[string]keyView, error) {
 	return views, nil
 }
 
-func sameKeys(got, want map[string]keyView) string {
+// hashView is a hash's fields and values as one text, but for the
+// engine's records of attempts.
+func hashView(pairs []parsedReply) string {
+	var fields []string
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if !strings.HasPrefix(pairs[i].str, attemptField) {
+			fields = append(fields, pairs[i].str+"="+pairs[i+1].str)
+		}
+	}
+	slices.Sort(fields)
+	return strings.Join(fields, " ")
+}
+
+// sameKeys returns why got differs from want, read later by since, or "".
+func sameKeys(got, want map[string]keyView, since time.Duration) string {
 	for name, w := range want {
 		g, ok := got[name]
+		if ok && g.pttl >= 0 {
+			g.pttl += since.Milliseconds()
+		}
 		switch {
 		case !ok:
 			return fmt.Sprintf("%s missing (Redis has %+v)", name, w)
@@ -422,8 +510,14 @@ func (d *differential) check(script, argsOf string) (refused bool, err error) {
 	if len(calls) == 0 {
 		return false, fmt.Errorf("no calls for kind %s", argsOf)
 	}
+	states := diffStates
+	if kind := classify([]byte(script)); kind != nil {
+		if _, ok := hashKinds[kind.name]; ok {
+			states = hashStates
+		}
+	}
 	for _, call := range calls {
-		for _, state := range diffStates {
+		for _, state := range states {
 			if kind := classify([]byte(script)); kind != nil {
 				if _, known := knownDifferences[differenceKey(kind.name, call, state)]; known {
 					continue

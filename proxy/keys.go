@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,32 @@ func (s *Server) handleGet(conn redcon.Conn, cmd redcon.Command) {
 		conn.WriteBulkString(r.Value)
 	case errors.Is(err, quorum.ErrNotFound):
 		noteRead(conn, key, "", false)
+		writeNull(conn)
+	default:
+		s.writeError(conn, err)
+	}
+}
+
+// handleHExists serves HEXISTS key field for hash locks (Redisson's
+// isHeldByCurrentThread): 1 when a quorum has the owner's field.
+func (s *Server) handleHExists(conn redcon.Conn, cmd redcon.Command) {
+	r, err := space(conn).Read(s.ctx, quorum.Read{Op: quorum.OpHashExists, Key: string(cmd.Args[1]), Token: string(cmd.Args[2])})
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	writeBool(conn, r.Exists)
+}
+
+// handleHGet serves HGET key field for hash locks (Redisson's
+// getHoldCount): the owner's holds that a quorum counts at least, as a
+// bulk string, or null when a quorum does not have the field.
+func (s *Server) handleHGet(conn redcon.Conn, cmd redcon.Command) {
+	r, err := space(conn).Read(s.ctx, quorum.Read{Op: quorum.OpHashCount, Key: string(cmd.Args[1]), Token: string(cmd.Args[2])})
+	switch {
+	case err == nil:
+		conn.WriteBulkString(strconv.FormatInt(r.Count, 10))
+	case errors.Is(err, quorum.ErrNotFound):
 		writeNull(conn)
 	default:
 		s.writeError(conn, err)

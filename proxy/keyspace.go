@@ -141,3 +141,34 @@ func (k *keyspace) MaxTTL() time.Duration {
 	}
 	return k.locks.MaxTTL()
 }
+
+// RenewFields renews hash locks under the user's prefix, each key and
+// owner checked as Lock checks them; one refused answers its own error.
+// A Locker that renews none refuses them all.
+func (k *keyspace) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
+	out := make([]quorum.Renewed, len(locks))
+	r, ok := k.locks.(FieldRenewer)
+	if !ok {
+		for i := range out {
+			out[i].Err = errNoFieldRenewer
+		}
+		return out
+	}
+	sendable := make([]quorum.Held, 0, len(locks))
+	at := make([]int, 0, len(locks)) // where each sendable lock is in locks
+	for i, l := range locks {
+		keys, err := k.keysToken([]string{l.Key}, l.Token)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		sendable = append(sendable, quorum.Held{Key: keys[0], Token: l.Token})
+		at = append(at, i)
+	}
+	if len(sendable) > 0 {
+		for j, renewed := range r.RenewFields(ctx, ttl, sendable) {
+			out[at[j]] = renewed
+		}
+	}
+	return out
+}

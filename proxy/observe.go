@@ -172,3 +172,22 @@ func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, err
 }
 
 func (l *observedLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }
+
+// RenewFields renews hash locks (Redisson's watchdog), each counted as an
+// extension.
+func (l *observedLocker) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
+	r, ok := l.locks.(FieldRenewer)
+	if !ok {
+		out := make([]quorum.Renewed, len(locks))
+		for i := range out {
+			out[i].Err = errNoFieldRenewer
+		}
+		return out
+	}
+	start := time.Now()
+	out := r.RenewFields(ctx, ttl, locks)
+	for _, renewed := range out {
+		l.done(quorum.OpExtend, start, renewed.Err)
+	}
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -309,7 +310,9 @@ func (sub *subscriber) released(sp *subscription, key string) {
 	}
 	payload := sp.lc.payload(key)
 	if !sp.pattern {
-		sub.deliver(sp, sp.name, payload)
+		if slices.Contains(sp.lc.channels(key), sp.name) {
+			sub.deliver(sp, sp.name, payload)
+		}
 		return
 	}
 	// One pmessage per release, on the first of the library's channels

@@ -365,6 +365,54 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"66e1084c2d842a7e8c271925aae90219fac4e129"},
 	},
 	{
+		// Redisson RLock acquire (redisson.go): null, or how long to wait.
+		name: "redisson-acquire", keys: 1, args: 2, run: runRedissonAcquire,
+		bodies:  []string{redissonAcquire, redissonAcquireTwoBranches},
+		digests: []string{"149c5a8bf18676fd99e9e6e24923bd64d9b62f94", "dad0f8d619e548e04f21fb48d50be5034df3adae"},
+	},
+	{
+		// Redisson RLock release from 3.24, with its latch: 0, 1 or null.
+		name: "redisson-release-latched", keys: 3, args: 5, run: redissonRelease{latched: true}.run,
+		bodies:  []string{redissonReleaseLatched},
+		digests: []string{"6866459238a13a701d42f4971f12d9f3a50e2442"},
+	},
+	{
+		// Redisson RLock release, 3.10.6 to 3.21.3.
+		name: "redisson-release", keys: 2, args: 3, run: redissonRelease{}.run,
+		bodies:  []string{fmt.Sprintf(redissonReleaseBody, "'publish'")},
+		digests: []string{"3ffe249c16dee540ac8ab32e39bd408626b9aff7"},
+	},
+	{
+		// Redisson RLock release, 3.22.0 to 3.23.5: ARGV[4] publishes.
+		name: "redisson-release-command", keys: 2, args: 4, run: redissonRelease{}.run,
+		bodies:  []string{fmt.Sprintf(redissonReleaseBody, "ARGV[4]")},
+		digests: []string{"778cea8aada230ae060b432fc333adaec85f2f4c"},
+	},
+	{
+		// Redisson forceUnlock to 3.21.3: 1 or 0.
+		name: "redisson-force-unlock", keys: 2, args: 1, run: runRedissonForceUnlock,
+		bodies:  []string{fmt.Sprintf(redissonForceUnlock, "'publish'")},
+		digests: []string{"7e9c80b3d786b95d5d4aaf8fd73adb9775fa6fb1"},
+	},
+	{
+		// Redisson forceUnlock from 3.22.0: ARGV[2] publishes.
+		name: "redisson-force-unlock-command", keys: 2, args: 2, run: runRedissonForceUnlock,
+		bodies:  []string{fmt.Sprintf(redissonForceUnlock, "ARGV[2]")},
+		digests: []string{"605e338249a7a1d40df83b04f7658354f883b41b"},
+	},
+	{
+		// Redisson's lock watchdog to 3.43.0: 1 or 0.
+		name: "redisson-renew", keys: 1, args: 2, run: runRedissonRenew,
+		bodies:  []string{redissonRenew},
+		digests: []string{"8e19a1ddbdee9138df9f32a480c57addab4353d1"},
+	},
+	{
+		// Redisson's lock watchdog from 3.44.0: 1 or 0 per key.
+		name: "redisson-renew-batch", keys: 1, args: 2, run: runRedissonRenewBatch,
+		bodies:  []string{redissonRenewBatch},
+		digests: []string{"6a3d31570dc6f4b0bd32bcdc8e75667747c6f635"},
+	},
+	{
 		// Redisson RedissonMultiLock/RedLock with a lease time: PEXPIRE
 		// every key, 1 when any was set. ARGV[2] is a PEXPIRE condition
 		// (NX, XX, GT, LT), which lockproxy does not take.

@@ -79,13 +79,30 @@ func (f *fakeLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, 
 	if req.Op == quorum.OpAcquireOrRenew {
 		op += fmt.Sprintf("/%d", req.TokenLen)
 	}
-	_, err := f.do(call{ctx, op, strings.Join(req.Keys, ","), req.Token, req.TTL})
-	return quorum.Result{}, err
+	v, err := f.do(call{ctx, op, strings.Join(req.Keys, ","), req.Token, req.TTL})
+	res, _ := v.(quorum.Result)
+	return res, err
 }
 
+// Unlock answers with a quorum.Result. A hash lock release's call shows
+// its lease, and its latch in brackets.
 func (f *fakeLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
-	_, err := f.do(call{ctx, opName(req.Op), strings.Join(req.Keys, ","), req.Token, 0})
-	return quorum.Result{}, err
+	op := opName(req.Op)
+	if req.Latch != "" {
+		op += fmt.Sprintf("[%s %s]", req.Latch, req.LatchTTL)
+	}
+	v, err := f.do(call{ctx, op, strings.Join(req.Keys, ","), req.Token, req.TTL})
+	res, _ := v.(quorum.Result)
+	return res, err
+}
+
+// RenewFields makes one call per lock, answered on its own.
+func (f *fakeLocker) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
+	out := make([]quorum.Renewed, len(locks))
+	for i, l := range locks {
+		_, out[i].Err = f.do(call{ctx, "renewfields", l.Key, l.Token, ttl})
+	}
+	return out
 }
 
 // Read answers with a string (the value), a time.Duration (a TTL) or a
@@ -100,6 +117,8 @@ func (f *fakeLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading,
 		r.TTL = v
 	case bool:
 		r.Exists = v
+	case int64:
+		r.Count = v
 	}
 	return r, err
 }
@@ -115,6 +134,11 @@ func (f *fakeLocker) MaxTTL() time.Duration { return f.maxTTL }
 // Answers for fakeLocker.answer.
 func fails(err error) func(call) (any, error) {
 	return func(call) (any, error) { return nil, err }
+}
+
+// failsWith answers v with err: a refusal that says more (Result.HolderTTL).
+func failsWith(v any, err error) func(call) (any, error) {
+	return func(call) (any, error) { return v, err }
 }
 
 func returns(v any) func(call) (any, error) {

@@ -320,7 +320,12 @@ func (e *Engine) hashCount(ctx context.Context, key, field string) (int64, error
 // without expiry, and a *NoQuorumError when the backends that did not
 // answer could make either untrue.
 func (e *Engine) hashPTTL(ctx context.Context, key string) (time.Duration, error) {
-	v := e.read(ctx, key)
+	return e.presentTTL(e.read(ctx, key))
+}
+
+// presentTTL is how long a quorum of the backends v looked at still has
+// the key, whatever its value or type, as hashPTTL says.
+func (e *Engine) presentTTL(v views) (time.Duration, error) {
 	var present []keyState
 	for _, s := range v.states {
 		if s.exists {

@@ -415,6 +415,10 @@ func TestHashLockReads(t *testing.T) {
 	if _, err := read(OpHashPTTL, uniqueKey(t), ""); err != ErrNotFound {
 		t.Errorf("pttl of an absent key: %v, want ErrNotFound", err)
 	}
+	// PTTL's own operation answers the same for a key without a value.
+	if r, err := read(OpPTTL, key, ""); err != nil || r.TTL <= 19*time.Second || r.TTL > 20*time.Second {
+		t.Errorf("OpPTTL of a hash lock: %+v, %v; want in (19s, 20s]", r, err)
+	}
 
 	str, forever := uniqueKey(t), uniqueKey(t)
 	for _, d := range c.direct {

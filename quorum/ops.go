@@ -18,7 +18,7 @@ const (
 	OpRelease                       // delete a key the token holds
 	OpExtend                        // set the TTL of a key the token holds
 	OpGet                           // the value a quorum holds
-	OpPTTL                          // how long the value a quorum holds stays held
+	OpPTTL                          // how long the value a quorum holds stays held (a hash lock: how long a quorum has it)
 	OpExists                        // whether a key exists on a quorum
 	OpDelete                        // delete a key, whoever holds it
 	OpExpire                        // set a key's TTL, whoever holds it
@@ -253,7 +253,8 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 
 // Read answers what a quorum holds of req.Key. OpGet and OpPTTL return
 // ErrNotFound when no value is held by a quorum (or, for OpPTTL, too little
-// time is left to count on); OpPTTL and OpOwnerPTTL return ErrNoExpiry when
+// time is left to count on; a key that holds no value anywhere, a hash
+// lock, has OpHashPTTL's answer); OpPTTL and OpOwnerPTTL return ErrNoExpiry when
 // a quorum holds the key without expiry; OpOwnerPTTL returns ErrNotHeld
 // when req.Token does not hold it on a quorum. OpHashCount returns
 // ErrNotFound when the owner's field is not on a quorum, OpHashPTTL as

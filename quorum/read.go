@@ -127,6 +127,11 @@ func (e *Engine) get(ctx context.Context, key string) (string, error) {
 func (e *Engine) pttl(ctx context.Context, key string) (time.Duration, error) {
 	v := e.read(ctx, key)
 	holders := mostHeld(v.states)
+	if holders == nil {
+		// No value anywhere: a key of another type (a hash lock) stays as
+		// long as a quorum has it, or nothing is there.
+		return e.presentTTL(v)
+	}
 	if len(holders) < e.quorum {
 		if err := e.undecided(v, len(holders)); err != nil {
 			return 0, err

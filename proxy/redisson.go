@@ -1,0 +1,284 @@
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// Redisson's RLock, served unchanged. The lock is a hash, name, whose one
+// field, the owner's "<client uuid>:<thread id>", counts the owner's
+// holds (re-entries included), with the lease as the hash's TTL. Its
+// scripts are recognised (scripts_library.go) and each runs as one hash
+// lock operation of the engine (quorum/hashlock.go), which runs its own
+// scripts on the backends, never the client's: those PUBLISH, N copies
+// from N backends. Waiters subscribe to redisson_lock__channel:{name} and
+// are told of each release by every proxy (redissonChannel). The reads
+// are EXISTS, PTTL, HEXISTS and HGET (keys.go).
+
+// The script bodies, as Redisson sends them, by the versions that send
+// them (testdata/scripts has each byte for byte).
+const (
+	// 3.19.0 on.
+	redissonAcquire = `
+		if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
+			redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
+		end;
+		return redis.call('pttl', KEYS[1]);`
+	// 3.12.3 to 3.18.1.
+	redissonAcquireTwoBranches = `
+		if (redis.call('exists', KEYS[1]) == 0) then
+			redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
+		end;
+		if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+			redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
+		end;
+		return redis.call('pttl', KEYS[1]);`
+	// 3.24.0 on: KEYS name, channel, latch; ARGV message, lease, owner,
+	// publish command, latch TTL.
+	redissonReleaseLatched = `
+		local val = redis.call('get', KEYS[3]);
+		if val ~= false then return tonumber(val);end;
+		if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end;
+		local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+		if (counter > 0) then
+			redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0;
+		else
+			redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1;
+		end; `
+	// 3.10.6 to 3.23.5, publishing with %s: 'publish', or ARGV[4] (3.22 on).
+	redissonReleaseBody = `
+		if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil;end;
+		local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+		if (counter > 0) then
+			redis.call('pexpire', KEYS[1], ARGV[2]); return 0;
+		else
+			redis.call('del', KEYS[1]); redis.call(%s, KEYS[2], ARGV[1]); return 1;
+		end;
+		return nil;`
+	// forceUnlock, publishing with %s: 'publish' (to 3.21.3), or ARGV[2].
+	redissonForceUnlock = `
+		if (redis.call('del', KEYS[1]) == 1) then redis.call(%s, KEYS[2], ARGV[1]); return 1 else return 0 end`
+	// The watchdog, 3.44.0 on: unrelated locks in one call.
+	redissonRenewBatch = `
+		local result = {}
+		for i = 1, #KEYS, 1 do
+			if (redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1) then
+				redis.call('pexpire', KEYS[i], ARGV[1]); table.insert(result, 1);
+			else table.insert(result, 0); end;
+		end;
+		return result;`
+	// The watchdog, 3.10.0 to 3.43.0.
+	redissonRenew = `
+		if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;`
+)
+
+// FieldRenewer renews hash locks in one call, a script per backend per
+// batch (quorum.Engine.RenewFields, shard.Groups.RenewFields): Redisson's
+// watchdog. A Locker without it refuses the watchdog's scripts.
+type FieldRenewer interface {
+	RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed
+}
+
+// errNoFieldRenewer refuses Redisson's watchdog where the Locker renews no
+// hash locks.
+var errNoFieldRenewer = errorf("ERR lockproxy's engine here does not renew Redisson's locks")
+
+// redissonLease parses a Redisson lease argument (ms).
+func redissonLease(arg string) (time.Duration, error) { return ms(arg, "pexpire") }
+
+// redissonError words a lease refused for max_ttl for Redisson's users:
+// every lock taken without a lease gets lockWatchdogTimeout's, 30 s by
+// default, and a max_ttl below it refuses them all.
+func redissonError(err error) error {
+	var ttl *quorum.TTLError
+	if errors.As(err, &ttl) && ttl.TTL > 0 {
+		return errorf("ERR invalid expire time: Redisson's lease of %d ms exceeds max_ttl %d ms (a lock taken without a lease time has Config.lockWatchdogTimeout's, 30 s by default: set max_ttl to at least that)",
+			ttl.TTL.Milliseconds(), ttl.Max.Milliseconds())
+	}
+	return err
+}
+
+// runRedissonAcquire takes or re-enters the lock KEYS[1] for the owner
+// ARGV[2] with a lease of ARGV[1] ms: null, or how long the client should
+// wait before trying again, which on one Redis is the holder's PTTL.
+func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	lease, err := redissonLease(args[0])
+	if err != nil {
+		return nil, err
+	}
+	res, err := l.Lock(ctx, quorum.Lock{Op: quorum.OpHashAcquire, Keys: keys[:1], Token: args[1], TTL: lease})
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.Is(err, quorum.ErrNotAcquired):
+		if res.HolderTTL > 0 {
+			return max(res.HolderTTL.Milliseconds(), 1), nil
+		}
+		// Refused with no holder's lease known (the votes split, or the
+		// validity ran out): Redisson waits this long, or for an unlock
+		// message, before trying again. Jittered, so that proxies whose
+		// clients split do not meet again.
+		return 10 + rand.Int64N(31), nil
+	}
+	return nil, redissonError(err)
+}
+
+// redissonRelease is one release script's layout: where its latch (none
+// before 3.24) and latch TTL are.
+type redissonRelease struct{ latched bool }
+
+// run leaves the lock KEYS[1] once for the owner ARGV[3], setting the
+// lease ARGV[2] ms while holds are left: 0 still held, 1 released, null
+// when the owner did not hold it (IllegalMonitorStateException). Its
+// PUBLISH of ARGV[1] on KEYS[2] is not run: every proxy tells its own
+// subscribers of the release (redissonChannel).
+func (r redissonRelease) run(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	lease, err := redissonLease(args[1])
+	if err != nil {
+		return nil, err
+	}
+	req := quorum.Unlock{Op: quorum.OpHashRelease, Keys: keys[:1], Token: args[2], TTL: lease}
+	if r.latched {
+		req.Latch = keys[2]
+		if req.LatchTTL, err = parseTTL([]byte(args[4]), false, "set"); err != nil {
+			return nil, err
+		}
+	}
+	res, err := l.Unlock(ctx, req)
+	switch {
+	case notHeld(err):
+		return nil, nil
+	case err != nil:
+		return nil, redissonError(err)
+	case res.Released:
+		return int64(1), nil
+	}
+	return int64(0), nil
+}
+
+// runRedissonForceUnlock deletes the lock KEYS[1] whoever holds it: 1
+// when a quorum had it, else 0. Its PUBLISH is not run, as for a release.
+func runRedissonForceUnlock(ctx context.Context, l Locker, keys, _ []string) (any, error) {
+	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: keys[0]})
+	switch {
+	case err != nil:
+		return nil, err
+	case deleted:
+		return int64(1), nil
+	}
+	return int64(0), nil
+}
+
+// renewFields renews each lock keys[i], owner owners[i], to lease:
+// renewed (1) or lost (0), each on its own votes; a 0 makes Redisson's
+// watchdog stop renewing that lock. When any lock is undecided for want of
+// votes the reply is that error, for all of them: Redisson from 3.44 then
+// tries the whole batch again at its next round, where a 0 would have
+// given up a lock that may still be held (before, it stops either way).
+func renewFields(ctx context.Context, l Locker, lease string, keys, owners []string) ([]int64, error) {
+	ttl, err := redissonLease(lease)
+	if err != nil {
+		return nil, err
+	}
+	r, ok := l.(FieldRenewer)
+	if !ok {
+		return nil, errNoFieldRenewer
+	}
+	held := make([]quorum.Held, len(keys))
+	for i := range keys {
+		held[i] = quorum.Held{Key: keys[i], Token: owners[i]}
+	}
+	out := make([]int64, len(keys))
+	var undecided error
+	for i, renewed := range r.RenewFields(ctx, ttl, held) {
+		switch {
+		case renewed.Err == nil:
+			out[i] = 1
+		case notHeld(renewed.Err):
+		case errors.Is(renewed.Err, quorum.ErrNoQuorum):
+			undecided = cmp.Or(undecided, renewed.Err)
+		default:
+			return nil, redissonError(renewed.Err)
+		}
+	}
+	if undecided != nil {
+		return nil, undecided
+	}
+	return out, nil
+}
+
+// runRedissonRenew is the watchdog to 3.43: KEYS[1] for the owner ARGV[2]
+// to a lease of ARGV[1] ms; 1 or 0.
+func runRedissonRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	out, err := renewFields(ctx, l, args[0], keys[:1], args[1:2])
+	if err != nil {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// runRedissonRenewBatch is the watchdog from 3.44: each KEYS[i] for the
+// owner ARGV[i+1] to a lease of ARGV[1] ms; an array of 1 or 0, each
+// lock's own.
+func runRedissonRenewBatch(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	if len(args) < len(keys)+1 {
+		return nil, errorf("ERR lockproxy runs Redisson's watchdog with a lease and an owner for each of its %d keys (got %d arguments)", len(keys), len(args))
+	}
+	out, err := renewFields(ctx, l, args[0], keys, args[1:len(keys)+1])
+	if err != nil {
+		return nil, err
+	}
+	reply := make([]any, len(out))
+	for i, n := range out {
+		reply[i] = n
+	}
+	return reply, nil
+}
+
+// redissonChannelPrefix starts the channel on which Redisson tells a
+// lock's waiters of its release (RedissonLock.getChannelName).
+const redissonChannelPrefix = "redisson_lock__channel:"
+
+// redissonChannel is RedissonLock's unlock channel: for the lock name,
+// redisson_lock__channel:{name}, or redisson_lock__channel:name when the
+// name already has a "{" (Redisson's prefixName), and the payload "0"
+// (LockPubSub.UNLOCK_MESSAGE: one waiter's permit).
+var redissonChannel = lockChannel{
+	library: "Redisson RLock",
+	keyOf: func(channel string) (string, bool) {
+		name, ok := strings.CutPrefix(channel, redissonChannelPrefix)
+		if !ok || name == "" {
+			return "", false
+		}
+		inner, braced := strings.CutPrefix(name, "{")
+		if inner, braced = strings.CutSuffix(inner, "}"); braced && !strings.Contains(inner, "{") {
+			// The lock "x" and the lock "{x}" share the channel
+			// "...:{x}": a glob matching both, each release checked
+			// against the channel (subscriber.released).
+			return "*" + globEscape(inner) + "*", true
+		}
+		if !strings.Contains(name, "{") {
+			return "", false // Redisson braces every name without one
+		}
+		return globEscape(name), true
+	},
+	keysOf: func(pattern string) (string, bool) {
+		if !strings.HasPrefix(pattern, redissonChannelPrefix) {
+			return "", false
+		}
+		return "*", true
+	},
+	channels: func(key string) []string {
+		if strings.Contains(key, "{") {
+			return []string{redissonChannelPrefix + key}
+		}
+		return []string{redissonChannelPrefix + "{" + key + "}"}
+	},
+	payload: func(string) string { return "0" },
+}
