@@ -6,6 +6,7 @@ import java.io.OutputStream;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 import java.util.concurrent.Callable;
@@ -318,19 +319,23 @@ public final class RedissonLocks {
      * Waits until thread is parked on its lock's wake-up semaphore: Redisson's
      * lock() subscribes to the unlock channel, tries once more, then waits on
      * that semaphore for a message or the holder's PTTL. Only from then on
-     * does an unlock show whether the message wakes it.
+     * does an unlock show whether the message wakes it. Being inside the
+     * semaphore's tryAcquire is not enough: a permit left over from an
+     * earlier message (the previous holder's own unlock, which reaches its
+     * subscription before Redisson's asynchronous UNSUBSCRIBE) returns at
+     * once, so the thread must be parked there, with no permit left.
      */
     static void awaitParked(Thread thread) throws InterruptedException {
         long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
         while (true) {
-            for (StackTraceElement f : thread.getStackTrace()) {
-                if (f.getClassName().equals("java.util.concurrent.Semaphore")) {
-                    return;
-                }
+            StackTraceElement[] stack = thread.getStackTrace();
+            if (stack.length > 0 && stack[0].getMethodName().equals("park")
+                    && Arrays.stream(stack).anyMatch(f -> f.getClassName().equals("java.util.concurrent.Semaphore"))) {
+                return;
             }
             if (System.nanoTime() > deadline) {
                 throw new AssertionError("the waiter did not block on the unlock channel within 10 s; its stack: "
-                        + java.util.Arrays.toString(thread.getStackTrace()));
+                        + Arrays.toString(stack));
             }
             Thread.sleep(1);
         }
