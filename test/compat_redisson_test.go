@@ -86,21 +86,21 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // watchdog's and the quarantine's waits dominate, not the work.
 func TestRedissonThroughProxies(t *testing.T) {
 	start := time.Now()
-	// Quarantine on: fresh backends count only once up for max_ttl, so
-	// these start first and age while the Java project builds and the
-	// other parts run. max_ttl is Redisson's watchdog lease, the least
-	// that lets its locks through.
-	quarantined := make(map[string][2]*proxyProcess)
-	qc := make(map[string]*cluster)
-	for _, r := range redissonVersions {
-		c, b := twoProxiesWith(t, 5, "-restart-quarantine=true", "-max-ttl", "30s")
-		qc[r.version], quarantined[r.version] = c, [2]*proxyProcess{c.proxy, b}
+	// Quarantine on (the later flag overrides twoProxiesWith's =false):
+	// fresh backends count only once up for max_ttl, so these start first
+	// and age while the Java project builds and the other parts run.
+	// max_ttl is Redisson's watchdog lease, the least that lets its locks
+	// through.
+	qc := make([]*cluster, len(redissonVersions))
+	qb := make([]*proxyProcess, len(redissonVersions))
+	for i := range redissonVersions {
+		qc[i], qb[i] = twoProxiesWith(t, 5, "-restart-quarantine=true", "-max-ttl", "30s")
 	}
 	dir := javaBuild(t)
 
 	var wg sync.WaitGroup
 	run := func(name string, f func(t *testing.T)) { wg.Go(func() { t.Run(name, f) }) }
-	for _, r := range redissonVersions {
+	for i, r := range redissonVersions {
 		run("backends_up/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
 			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
@@ -111,7 +111,7 @@ func TestRedissonThroughProxies(t *testing.T) {
 			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
 		})
 		run("backend_restarted_empty/"+r.version, func(t *testing.T) {
-			c, proxies := qc[r.version], quarantined[r.version]
+			c, proxies := qc[i], []*proxyProcess{qc[i].proxy, qb[i]}
 			waited := time.Now()
 			for _, p := range proxies {
 				awaitQuorum(t, p, 45*time.Second)

@@ -366,7 +366,11 @@ public final class RedissonLocks {
             holder.unlock();
             t.join(2 * lease);
             if (failed.get() != null) {
-                throw new AssertionError("round " + n + ": the waiter on B failed", failed.get());
+                // Its only contender is the holder, who released: an error
+                // here (a NOQUORUM) means it was woken before the release
+                // had landed on a majority.
+                throw new AssertionError("round " + n + ": the waiter on B, woken by A's unlock, failed to take the lock",
+                        failed.get());
             }
             if (got.get() == 0) {
                 throw new AssertionError("round " + n + ": the waiter on B never got the lock");
