@@ -116,6 +116,12 @@ func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any
 	switch {
 	case err == nil:
 		return nil, nil
+	case errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0:
+		// Undecided, but another owner holds it somewhere: the votes split
+		// between contenders while a backend was down or slow. The attempt
+		// was rolled back; to Redisson that is a lock held by another, to
+		// wait for (one Redis would have said so), not an exception.
+		return max(res.HolderTTL.Milliseconds(), 1), nil
 	case errors.Is(err, quorum.ErrNotAcquired):
 		if res.HolderTTL > 0 {
 			return max(res.HolderTTL.Milliseconds(), 1), nil
@@ -282,3 +288,29 @@ var redissonChannel = lockChannel{
 	},
 	payload: func(string) string { return "0" },
 }
+
+// redissonRefused are Redisson's other lock objects, by the SHA1s of the
+// scripts they send (testdata/scripts), which lockproxy refuses by name,
+// saying why: an application that uses one learns it at its first call,
+// and which one.
+var redissonRefused = func() map[string]*refusedObject {
+	fair := &refusedObject{name: "Redisson's RFairLock",
+		why: "its waiters' queue (a list) and their timeouts (a sorted set scored by client clocks) would have to be one order agreed by a quorum; use RLock, whose waiters lockproxy wakes by its unlock message"}
+	rw := &refusedObject{name: "Redisson's RReadWriteLock",
+		why: "its shared read holds, each with its own lease key, and its mode field are not hash locks of one owner field, which is what lockproxy runs over a quorum"}
+	fenced := &refusedObject{name: "Redisson's RFencedLock",
+		why: "its token is an INCR of one counter, which over independent backends can go backwards; lockproxy's own fencing tokens (FENCE, CLIENT FENCING ON) are not yet given through RFencedLock"}
+	return map[string]*refusedObject{
+		"762bfafa6be221431a0b668685dd15c926483619": fair, "aa0a28d2eb7cbeb50151315a58eb75302d8dfa40": fair,
+		"ca303f8587d0942f8a0021f62338626ca4dd0118": fair, "8f6ed299ffd259f0539c20f89253998c0777ea75": fair,
+		"d20501c26a30adf6fb0fe9883bbbcc497e6157e2": fair, "367f80bd2e300e411fb0936d9b601e5bcb3fd4b6": fair,
+		"d1ddef65ad80886b5d36e023c99930044ddd653a": fair,
+		"95553a6ff11176c18e71344e89d116b06fd6f753": rw, "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f": rw,
+		"6e1b10e11ac0a3ed8e902562ecd32ce01b553039": rw, "6306ba3bf1f563b284bed52d305fce615c6664d9": rw,
+		"d29c5559782035515d32e926762830b3304b49be": rw, "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6": rw,
+		"46b5551ba403d6152a7a6eca122e08728d6c8c66": fenced, "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45": fenced,
+	}
+}()
+
+// refusedObject is a library's lock object that lockproxy does not serve.
+type refusedObject struct{ name, why string }

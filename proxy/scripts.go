@@ -137,6 +137,9 @@ func (s *Server) load(conn redcon.Conn, body []byte) (*scriptKind, error) {
 		}
 	}
 	if kind == nil {
+		if obj := redissonRefused[sha]; obj != nil {
+			return nil, errorf("ERR lockproxy does not run this script (sha1 %s): %s is not served: %s", sha, obj.name, obj.why)
+		}
 		return nil, errorf("ERR lockproxy does not run this script (sha1 %s): only recognised lock scripts are served", sha)
 	}
 	scripts.put(sha, kind)

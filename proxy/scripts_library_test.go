@@ -31,6 +31,14 @@ import (
 // Spring Integration 5.5.x obtain (6d2bc6d1…, recognised by meaning if it
 // only differs in layout) and unlock (c1ae6c89…, 20b5c372…: UNLINK or DEL
 // and PUBLISH with no owner check, refused).
+// The reasons Redisson's other lock objects are refused (redissonRefused
+// gives them in the refusal).
+const (
+	redissonFairReason   = "a FIFO queue (a list) and waiters' timeouts (a sorted set scored by client clocks), which would need one order agreed by a quorum"
+	redissonRWReason     = "shared read holds with a lease key per reader, and a mode field: not a hash lock of one owner field"
+	redissonFencedReason = "its token is an INCR of one counter, which over independent backends can go backwards; lockproxy's fencing tokens are not yet given through it"
+)
+
 var realScripts = []struct {
 	file, sha, library, kind, reason string
 }{
@@ -177,6 +185,36 @@ var realScripts = []struct {
 	{file: "redisson-3.10.0-3.43.0-renew-watchdog.lua", sha: "8e19a1ddbdee9138df9f32a480c57addab4353d1", kind: "redisson-renew",
 		library: "Redisson 3.10-3.43 lock watchdog"},
 
+	{file: "redisson-3.27.2-fairlock-acquire.lua", sha: "762bfafa6be221431a0b668685dd15c926483619", library: "Redisson 3.27 RFairLock lock",
+		reason: redissonFairReason},
+	{file: "redisson-3.27.2-fairlock-tryacquire.lua", sha: "aa0a28d2eb7cbeb50151315a58eb75302d8dfa40", library: "Redisson 3.27 RFairLock tryLock",
+		reason: redissonFairReason},
+	{file: "redisson-3.27.2-fairlock-release.lua", sha: "ca303f8587d0942f8a0021f62338626ca4dd0118", library: "Redisson 3.27 RFairLock unlock",
+		reason: redissonFairReason},
+	{file: "redisson-4.7.0-fairlock-acquire.lua", sha: "8f6ed299ffd259f0539c20f89253998c0777ea75", library: "Redisson 4.7 RFairLock lock",
+		reason: redissonFairReason},
+	{file: "redisson-4.7.0-fairlock-tryacquire.lua", sha: "d20501c26a30adf6fb0fe9883bbbcc497e6157e2", library: "Redisson 4.7 RFairLock tryLock",
+		reason: redissonFairReason},
+	{file: "redisson-4.7.0-fairlock-release.lua", sha: "367f80bd2e300e411fb0936d9b601e5bcb3fd4b6", library: "Redisson 4.7 RFairLock unlock",
+		reason: redissonFairReason},
+	{file: "redisson-4.7.0-fairlock-leave-queue.lua", sha: "d1ddef65ad80886b5d36e023c99930044ddd653a", library: "Redisson 3.27-4.7 RFairLock tryLock giving up its place",
+		reason: redissonFairReason},
+	{file: "redisson-4.7.0-readlock-acquire.lua", sha: "95553a6ff11176c18e71344e89d116b06fd6f753", library: "Redisson 3.27-4.7 RReadWriteLock read lock",
+		reason: redissonRWReason},
+	{file: "redisson-3.27.2-readlock-release.lua", sha: "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f", library: "Redisson 3.27 RReadWriteLock read unlock",
+		reason: redissonRWReason},
+	{file: "redisson-4.7.0-readlock-release.lua", sha: "6e1b10e11ac0a3ed8e902562ecd32ce01b553039", library: "Redisson 4.7 RReadWriteLock read unlock",
+		reason: redissonRWReason},
+	{file: "redisson-4.7.0-writelock-acquire.lua", sha: "6306ba3bf1f563b284bed52d305fce615c6664d9", library: "Redisson 3.27-4.7 RReadWriteLock write lock",
+		reason: redissonRWReason},
+	{file: "redisson-3.27.2-writelock-release.lua", sha: "d29c5559782035515d32e926762830b3304b49be", library: "Redisson 3.27 RReadWriteLock write unlock",
+		reason: redissonRWReason},
+	{file: "redisson-4.7.0-writelock-release.lua", sha: "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6", library: "Redisson 4.7 RReadWriteLock write unlock",
+		reason: redissonRWReason},
+	{file: "redisson-4.7.0-fencedlock-acquire.lua", sha: "46b5551ba403d6152a7a6eca122e08728d6c8c66", library: "Redisson 3.27-4.7 RFencedLock lock",
+		reason: redissonFencedReason},
+	{file: "redisson-4.7.0-fencedlock-acquire-token.lua", sha: "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45", library: "Redisson 3.27-4.7 RFencedLock lockAndGetToken",
+		reason: redissonFencedReason},
 	{file: "symfony-lock-7.2-dev-probe-support-time.lua", sha: "c481d49b4a48e48a9eeacd5d51655b5fcbb19925", library: "Symfony Lock RedisStore 5.4-7.x TIME probe",
 		reason: "probes TIME inside scripts to choose between the sorted-set scripts' variants"},
 	{file: "symfony-lock-7.2-dev-save-time.lua", sha: "6fdee501a3714553b74c0d67687b921b90b05d18", library: "Symfony Lock RedisStore 5.4-7.x save",
@@ -488,6 +526,9 @@ var kindCases = map[string][]scriptCase{
 		{name: "lease beyond max", keys: []string{"lock"}, args: []string{"90000", "uuid:1"}, answer: fails(&quorum.TTLError{TTL: 90 * time.Second, Max: time.Minute}),
 			want:  "-ERR invalid expire time: Redisson's lease of 90000 ms exceeds max_ttl 60000 ms (a lock taken without a lease time has Config.lockWatchdogTimeout's, 30 s by default: set max_ttl to at least that)\r\n",
 			calls: []string{"hashacquire lock uuid:1 1m30s"}},
+		{name: "split, another holds it somewhere", keys: []string{"lock"}, args: []string{"30000", "uuid:1"},
+			answer: failsWith(quorum.Result{HolderTTL: 900 * time.Millisecond}, &quorum.NoQuorumError{Counted: 2, Agreed: 2, Needed: 3, Total: 5}),
+			want:   ":900\r\n", calls: []string{"hashacquire lock uuid:1 30s"}},
 		{name: "lease not a number", keys: []string{"lock"}, args: []string{"long", "uuid:1"}, want: "-ERR value is not an integer or out of range\r\n"},
 	},
 	"redisson-release-latched": {
@@ -727,8 +768,15 @@ func TestRealScriptMutants(t *testing.T) {
 	}
 }
 
-func refusal(body string) string {
-	return "-ERR lockproxy does not run this script (sha1 " + sha1Hex([]byte(body)) + "): only recognised lock scripts are served\r\n"
+func refusal(body string) string { return refusalOf(sha1Hex([]byte(body))) }
+
+// refusalOf is the refusal of a script by its SHA1: Redisson's other lock
+// objects are named.
+func refusalOf(sha string) string {
+	if obj := redissonRefused[sha]; obj != nil {
+		return "-ERR lockproxy does not run this script (sha1 " + sha + "): " + obj.name + " is not served: " + obj.why + "\r\n"
+	}
+	return "-ERR lockproxy does not run this script (sha1 " + sha + "): only recognised lock scripts are served\r\n"
 }
 
 // TestUnsupportedScripts checks that the scripts lockproxy cannot serve
@@ -766,4 +814,20 @@ func TestScriptErrorsAreNotSwallowed(t *testing.T) {
 			answer: fails(boom), want: "-ERR internal error\r\n", calls: first.calls[:1]})
 	}
 	runWireCases(t, ts, cases)
+}
+
+// TestRedissonRefusedHaveBodies checks that every script refused by name
+// is a body in testdata that the table refuses too.
+func TestRedissonRefusedHaveBodies(t *testing.T) {
+	refused := map[string]bool{}
+	for _, s := range realScripts {
+		if s.reason != "" {
+			refused[s.sha] = true
+		}
+	}
+	for sha, obj := range redissonRefused {
+		if !refused[sha] {
+			t.Errorf("%s (%s) is refused by name, but no refused body in testdata/scripts has that SHA1", sha, obj.name)
+		}
+	}
 }

@@ -1,0 +1,148 @@
+package test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redissonScript reads one of Redisson's scripts, byte for byte as it
+// sends it (proxy/testdata/scripts).
+func redissonScript(t *testing.T, file string) *redis.Script {
+	t.Helper()
+	b, err := os.ReadFile("../proxy/testdata/scripts/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return redis.NewScript(string(b))
+}
+
+// TestRedissonWire runs Redisson 4.7's RLock commands, as it sends them,
+// through two proxies on five real backends: re-entry and hold counts, the
+// reads, a release by a non-owner, the latch of a retried release, the
+// batched watchdog, forceUnlock, and the unlock message on
+// redisson_lock__channel:{name} that a subscriber on the other proxy
+// hears once per release (and not for a release that leaves holds).
+// TestRedisson* in compat_redisson_test.go runs the real Redisson.
+func TestRedissonWire(t *testing.T) {
+	c, b := twoProxies(t, 5)
+	ctx := t.Context()
+	a, other := c.proxy.Client(t), b.Client(t)
+	acquire := redissonScript(t, "redisson-4.7.0-acquire.lua")
+	release := redissonScript(t, "redisson-4.7.0-release.lua")
+	force := redissonScript(t, "redisson-4.7.0-forceunlock.lua")
+	watchdog := redissonScript(t, "redisson-4.7.0-renew-watchdog-multikey.lua")
+
+	const name, me, them = "orders", "uuid-a:1", "uuid-b:7"
+	channel := "redisson_lock__channel:{" + name + "}"
+	sub := other.Subscribe(ctx, channel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	messages := sub.Channel()
+
+	take := func(cl *redis.Client, owner string) (any, error) {
+		return acquire.Run(ctx, cl, []string{name}, 30000, owner).Result()
+	}
+	leave := func(cl *redis.Client, owner, latch string) (any, error) {
+		return release.Run(ctx, cl, []string{name, channel, "redisson_unlock_latch:{" + name + "}:" + latch},
+			0, 30000, owner, "PUBLISH", 13500).Result()
+	}
+	if _, err := take(a, me); err != redis.Nil {
+		t.Fatalf("first acquisition: %v, want null (taken)", err)
+	}
+	if _, err := take(a, me); err != redis.Nil {
+		t.Fatalf("re-entry: %v, want null (taken)", err)
+	}
+	if n, err := other.HGet(ctx, name, me).Int(); err != nil || n != 2 {
+		t.Fatalf("HGET (getHoldCount) through the other proxy: %d, %v; want 2", n, err)
+	}
+	if ok, err := other.HExists(ctx, name, me).Result(); err != nil || !ok {
+		t.Fatalf("HEXISTS (isHeldByThread): %v, %v; want true", ok, err)
+	}
+	if ok, err := other.HExists(ctx, name, them).Result(); err != nil || ok {
+		t.Fatalf("HEXISTS of another thread: %v, %v; want false", ok, err)
+	}
+	if _, err := other.HGet(ctx, name, them).Result(); err != redis.Nil {
+		t.Fatalf("HGET of another thread: %v, want null", err)
+	}
+	if n, err := other.Exists(ctx, name).Result(); err != nil || n != 1 {
+		t.Fatalf("EXISTS (isLocked): %d, %v; want 1", n, err)
+	}
+	if d, err := other.PTTL(ctx, name).Result(); err != nil || d <= 25*time.Second || d > 30*time.Second {
+		t.Fatalf("PTTL (remainTimeToLive): %v, %v; want the lease left, about 30 s", d, err)
+	}
+	wait, err := take(other, them)
+	if ms, ok := wait.(int64); err != nil || !ok || ms <= 25000 || ms > 30000 {
+		t.Fatalf("another thread's acquisition: %v, %v; want the holder's PTTL", wait, err)
+	}
+	if _, err := leave(other, them, "00"); err != redis.Nil {
+		t.Fatalf("a release by a thread that holds nothing: %v, want null (IllegalMonitorStateException)", err)
+	}
+	if n, err := leave(a, me, "01"); err != nil || n != int64(0) {
+		t.Fatalf("leaving one of two holds: %v, %v; want 0", n, err)
+	}
+	// A retry of the same request, with its latch, does not leave again.
+	if n, err := leave(a, me, "01"); err != nil || n != int64(0) {
+		t.Fatalf("the same release again: %v, %v; want 0 (its latch)", n, err)
+	}
+	if n, err := other.HGet(ctx, name, me).Int(); err != nil || n != 1 {
+		t.Fatalf("hold count after one release, retried: %d, %v; want 1", n, err)
+	}
+	renewed, err := watchdog.Run(ctx, a, []string{name, "idle"}, 30000, me, me).Int64Slice()
+	if err != nil || len(renewed) != 2 || renewed[0] != 1 || renewed[1] != 0 {
+		t.Fatalf("watchdog batch: %v, %v; want [1 0] (held, and a lock nobody holds)", renewed, err)
+	}
+	select {
+	case m := <-messages:
+		t.Fatalf("an unlock message while the lock is still held: %+v", m)
+	default:
+	}
+	start := time.Now()
+	if n, err := leave(a, me, "02"); err != nil || n != int64(1) {
+		t.Fatalf("the last hold: %v, %v; want 1 (released)", n, err)
+	}
+	select {
+	case m := <-messages:
+		if m.Channel != channel || m.Payload != "0" {
+			t.Fatalf("unlock message %+v, want 0 on %s", m, channel)
+		}
+		t.Logf("the unlock message reached the other proxy's subscriber %v after the release was sent", time.Since(start).Round(time.Microsecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("no unlock message on the other proxy")
+	}
+	if n, err := other.Exists(ctx, name).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS after the release: %d, %v; want 0", n, err)
+	}
+
+	// forceUnlock: the other thread takes it, and an administrator frees it.
+	if _, err := take(other, them); err != redis.Nil {
+		t.Fatalf("the other thread's acquisition of the free lock: %v", err)
+	}
+	if n, err := force.Run(ctx, a, []string{name, channel}, 0, "PUBLISH").Int(); err != nil || n != 1 {
+		t.Fatalf("forceUnlock of a held lock: %d, %v; want 1", n, err)
+	}
+	select {
+	case m := <-messages:
+		if m.Payload != "0" {
+			t.Fatalf("forceUnlock's message %+v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no unlock message for forceUnlock")
+	}
+	if n, err := force.Run(ctx, a, []string{name, channel}, 0, "PUBLISH").Int(); err != nil || n != 0 {
+		t.Fatalf("forceUnlock of a free lock: %d, %v; want 0", n, err)
+	}
+	for i, s := range c.servers {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		n, err := s.Client(t).Exists(cctx, name).Result()
+		cancel()
+		if err != nil || n != 0 {
+			t.Errorf("backend %d still has the lock: %d, %v", i, n, err)
+		}
+	}
+}
