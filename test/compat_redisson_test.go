@@ -81,7 +81,8 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // re-entry and tryLock, the scenario checks, waiters woken by the unlock
 // message) with all backends up, with one killed, and with one restarted
 // empty under restart quarantine; the watchdog holding a lock past its
-// lease; and a JVM killed while holding. Every part has its own proxies
+// lease; a JVM killed while holding; and Redisson's lock objects that
+// lockproxy does not serve, refused by name. Every part has its own proxies
 // (pubsub counts and quarantine are per cluster) and all run at once: the
 // watchdog's and the quarantine's waits dominate, not the work.
 func TestRedissonThroughProxies(t *testing.T) {
@@ -137,6 +138,13 @@ func TestRedissonThroughProxies(t *testing.T) {
 	newest := redissonVersions[0]
 	run("killed_holder/"+newest.version, func(t *testing.T) {
 		redissonKilledHolder(t, dir, newest.module, w.proxy.Addr, nil, w.proxy.Client(t))
+	})
+	// The lock objects lockproxy does not serve are refused by name. Only
+	// the newest version shows it: 3.2x replaces every error reply to a
+	// script with "Unexpected exception while processing command" (its
+	// handleNoSync fails on the error's missing cause).
+	run("refused_objects/"+newest.version, func(t *testing.T) {
+		runRedisson(t, dir, newest.module, nil, "refused", w.proxy.Addr)
 	})
 	wg.Wait()
 	t.Logf("Redisson through the proxies took %v", time.Since(start).Round(100*time.Millisecond))

@@ -30,6 +30,7 @@ import org.redisson.config.Config;
  *   java compat.RedissonLocks watchdog ADDR_A ADDR_B HOLD_MS
  *   java compat.RedissonLocks hold ADDR
  *   java compat.RedissonLocks objects ADDR
+ *   java compat.RedissonLocks refused ADDR
  * </pre>
  *
  * suite: a RedissonClient on each address (two UUIDs), THREADS threads of
@@ -45,6 +46,8 @@ import org.redisson.config.Config;
  * killed; the test then watches the lease run out.
  * objects: RFencedLock, RFairLock and RReadWriteLock, each step announced
  * by an "EXISTS marker:OBJECT-OP" (for reading a MONITOR of them).
+ * refused: each of those objects' lock() must throw, naming the object (a
+ * lockproxy refuses them by name).
  *
  * Properties: compat.redisson.watchdogMs sets lockWatchdogTimeout (else
  * Redisson's default, 30 s); compat.redisson.deliveries=true makes the wake
@@ -88,9 +91,11 @@ public final class RedissonLocks {
                 hold(connect(args[1]));
             } else if (args.length == 2 && args[0].equals("objects")) {
                 objects(connect(args[1]), connect(args[1]));
+            } else if (args.length == 2 && args[0].equals("refused")) {
+                refused(connect(args[1]));
             } else {
                 System.err.println("usage: suite ADDR_A ADDR_B LOGFILE ROUNDS THREADS WAKE_ROUNDS | watchdog ADDR_A ADDR_B HOLD_MS"
-                        + " | hold ADDR | objects ADDR");
+                        + " | hold ADDR | objects ADDR | refused ADDR");
                 System.exit(2);
             }
         });
@@ -550,6 +555,20 @@ public final class RedissonLocks {
         marker(a, "write-unlock");
         rw.writeLock().unlock();
         marker(a, "end");
+    }
+
+    private static void refused(RedissonClient a) {
+        String[][] objects = {{"RFencedLock", "fenced"}, {"RFairLock", "fair"}, {"RReadWriteLock", "rw-read"}, {"RReadWriteLock", "rw-write"}};
+        for (String[] o : objects) {
+            RLock lock = switch (o[1]) {
+                case "fenced" -> a.getFencedLock(name(o[1]));
+                case "fair" -> a.getFairLock(name(o[1]));
+                case "rw-read" -> a.getReadWriteLock(name("rw")).readLock();
+                default -> a.getReadWriteLock(name("rw")).writeLock();
+            };
+            Throwable e = Contract.expectThrows(o[0] + " " + o[1] + " lock() is refused", lock::lock);
+            Contract.check("... naming " + o[0], String.valueOf(e.getMessage()).contains(o[0]), e);
+        }
     }
 
     /** Sends EXISTS marker:label, which a MONITOR shows between the steps. */
