@@ -39,6 +39,12 @@ var javaClients = []struct {
 	{"shedlock-redis-spring-safeUpdate", "shedlock", "compat.ShedLockRedis", nil},
 }
 
+// javaProgramModules are modules of the project that are no rows of
+// javaClients: their programs run one JVM per scenario, with threads and
+// clients inside, rather than compatSuite's JVM per worker (Redisson:
+// compat_redisson_test.go). javaBuild builds and lock-checks them too.
+var javaProgramModules = []string{"redisson-4", "redisson-3"}
+
 // springPubSub runs a Spring RedisLockRegistry in its PUB_SUB_LOCK mode.
 const springPubSub = "-Dcompat.spring.lockType=PUB_SUB_LOCK"
 
@@ -124,12 +130,13 @@ func javaBuild(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	modules := make([]string, 0, len(javaClients))
+	modules := make([]string, 0, len(javaClients)+len(javaProgramModules))
 	for _, c := range javaClients {
 		if !slices.Contains(modules, c.module) {
 			modules = append(modules, c.module)
 		}
 	}
+	modules = append(modules, javaProgramModules...)
 	if !javaBuildFresh(t, dir, modules) {
 		start := time.Now()
 		cmd := exec.Command(mvn, "-B", "-q", "-Dmaven.repo.local="+filepath.Join(dir, ".m2"), "process-classes")
