@@ -8,6 +8,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,10 +24,19 @@ import (
 // by how many backends still hold the field after it, not by any one
 // count.
 
+// ownFieldPrefix starts every field the engine keeps in a hash lock
+// beside the owner's: no request may name an owner's field that starts
+// with it (reservedField), so that none of them is taken for an owner, or
+// renewed, released or read as one. The scripts write it as "\0".
+const ownFieldPrefix = "\x00"
+
 // attemptPrefix starts the field in which an acquisition records its
-// attempt beside the owner's field (lua/hash_acquire.lua); no request may
-// name an owner's field that starts with it.
-const attemptPrefix = "\x00attempt:"
+// attempt beside the owner's field (lua/hash_acquire.lua).
+const attemptPrefix = ownFieldPrefix + "attempt:"
+
+// reservedField reports whether an owner's field names one of the
+// engine's own.
+func reservedField(field string) bool { return strings.HasPrefix(field, ownFieldPrefix) }
 
 // attemptIDBytes is the size of an acquisition attempt's id, random: two
 // attempts share one with negligible probability.

@@ -217,7 +217,7 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 		case OpAcquireOrRenew:
 			return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
 		case OpHashAcquire:
-			if strings.HasPrefix(req.Token, attemptPrefix) {
+			if reservedField(req.Token) {
 				return Result{}, ErrReservedKey
 			}
 			return e.hashAcquire(ctx, key, req.Token, req.TTL)
@@ -239,7 +239,7 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 		return Result{}, ErrReservedKey
 	}
 	switch {
-	case req.Op == OpHashRelease && len(req.Keys) == 1 && strings.HasPrefix(req.Token, attemptPrefix):
+	case req.Op == OpHashRelease && len(req.Keys) == 1 && reservedField(req.Token):
 		return Result{}, ErrReservedKey
 	case req.Op == OpHashRelease && len(req.Keys) == 1:
 		return e.hashRelease(ctx, req.Keys[0], req.Token, req.TTL, req.Latch, req.LatchTTL)
@@ -281,7 +281,7 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 	case OpAwaitRelease:
 		err = e.awaitRelease(ctx, req.Key, req.Wait)
 	case OpHashExists, OpHashCount:
-		if strings.HasPrefix(req.Token, attemptPrefix) {
+		if reservedField(req.Token) {
 			return r, ErrReservedKey
 		}
 		if req.Op == OpHashExists {
