@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -25,7 +26,11 @@ import (
 // only once a quorum of them (W) carry t: those that minted less get t
 // written back (lua/fence_raise.lua), and only where the token still
 // holds the key. In the steady state every backend mints the same clock
-// value and no write-back is needed: no extra round trip.
+// value and no write-back is needed: no extra round trip. A hash lock
+// (hashlock.go) keeps its token in a field of the hash instead, minted and
+// written back by its own scripts (lua/hash_acquire_fenced.lua,
+// lua/hash_fence_raise.lua) from the same counter, so that its tokens and
+// the string locks' grow as one sequence.
 //
 // Why t only grows (the argument of wave2.md §1.4): any later grant L is
 // voted by a quorum, which meets W in some backend j. L's SET NX there ran
@@ -77,13 +82,14 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	// for there (one still unanswered when the quorum is reached is missed,
 	// and its key left to expire: a rollback after a grant is rare).
 	keys, arg := withCounter(op.keys), fenceText(token)
+	raise := cmp.Or(op.raise, fenceRaiseScript)
 	raised := make(chan int, len(behind))
 	for _, i := range behind {
 		n := e.nodes[seen[i].node]
 		go func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.NodeTimeout)
 			defer cancel()
-			r, err := n.run(ctx, fenceRaiseScript, keys, op.token, arg)
+			r, err := n.run(ctx, raise, keys, op.token, arg)
 			if done, _ := r.Integer(); err != nil || done != 1 {
 				raised <- -1
 				return

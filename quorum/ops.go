@@ -79,7 +79,8 @@ func (o Op) ForToken() bool {
 // other operations (OpAcquire, OpExtend, OpExtendBy, OpExtendOrAcquire,
 // OpAcquireOrRenew, OpHashAcquire) take exactly one. For OpHashAcquire the
 // key is a hash and Token the owner's field in it (Redisson's
-// "<uuid>:<threadId>"), TTL the lease.
+// "<uuid>:<threadId>"), TTL the lease; with Fencing, a re-entry's
+// Result.Fence is the token the lock already has.
 type Lock struct {
 	Op    Op
 	Keys  []string
