@@ -158,9 +158,9 @@ func withCounter(keys []string) []string {
 	return append(slices.Clip(keys), fenceCounterKey)
 }
 
-// ErrNoFence is Read's answer to OpFence for a lock that a quorum holds
-// for the token but that has no fencing token: it was taken by an
-// operation that mints none, or before fencing.
+// ErrNoFence is Read's answer to OpFence and OpHashFence for a lock that a
+// quorum holds but that has no fencing token a quorum agrees on: it was
+// taken by an operation that mints none, or before fencing.
 var ErrNoFence = errors.New("quorum: the lock has no fencing token")
 
 // fence answers the fencing token of key as token holds it: the token a
@@ -169,14 +169,24 @@ var ErrNoFence = errors.New("quorum: the lock has no fencing token")
 // it does but no quorum carries one token; a *NoQuorumError when the
 // backends that did not answer could change the answer.
 func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
-	cmd := backend.ScriptCommand(fenceReadScript, []string{key}, token)
+	return e.quorumFence(ctx, backend.ScriptCommand(fenceReadScript, []string{key}, token))
+}
+
+// quorumFence answers the fencing token of one lock, as fence says, from
+// cmd, a script that reads it on each backend: {1, token} where the lock
+// is held, the token "" where it has none, {0, ""} where it is not held;
+// a third element, the owner, when backends may find the lock held by
+// different owners (a hash lock read for whoever holds it): a quorum must
+// then carry one token for one owner.
+func (e *Engine) quorumFence(ctx context.Context, cmd *backend.Command) (int64, error) {
 	type held struct {
 		holds bool
 		fence int64 // 0: none
+		owner string
 	}
 	f := fanout(e, cmd, func(_ *node, r backend.Reply) (held, error) {
 		a, err := r.Array()
-		if err == nil && len(a) != 2 {
+		if err == nil && len(a) != 2 && len(a) != 3 {
 			err = errors.New("quorum: fence script: unexpected reply")
 		}
 		if err != nil {
@@ -186,16 +196,22 @@ func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
 		if err != nil {
 			return held{}, err
 		}
+		h := held{holds: n == 1}
+		if len(a) == 3 {
+			if h.owner, err = a[2].Bulk(); err != nil {
+				return held{}, err
+			}
+		}
 		s, err := a[1].Bulk()
 		if err != nil || s == "" {
-			return held{holds: n == 1}, err
+			return h, err
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		return held{holds: n == 1, fence: v}, err
+		h.fence, err = strconv.ParseInt(s, 10, 64)
+		return h, err
 	})
 	votes := collectAll(ctx, f, len(e.nodes))
 	holders, silent := 0, len(e.nodes)-len(votes)
-	count := map[int64]int{}
+	count := map[held]int{}
 	var failures []*NodeError
 	for _, v := range votes {
 		switch {
@@ -205,13 +221,13 @@ func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
 		case v.val.holds:
 			holders++
 			if v.val.fence > 0 {
-				count[v.val.fence]++
+				count[v.val]++
 			}
 		}
 	}
-	for fence, n := range count {
+	for h, n := range count {
 		if n >= e.quorum {
-			return fence, nil
+			return h.fence, nil
 		}
 	}
 	if holders+silent < e.quorum {

@@ -33,6 +33,12 @@ func storedHashFence(t *testing.T, d *redis.Client, key string) string {
 	return d.HGet(t.Context(), key, fenceField).Val()
 }
 
+func readHashFence(t *testing.T, e *Engine, key, field string) (int64, error) {
+	t.Helper()
+	r, err := e.Read(t.Context(), Read{Op: OpHashFence, Key: key, Token: field})
+	return r.Fence, err
+}
+
 // leaveHashLock releases the hash lock key for the owner's field, holds
 // times, the last of which must release it.
 func leaveHashLock(t *testing.T, e *Engine, key, field string, holds int) {
@@ -48,8 +54,9 @@ func leaveHashLock(t *testing.T, e *Engine, key, field string, holds int) {
 // TestHashFenceIncreases: through two engines taking turns, each holder
 // of a hash lock gets a token above the one before, and so does each
 // holder of a string lock between them, from the same counter; a
-// re-entry answers the token of the hold it enters, and no write-back was
-// needed.
+// re-entry answers the token of the hold it enters; the other engine
+// reads it as the owner's and as whoever's holds the lock, and not as
+// another owner's; no write-back was needed.
 func TestHashFenceIncreases(t *testing.T) {
 	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true})
 	engines := []*Engine{c.engine, newEngine(t, c.cfg)}
@@ -79,11 +86,23 @@ func TestHashFenceIncreases(t *testing.T) {
 		if again := hashLockFence(t, e, hashKey, owner); again != fence {
 			t.Fatalf("holder %d: the re-entry's token %d, want the lock's %d", i, again, fence)
 		}
+		reader := engines[(i+1)%2]
+		for _, field := range []string{owner, ""} {
+			if got, err := readHashFence(t, reader, hashKey, field); err != nil || got != fence {
+				t.Fatalf("holder %d: the token read for %q through the other engine: %d, %v; want %d", i, field, got, err, fence)
+			}
+		}
+		if _, err := readHashFence(t, reader, hashKey, "someone:1"); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("holder %d: the token read for another owner: %v, want ErrNotHeld", i, err)
+		}
 		leaveHashLock(t, e, hashKey, owner, 2)
 		// The release answers once a quorum did it. A backend still to
 		// would refuse the next holder, and take its re-entry as a first
 		// hold, minting a larger token (TestHashFenceReentryLapsed).
 		redistest.Eventually(t, c.gone(t, hashKey))
+	}
+	if _, err := readHashFence(t, c.engine, hashKey, ""); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("the token read after the last release: %v, want ErrNotHeld", err)
 	}
 	for i, e := range engines {
 		if wb := e.Fences().WriteBacks; wb != 0 {
@@ -113,6 +132,9 @@ func TestHashFenceReentryLapsed(t *testing.T) {
 	}
 	if msg := c.expectCounts(t, key, "me:1", "1", "2", "")(); msg != "" {
 		t.Error(msg)
+	}
+	if got, err := readHashFence(t, c.engine, key, "me:1"); err != nil || got != again {
+		t.Errorf("the token read after the re-entry: %d, %v; want %d", got, err, again)
 	}
 }
 
@@ -160,6 +182,9 @@ func TestHashFenceWriteBack(t *testing.T) {
 				}
 				if wb := c.engine.Fences().WriteBacks; wb != 1 {
 					t.Errorf("%d write-backs, want 1", wb)
+				}
+				if got, err := readHashFence(t, c.engine, key, "me:1"); err != nil || got != fence {
+					t.Fatalf("the token read: %d, %v; want %d", got, err, fence)
 				}
 				if again := hashLockFence(t, c.engine, key, "me:1"); again != fence {
 					t.Fatalf("the re-entry's token %d, want the lock's %d", again, fence)
@@ -250,7 +275,7 @@ func TestHashFenceRollback(t *testing.T) {
 
 // TestHashFenceOff: without Fencing a hash lock mints nothing and keeps
 // only the owner's field and its attempt record: no token's field, no
-// counter.
+// counter; reading its token answers that it has none.
 func TestHashFenceOff(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
 	key := uniqueKey(t)
@@ -267,4 +292,67 @@ func TestHashFenceOff(t *testing.T) {
 			t.Errorf("backend %d holds a fencing counter", i)
 		}
 	}
+	for _, field := range []string{"me:1", ""} {
+		if _, err := readHashFence(t, c.engine, key, field); !errors.Is(err, ErrNoFence) {
+			t.Errorf("the token read for %q without fencing: %v, want ErrNoFence", field, err)
+		}
+	}
+}
+
+// TestHashFenceRead: the token a quorum of a hash lock's holders carry,
+// read for its owner and for whoever holds it; not held for another
+// owner, an absent key or a string lock; no token when the holders carry
+// different ones, or when they are different owners, whatever their
+// tokens; still answered with one backend down, undecided with two.
+func TestHashFenceRead(t *testing.T) {
+	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, Fencing: true})
+	ctx := t.Context()
+	expect := func(name, key, field string, exp int64, expErr error) {
+		t.Helper()
+		got, err := readHashFence(t, c.engine, key, field)
+		if !errors.Is(err, expErr) || got != exp {
+			t.Errorf("%s, read for %q: %d, %v; want %d, %v", name, field, got, err, exp, expErr)
+		}
+	}
+
+	held := uniqueKey(t)
+	fence := hashLockFence(t, c.engine, held, "me:1")
+	expect("held", held, "me:1", fence, nil)
+	expect("held", held, "", fence, nil)
+	expect("held", held, "other:1", 0, ErrNotHeld)
+	absent := uniqueKey(t)
+	expect("absent", absent, "me:1", 0, ErrNotHeld)
+	expect("absent", absent, "", 0, ErrNotHeld)
+	str := uniqueKey(t)
+	lockFence(t, c.engine, str, "me:1")
+	expect("a string lock", str, "me:1", 0, ErrNotHeld)
+	expect("a string lock", str, "", 0, ErrNotHeld)
+
+	split := uniqueKey(t)
+	for i, d := range c.direct {
+		c.hashHold(t, i, split, "me:1", 1, time.Minute)
+		d.HSet(ctx, split, fenceField, fenceText(int64(100+i)))
+	}
+	expect("three tokens", split, "me:1", 0, ErrNoFence)
+	expect("three tokens", split, "", 0, ErrNoFence)
+	c.direct[0].HSet(ctx, split, fenceField, fenceText(101))
+	expect("a quorum's token", split, "me:1", 101, nil)
+	expect("a quorum's token", split, "", 101, nil)
+
+	// Backends 0 and 1 each held by another owner, with the same token's
+	// text: a quorum carries it, but not for one lock.
+	owners := uniqueKey(t)
+	for i, owner := range []string{"a:1", "b:1"} {
+		c.hashHold(t, i, owners, owner, 1, time.Minute)
+		c.direct[i].HSet(ctx, owners, fenceField, fenceText(100))
+	}
+	expect("two owners", owners, "", 0, ErrNoFence)
+	expect("two owners", owners, "a:1", 0, ErrNotHeld)
+
+	c.servers[2].Kill()
+	expect("one backend down", held, "me:1", fence, nil)
+	expect("one backend down", held, "", fence, nil)
+	c.servers[1].Kill()
+	expect("two backends down", held, "me:1", 0, ErrNoQuorum)
+	expect("two backends down", held, "", 0, ErrNoQuorum)
 }

@@ -354,6 +354,14 @@ func (e *Engine) hashExists(ctx context.Context, key, field string) (bool, error
 	return e.onQuorum(e.readField(ctx, key, field))
 }
 
+// hashFence answers the fencing token of the hash lock key as the owner's
+// field holds it, or, for the field "", as whichever one owner holds it:
+// the token a quorum of its holders carry (lua/hash_fence_read.lua). Its
+// errors are fence's: ErrNotHeld, ErrNoFence, a *NoQuorumError.
+func (e *Engine) hashFence(ctx context.Context, key, field string) (int64, error) {
+	return e.quorumFence(ctx, backend.ScriptCommand(hashFenceReadScript, []string{key}, field))
+}
+
 // hashCount returns how many holds the owner's field counts on a quorum:
 // the quorum-th largest count among the backends that have it, which a
 // quorum has at least (the backends that did not answer can only add

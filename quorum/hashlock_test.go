@@ -455,7 +455,7 @@ func TestHashLockReads(t *testing.T) {
 		if _, err := hashAcquire(c.engine, t, taken, field, 10*time.Second); err != ErrReservedKey {
 			t.Errorf("%q acquired as an owner: %v, want ErrReservedKey", field, err)
 		}
-		for _, op := range []Op{OpHashExists, OpHashCount} {
+		for _, op := range []Op{OpHashExists, OpHashCount, OpHashFence} {
 			if _, err := read(op, taken, field); err != ErrReservedKey {
 				t.Errorf("%q read as an owner (%s): %v, want ErrReservedKey", field, op, err)
 			}
