@@ -500,6 +500,10 @@ func TestHashLockReleaseUndecided(t *testing.T) {
 		}
 		return ""
 	})
+	// The retry answers once a quorum did; every backend runs all that was
+	// sent to it, the slowest included, before the counts are read (a PING
+	// answered by each on the same connection).
+	waitAllCount(t, c.engine)
 	if msg := c.expectCounts(t, key, field, "1", "1", "1")(); msg != "" {
 		t.Error(msg)
 	}
