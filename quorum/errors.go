@@ -37,8 +37,9 @@ var (
 
 	// ErrReservedKey refuses a request for a key that starts with
 	// ReservedPrefix: the engine's own keys (the marker of each backend's
-	// data set) live there; and a hash lock's owner field that names the
-	// engine's record of an attempt (hashlock.go).
+	// data set) live there; and a hash lock's owner field that starts with
+	// a NUL byte, where the engine keeps its own fields beside the owner's
+	// (hashlock.go).
 	ErrReservedKey = errors.New("quorum: key reserved for lockproxy")
 )
 

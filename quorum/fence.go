@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -25,7 +26,11 @@ import (
 // only once a quorum of them (W) carry t: those that minted less get t
 // written back (lua/fence_raise.lua), and only where the token still
 // holds the key. In the steady state every backend mints the same clock
-// value and no write-back is needed: no extra round trip.
+// value and no write-back is needed: no extra round trip. A hash lock
+// (hashlock.go) keeps its token in a field of the hash instead, minted and
+// written back by its own scripts (lua/hash_acquire_fenced.lua,
+// lua/hash_fence_raise.lua) from the same counter, so that its tokens and
+// the string locks' grow as one sequence.
 //
 // Why t only grows (the argument of wave2.md §1.4): any later grant L is
 // voted by a quorum, which meets W in some backend j. L's SET NX there ran
@@ -77,13 +82,14 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	// for there (one still unanswered when the quorum is reached is missed,
 	// and its key left to expire: a rollback after a grant is rare).
 	keys, arg := withCounter(op.keys), fenceText(token)
+	raise := cmp.Or(op.raise, fenceRaiseScript)
 	raised := make(chan int, len(behind))
 	for _, i := range behind {
 		n := e.nodes[seen[i].node]
 		go func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.NodeTimeout)
 			defer cancel()
-			r, err := n.run(ctx, fenceRaiseScript, keys, op.token, arg)
+			r, err := n.run(ctx, raise, keys, op.token, arg)
 			if done, _ := r.Integer(); err != nil || done != 1 {
 				raised <- -1
 				return
@@ -152,9 +158,9 @@ func withCounter(keys []string) []string {
 	return append(slices.Clip(keys), fenceCounterKey)
 }
 
-// ErrNoFence is Read's answer to OpFence for a lock that a quorum holds
-// for the token but that has no fencing token: it was taken by an
-// operation that mints none, or before fencing.
+// ErrNoFence is Read's answer to OpFence and OpHashFence for a lock that a
+// quorum holds but that has no fencing token a quorum agrees on: it was
+// taken by an operation that mints none, or before fencing.
 var ErrNoFence = errors.New("quorum: the lock has no fencing token")
 
 // fence answers the fencing token of key as token holds it: the token a
@@ -163,14 +169,24 @@ var ErrNoFence = errors.New("quorum: the lock has no fencing token")
 // it does but no quorum carries one token; a *NoQuorumError when the
 // backends that did not answer could change the answer.
 func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
-	cmd := backend.ScriptCommand(fenceReadScript, []string{key}, token)
+	return e.quorumFence(ctx, backend.ScriptCommand(fenceReadScript, []string{key}, token))
+}
+
+// quorumFence answers the fencing token of one lock, as fence says, from
+// cmd, a script that reads it on each backend: {1, token} where the lock
+// is held, the token "" where it has none, {0, ""} where it is not held;
+// a third element, the owner, when backends may find the lock held by
+// different owners (a hash lock read for whoever holds it): a quorum must
+// then carry one token for one owner.
+func (e *Engine) quorumFence(ctx context.Context, cmd *backend.Command) (int64, error) {
 	type held struct {
 		holds bool
 		fence int64 // 0: none
+		owner string
 	}
 	f := fanout(e, cmd, func(_ *node, r backend.Reply) (held, error) {
 		a, err := r.Array()
-		if err == nil && len(a) != 2 {
+		if err == nil && len(a) != 2 && len(a) != 3 {
 			err = errors.New("quorum: fence script: unexpected reply")
 		}
 		if err != nil {
@@ -180,16 +196,22 @@ func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
 		if err != nil {
 			return held{}, err
 		}
+		h := held{holds: n == 1}
+		if len(a) == 3 {
+			if h.owner, err = a[2].Bulk(); err != nil {
+				return held{}, err
+			}
+		}
 		s, err := a[1].Bulk()
 		if err != nil || s == "" {
-			return held{holds: n == 1}, err
+			return h, err
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		return held{holds: n == 1, fence: v}, err
+		h.fence, err = strconv.ParseInt(s, 10, 64)
+		return h, err
 	})
 	votes := collectAll(ctx, f, len(e.nodes))
 	holders, silent := 0, len(e.nodes)-len(votes)
-	count := map[int64]int{}
+	count := map[held]int{}
 	var failures []*NodeError
 	for _, v := range votes {
 		switch {
@@ -199,13 +221,13 @@ func (e *Engine) fence(ctx context.Context, key, token string) (int64, error) {
 		case v.val.holds:
 			holders++
 			if v.val.fence > 0 {
-				count[v.val.fence]++
+				count[v.val]++
 			}
 		}
 	}
-	for fence, n := range count {
+	for h, n := range count {
 		if n >= e.quorum {
-			return fence, nil
+			return h.fence, nil
 		}
 	}
 	if holders+silent < e.quorum {

@@ -6,8 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,14 +25,27 @@ import (
 // by how many backends still hold the field after it, not by any one
 // count.
 
+// ownFieldPrefix starts every field the engine keeps in a hash lock
+// beside the owner's: no request may name an owner's field that starts
+// with it (reservedField), so that none of them is taken for an owner, or
+// renewed, released or read as one. The scripts write it as "\0".
+const ownFieldPrefix = "\x00"
+
 // attemptPrefix starts the field in which an acquisition records its
-// attempt beside the owner's field (lua/hash_acquire.lua); no request may
-// name an owner's field that starts with it.
-const attemptPrefix = "\x00attempt:"
+// attempt beside the owner's field (lua/hash_acquire.lua).
+const attemptPrefix = ownFieldPrefix + "attempt:"
+
+// reservedField reports whether an owner's field names one of the
+// engine's own.
+func reservedField(field string) bool { return strings.HasPrefix(field, ownFieldPrefix) }
 
 // attemptIDBytes is the size of an acquisition attempt's id, random: two
 // attempts share one with negligible probability.
 const attemptIDBytes = 16
+
+// fenceField is the field in which a hash lock keeps its fencing token
+// (lua/hash_acquire_fenced.lua), when the engine has Fencing.
+const fenceField = ownFieldPrefix + "fence"
 
 // hashAcquire takes the hash lock key for the owner's field, or re-enters
 // it where the owner holds it, and gives the hash a TTL of lease. It
@@ -46,6 +61,13 @@ const attemptIDBytes = 16
 // whose undo deletes the field, from a re-entry, whose undo must leave the
 // owner's earlier holds; nor a late reply of this attempt from a later
 // attempt's increment.
+//
+// With Fencing, Result.Fence is the lock's fencing token, minted as an
+// acquire's is (fence.go) and kept in the hash (fenceField): a first hold
+// mints it, and a re-entry answers the one the lock has, so that the
+// owner's code holds one token for the whole nested hold. Where some
+// backends took the lock afresh on a re-entry (it had lapsed there), it
+// gets the largest token of its voters, as extendOrAcquire's lock does.
 func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.Duration) (Result, error) {
 	if err := e.checkTTL(lease); err != nil {
 		return Result{}, err
@@ -55,25 +77,69 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 	attempt := hex.EncodeToString(id)
 	keys := []string{key}
 	var holder leastTTL
-	res, err := e.lockOp(ctx, lockOp{
+	op := lockOp{
 		keys:    keys,
 		token:   field,
 		ttl:     lease,
 		refused: ErrNotAcquired,
-		cmd:     e.checkedCommand(hashAcquireScript, keys, field, lease.Milliseconds(), attempt),
-		decode: func(_ *node, r backend.Reply) (ack, error) {
+		undo:    func(ctx context.Context, n *node, _ ack) { n.run(ctx, hashUndoScript, keys, field, attempt) },
+	}
+	if e.cfg.Fencing {
+		op.fenced, op.raise = true, hashFenceRaiseScript
+		op.cmd = e.checkedCommand(hashAcquireFencedScript, withCounter(keys), field, lease.Milliseconds(), attempt, backend.Blank(fenceWidth))
+		op.decode = func(_ *node, r backend.Reply) (ack, error) {
+			v, pttl, err := decodeHashFenced(r)
+			holder.note(pttl)
+			return v, err
+		}
+	} else {
+		op.cmd = e.checkedCommand(hashAcquireScript, keys, field, lease.Milliseconds(), attempt)
+		op.decode = func(_ *node, r backend.Reply) (ack, error) {
 			granted, n, err := pairOfIntegers(r)
 			if err == nil && granted == 0 {
 				holder.note(time.Duration(n) * time.Millisecond)
 			}
 			return ack{yes: granted == 1, fresh: granted == 1}, err
-		},
-		undo: func(ctx context.Context, n *node, _ ack) { n.run(ctx, hashUndoScript, keys, field, attempt) },
-	})
+		}
+	}
+	res, err := e.lockOp(ctx, op)
 	if err != nil {
 		res.HolderTTL = holder.get()
 	}
 	return res, err
+}
+
+// decodeHashFenced reads the answer of lua/hash_acquire_fenced.lua: {1,
+// count, token} when the backend counted the hold, fresh when it was the
+// first there (it minted); {0, PTTL} when not, the PTTL returned apart
+// (0 otherwise).
+func decodeHashFenced(r backend.Reply) (ack, time.Duration, error) {
+	a, err := r.Array()
+	if err == nil && len(a) != 2 && len(a) != 3 {
+		err = errors.New("quorum: script: unexpected reply")
+	}
+	if err != nil {
+		return ack{}, 0, err
+	}
+	granted, err := a[0].Integer()
+	n, nErr := a[1].Integer()
+	switch err = cmp.Or(err, nErr); {
+	case err != nil:
+		return ack{}, 0, err
+	case granted == 0:
+		return ack{}, time.Duration(n) * time.Millisecond, nil
+	case granted != 1 || len(a) != 3:
+		return ack{}, 0, errors.New("quorum: script: unexpected reply")
+	}
+	text, err := a[2].Bulk()
+	if err != nil {
+		return ack{}, 0, err
+	}
+	fence, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || fence <= 0 {
+		return ack{}, 0, fmt.Errorf("acquisition answered %q, not a token", text)
+	}
+	return ack{yes: true, fresh: n == 1, fence: fence}, 0, nil
 }
 
 // leastTTL is the least positive TTL noted, 0 for none; safe for
@@ -286,6 +352,14 @@ func (e *Engine) readField(ctx context.Context, key, field string) views {
 // backends that did not answer could make them a quorum.
 func (e *Engine) hashExists(ctx context.Context, key, field string) (bool, error) {
 	return e.onQuorum(e.readField(ctx, key, field))
+}
+
+// hashFence answers the fencing token of the hash lock key as the owner's
+// field holds it, or, for the field "", as whichever one owner holds it:
+// the token a quorum of its holders carry (lua/hash_fence_read.lua). Its
+// errors are fence's: ErrNotHeld, ErrNoFence, a *NoQuorumError.
+func (e *Engine) hashFence(ctx context.Context, key, field string) (int64, error) {
+	return e.quorumFence(ctx, backend.ScriptCommand(hashFenceReadScript, []string{key}, field))
 }
 
 // hashCount returns how many holds the owner's field counts on a quorum:

@@ -76,7 +76,7 @@ func hashRelease(e *Engine, t *testing.T, key, field, latch string) (Result, err
 // on every backend), leaves it once (still held, one hold left) and once
 // more (released: the hash is gone everywhere, and the release is
 // published on every backend). An engine with fencing serves it as well,
-// minting nothing.
+// the re-entry answering the token the first hold minted.
 func TestHashLockReentry(t *testing.T) {
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true})
 	fencedCfg := c.cfg
@@ -90,11 +90,19 @@ func TestHashLockReentry(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			var fences []int64
 			for range 2 {
 				res, err := hashAcquire(e, t, key, field, 10*time.Second)
-				if err != nil || res.Validity <= 0 || res.Validity > 10*time.Second || res.Fence != 0 {
-					t.Fatalf("acquire: %+v, %v; want validity in (0, 10s], no fence", res, err)
+				if err != nil || res.Validity <= 0 || res.Validity > 10*time.Second {
+					t.Fatalf("acquire: %+v, %v; want validity in (0, 10s]", res, err)
 				}
+				fences = append(fences, res.Fence)
+			}
+			if name == "plain" && (fences[0] != 0 || fences[1] != 0) {
+				t.Errorf("tokens %d without fencing, want none", fences)
+			}
+			if name == "fencing" && (fences[0] <= 0 || fences[1] != fences[0]) {
+				t.Errorf("tokens %d of the first hold and the re-entry, want one token", fences)
 			}
 			redistest.Eventually(t, c.expectCounts(t, key, field, "2", "2", "2"))
 
@@ -440,17 +448,27 @@ func TestHashLockReads(t *testing.T) {
 	if r, err := read(OpHashCount, taken, "me:1"); err != nil || r.Count != 1 {
 		t.Errorf("count after one acquisition: %+v, %v; want 1", r, err)
 	}
-	if _, err := hashAcquire(c.engine, t, taken, attemptPrefix+"me:1", 10*time.Second); err != ErrReservedKey {
-		t.Errorf("the attempt record as an owner: %v, want ErrReservedKey", err)
+	// No field that starts with a NUL byte, where the engine keeps its
+	// own, is an owner: the attempt record, the fencing token's field, or
+	// any other.
+	for _, field := range []string{attemptPrefix + "me:1", "\x00fence", "\x00x"} {
+		if _, err := hashAcquire(c.engine, t, taken, field, 10*time.Second); err != ErrReservedKey {
+			t.Errorf("%q acquired as an owner: %v, want ErrReservedKey", field, err)
+		}
+		for _, op := range []Op{OpHashExists, OpHashCount, OpHashFence} {
+			if _, err := read(op, taken, field); err != ErrReservedKey {
+				t.Errorf("%q read as an owner (%s): %v, want ErrReservedKey", field, op, err)
+			}
+		}
+		if r := c.engine.RenewFields(ctx, 10*time.Second, []Held{{taken, field}}); r[0].Err != ErrReservedKey {
+			t.Errorf("%q renewed as an owner: %v, want ErrReservedKey", field, r[0].Err)
+		}
+		if _, err := hashRelease(c.engine, t, taken, field, ""); err != ErrReservedKey {
+			t.Errorf("%q released as an owner: %v, want ErrReservedKey", field, err)
+		}
 	}
-	if _, err := read(OpHashExists, taken, attemptPrefix+"me:1"); err != ErrReservedKey {
-		t.Errorf("the attempt record read as an owner: %v, want ErrReservedKey", err)
-	}
-	if r := c.engine.RenewFields(ctx, 10*time.Second, []Held{{taken, attemptPrefix + "me:1"}}); r[0].Err != ErrReservedKey {
-		t.Errorf("the attempt record renewed as an owner: %v, want ErrReservedKey", r[0].Err)
-	}
-	if _, err := hashRelease(c.engine, t, taken, attemptPrefix+"me:1", ""); err != ErrReservedKey {
-		t.Errorf("the attempt record released as an owner: %v, want ErrReservedKey", err)
+	if msg := c.expectCounts(t, taken, "me:1", "1", "1", "1")(); msg != "" {
+		t.Errorf("after the refused requests: %s", msg)
 	}
 }
 
@@ -482,6 +500,10 @@ func TestHashLockReleaseUndecided(t *testing.T) {
 		}
 		return ""
 	})
+	// The retry answers once a quorum did; every backend runs all that was
+	// sent to it, the slowest included, before the counts are read (a PING
+	// answered by each on the same connection).
+	waitAllCount(t, c.engine)
 	if msg := c.expectCounts(t, key, field, "1", "1", "1")(); msg != "" {
 		t.Error(msg)
 	}
@@ -519,5 +541,60 @@ func TestReleaseTally(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("N=%d, released %d, held %d, not owner %d: %s, want %s", tc.total, tc.released, tc.held, tc.notOwner, names[got], names[tc.want])
 		}
+	}
+}
+
+// TestHashUndoOwnFields: the rollback of a first hold deletes the hash
+// when only the engine's own fields (a NUL byte first) would be left, so
+// that they never keep it, refusing every owner, for its lease; the
+// rollback of a re-entry keeps the owner's earlier hold and those fields;
+// a hash with another owner's field left is kept.
+func TestHashUndoOwnFields(t *testing.T) {
+	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
+	n, d, ctx := c.engine.nodes[0], c.direct[0], t.Context()
+	set := c.engine.members.set.token
+	acquire := func(key, attempt string) {
+		t.Helper()
+		if _, err := n.run(ctx, hashAcquireScript, []string{key}, "me:1", 10000, attempt, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	undo := func(key, attempt string) {
+		t.Helper()
+		r, err := n.run(ctx, hashUndoScript, []string{key}, "me:1", attempt)
+		if done, _ := r.Integer(); err != nil || done != 1 {
+			t.Fatalf("undo of %s: %d, %v; want 1", attempt, done, err)
+		}
+	}
+
+	first := uniqueKey(t)
+	acquire(first, "a1")
+	d.HSet(ctx, first, "\x00fence", fenceText(42), attemptPrefix+"gone:1", "a0")
+	undo(first, "a1")
+	if fields := d.HGetAll(ctx, first).Val(); len(fields) != 0 {
+		t.Errorf("the first hold undone leaves %q", fields)
+	}
+
+	reentry := uniqueKey(t)
+	acquire(reentry, "a1")
+	d.HSet(ctx, reentry, "\x00fence", fenceText(42))
+	acquire(reentry, "a2")
+	undo(reentry, "a2")
+	if got := d.HGet(ctx, reentry, "me:1").Val(); got != "1" {
+		t.Errorf("the re-entry undone leaves the count %q, want 1", got)
+	}
+	if got := d.HGet(ctx, reentry, "\x00fence").Val(); got != fenceText(42) {
+		t.Errorf("the re-entry undone leaves the token %q, want the lock's", got)
+	}
+	if ttl := d.PTTL(ctx, reentry).Val(); ttl <= 0 {
+		t.Errorf("the re-entry undone leaves the lease %s", ttl)
+	}
+
+	shared := uniqueKey(t)
+	acquire(shared, "a1")
+	d.HSet(ctx, shared, "\x00fence", fenceText(42), "other:1", 1)
+	undo(shared, "a1")
+	if fields := d.HKeys(ctx, shared).Val(); !slices.Equal(fields, []string{"\x00fence", "other:1"}) {
+		t.Errorf("with another owner's field the undo leaves %q, want it and the token", fields)
 	}
 }

@@ -106,6 +106,11 @@ type lockOp struct {
 	// fenced is set when the yes voters minted a fencing token (ack.fence)
 	// that a quorum of them must agree on before the lock is granted.
 	fenced bool
+	// raise writes the lock's fencing token back to a yes voter that
+	// carries less (settleFence), run with the keys and counter
+	// (withCounter), the token and the lock's token as text. nil:
+	// lua/fence_raise.lua, whose locks carry the token in their values.
+	raise *backend.Script
 	// scriptKeys are the keys of scriptOp's command, when more than keys
 	// (the fencing token's key beside the lock's).
 	scriptKeys []string

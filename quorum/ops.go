@@ -36,13 +36,14 @@ const (
 	OpHashExists                    // whether a quorum has a hash lock's owner field
 	OpHashCount                     // how many holds of a hash lock an owner has, on a quorum
 	OpHashPTTL                      // how long a quorum still has a key, whatever its type
+	OpHashFence                     // the fencing token of a hash lock, as an owner or whoever holds it
 	NumOps            = iota        // how many Ops there are
 )
 
 var opNames = [NumOps]string{
 	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
 	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl", "fence", "await_release",
-	"hash_acquire", "hash_release", "hash_exists", "hash_count", "hash_pttl",
+	"hash_acquire", "hash_release", "hash_exists", "hash_count", "hash_pttl", "hash_fence",
 }
 
 // String is the operation's name, e.g. "acquire_all", as metrics label it.
@@ -65,10 +66,11 @@ func (o Op) Takes() bool {
 }
 
 // ForToken reports whether o is about what a token holds, and fails with
-// ErrNotHeld when the token does not hold the key.
+// ErrNotHeld when the token does not hold the key (OpHashFence: nor, asked
+// without one, any owner).
 func (o Op) ForToken() bool {
 	switch o {
-	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence, OpHashRelease:
+	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence, OpHashRelease, OpHashFence:
 		return true
 	}
 	return false
@@ -79,7 +81,8 @@ func (o Op) ForToken() bool {
 // other operations (OpAcquire, OpExtend, OpExtendBy, OpExtendOrAcquire,
 // OpAcquireOrRenew, OpHashAcquire) take exactly one. For OpHashAcquire the
 // key is a hash and Token the owner's field in it (Redisson's
-// "<uuid>:<threadId>"), TTL the lease.
+// "<uuid>:<threadId>"), TTL the lease; with Fencing, a re-entry's
+// Result.Fence is the token the lock already has.
 type Lock struct {
 	Op    Op
 	Keys  []string
@@ -122,8 +125,10 @@ type Unlock struct {
 // value stays held (OpPTTL), whether it exists (OpExists), how long Token
 // still holds it (OpOwnerPTTL), or the fencing token of Token's lock
 // (OpFence); of a hash lock, whether the owner's field Token is there
-// (OpHashExists), its count (OpHashCount), or how long the key, of any
-// type, stays (OpHashPTTL); or waits until the key is free (OpAwaitRelease): released
+// (OpHashExists), its count (OpHashCount), how long the key, of any
+// type, stays (OpHashPTTL), or its fencing token (OpHashFence) as the
+// owner Token holds it, or as whoever holds it when Token is "" (Redisson's
+// getToken()); or waits until the key is free (OpAwaitRelease): released
 // or deleted through any engine, or its holder's time run out, or not
 // held at all, in line behind this engine's earlier waiters for it. It
 // answers then, taking nothing: the caller tries for itself (a client's
@@ -138,7 +143,7 @@ type Read struct {
 
 // Reading answers a Read, in the field its Op asks for: Value for OpGet,
 // TTL for OpPTTL, OpOwnerPTTL and OpHashPTTL, Exists for OpExists and
-// OpHashExists, Fence for OpFence, Count for OpHashCount.
+// OpHashExists, Fence for OpFence and OpHashFence, Count for OpHashCount.
 type Reading struct {
 	Value  string
 	TTL    time.Duration
@@ -217,7 +222,7 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 		case OpAcquireOrRenew:
 			return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
 		case OpHashAcquire:
-			if strings.HasPrefix(req.Token, attemptPrefix) {
+			if reservedField(req.Token) {
 				return Result{}, ErrReservedKey
 			}
 			return e.hashAcquire(ctx, key, req.Token, req.TTL)
@@ -239,7 +244,7 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 		return Result{}, ErrReservedKey
 	}
 	switch {
-	case req.Op == OpHashRelease && len(req.Keys) == 1 && strings.HasPrefix(req.Token, attemptPrefix):
+	case req.Op == OpHashRelease && len(req.Keys) == 1 && reservedField(req.Token):
 		return Result{}, ErrReservedKey
 	case req.Op == OpHashRelease && len(req.Keys) == 1:
 		return e.hashRelease(ctx, req.Keys[0], req.Token, req.TTL, req.Latch, req.LatchTTL)
@@ -258,9 +263,13 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 // a quorum holds the key without expiry; OpOwnerPTTL returns ErrNotHeld
 // when req.Token does not hold it on a quorum. OpHashCount returns
 // ErrNotFound when the owner's field is not on a quorum, OpHashPTTL as
-// OpPTTL does for a key of any type. Each of those is given only
-// when the backends that did not answer could not make it untrue;
-// otherwise the answer is a *NoQuorumError.
+// OpPTTL does for a key of any type. OpFence and OpHashFence return
+// ErrNotHeld when the lock is not held on a quorum (by req.Token, or, for
+// OpHashFence with Token "", by any one owner), and ErrNoFence when it is
+// but no quorum of its holders carries one fencing token. Each of those
+// is given only when the backends that did not answer could not make it
+// untrue; otherwise the answer is a *NoQuorumError. A hash lock's owner
+// field that starts with a NUL byte is refused with ErrReservedKey.
 func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 	var r Reading
 	var err error
@@ -280,14 +289,17 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 		r.Fence, err = e.fence(ctx, req.Key, req.Token)
 	case OpAwaitRelease:
 		err = e.awaitRelease(ctx, req.Key, req.Wait)
-	case OpHashExists, OpHashCount:
-		if strings.HasPrefix(req.Token, attemptPrefix) {
+	case OpHashExists, OpHashCount, OpHashFence:
+		if reservedField(req.Token) {
 			return r, ErrReservedKey
 		}
-		if req.Op == OpHashExists {
+		switch req.Op {
+		case OpHashExists:
 			r.Exists, err = e.hashExists(ctx, req.Key, req.Token)
-		} else {
+		case OpHashCount:
 			r.Count, err = e.hashCount(ctx, req.Key, req.Token)
+		default:
+			r.Fence, err = e.hashFence(ctx, req.Key, req.Token)
 		}
 	case OpHashPTTL:
 		r.TTL, err = e.hashPTTL(ctx, req.Key)

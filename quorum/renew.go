@@ -64,8 +64,8 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // a hash lock's field is the same for every hold of its owner, who may be
 // taking the lock again, or hold it nested, on the backends that still
 // have it, and what decides that is its own acquisition and release.
-// A field that names the engine's record of an attempt (hashlock.go) is
-// refused with ErrReservedKey, unsent.
+// A field that starts with a NUL byte, where the engine keeps its own
+// (hashlock.go), is refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
 	return e.renew(ctx, ttl, locks, renewal{script: hashRenewEachScript, fields: true})
 }
@@ -80,7 +80,7 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 	}
 	sendable := make([]int, 0, len(locks)) // positions in locks
 	for i, l := range locks {
-		if reserved(l.Key) || r.fields && strings.HasPrefix(l.Token, attemptPrefix) {
+		if reserved(l.Key) || r.fields && reservedField(l.Token) {
 			out[i].Err = ErrReservedKey
 			continue
 		}

@@ -34,6 +34,12 @@ var (
 	hashDropScript      = luaScript("hash_drop")
 	hashFieldScript     = luaScript("hash_field")
 
+	// The scripts of fenced hash locks: the token in the hash's field
+	// "\0fence" (lua/hash_acquire_fenced.lua).
+	hashAcquireFencedScript = fencedScript("hash_acquire_fenced", "mint")
+	hashFenceRaiseScript    = luaScript("hash_fence_raise")
+	hashFenceReadScript     = luaScript("hash_fence_read")
+
 	// The scripts of fencing alone, which read or write the token in a
 	// lock's value (lua/value_fenced.lua).
 	acquireFencedScript         = fencedScript("acquire_fenced", "mint")
@@ -57,6 +63,7 @@ var (
 		fencedValues.release, fencedValues.releaseAll, fencedValues.extend, fencedValues.extendAll,
 		fencedValues.extendBy, fencedValues.read, fencedValues.renewEach,
 		hashAcquireScript, hashReleaseScript, hashRenewEachScript, hashUndoScript, hashDropScript, hashFieldScript,
+		hashAcquireFencedScript, hashFenceRaiseScript, hashFenceReadScript,
 	}
 )
 
