@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/tidwall/redcon"
 )
 
 // Redisson's RLock, served unchanged. The lock is a hash, name, whose one
@@ -64,6 +66,23 @@ const (
 	// forceUnlock, publishing with %s: 'publish' (to 3.21.3), or ARGV[2].
 	redissonForceUnlock = `
 		if (redis.call('del', KEYS[1]) == 1) then redis.call(%s, KEYS[2], ARGV[1]); return 1 else return 0 end`
+	// RFencedLock's lock() and tryLock(): RLock's acquisition that also
+	// counts KEYS[2], its token counter, up.
+	redissonFencedAcquire = `
+		if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
+			redis.call('incr', KEYS[2]);
+			redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
+		end;
+		return redis.call('pttl', KEYS[1]);`
+	// RFencedLock's lockAndGetToken() and tryLockAndGetToken(): {-1,
+	// token} when taken, {the holder's PTTL, -1} when not.
+	redissonFencedAcquireToken = `
+		if (redis.call('exists', KEYS[1]) == 0 or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then
+			local token = redis.call('incr', KEYS[2]);
+			redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]);
+			return {-1, token};
+		end;
+		return {redis.call('pttl', KEYS[1]), -1};`
 	// The watchdog, 3.44.0 on: unrelated locks in one call.
 	redissonRenewBatch = `
 		local result = {}
@@ -113,9 +132,17 @@ func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any
 		return nil, err
 	}
 	res, err := l.Lock(ctx, quorum.Lock{Op: quorum.OpHashAcquire, Keys: keys[:1], Token: args[1], TTL: lease})
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil, nil
+	}
+	return redissonRefusal(res, err)
+}
+
+// redissonRefusal is the answer to a refused acquisition: how long to
+// wait before trying again, which on one Redis is the holder's PTTL; or
+// the error to reply.
+func redissonRefusal(res quorum.Result, err error) (int64, error) {
+	switch {
 	case errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0:
 		// Undecided, but another owner holds it somewhere: the votes split
 		// between contenders while a backend was down or slow. The attempt
@@ -132,7 +159,69 @@ func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any
 		// clients split do not meet again.
 		return 10 + rand.Int64N(31), nil
 	}
-	return nil, redissonError(err)
+	return 0, redissonError(err)
+}
+
+// redissonFencing refuses RFencedLock where lockproxy mints no fencing
+// tokens: its token is the lock's fencing token.
+const redissonFencing = "Redisson's RFencedLock needs fencing: its tokens are lockproxy's fencing tokens; set fencing = true on every lockproxy of this deployment"
+
+// runRedissonFencedAcquireToken takes or re-enters the lock as
+// runRedissonAcquire does, answering {-1, the lock's fencing token} when
+// taken, {how long to wait, -1} when not. The token is lockproxy's
+// (fence.go): larger than every earlier holder's of the lock, through
+// every proxy, where Redisson's own counts up one master's counter, which
+// a failover can take back. A re-entry answers the lock's token again.
+func runRedissonFencedAcquireToken(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	lease, err := redissonLease(args[0])
+	if err != nil {
+		return nil, err
+	}
+	res, err := l.Lock(ctx, quorum.Lock{Op: quorum.OpHashAcquire, Keys: keys[:1], Token: args[1], TTL: lease})
+	if err == nil {
+		return []any{int64(-1), res.Fence}, nil
+	}
+	wait, err := redissonRefusal(res, err)
+	if err != nil {
+		return nil, err
+	}
+	return []any{wait, int64(-1)}, nil
+}
+
+// redissonTokenPrefix starts the key of RFencedLock's token counter,
+// redisson_lock_token:{name} (name's braces as in redissonChannel).
+const redissonTokenPrefix = "redisson_lock_token:"
+
+// redissonTokenLock is the lock whose token key is key, for
+// RFencedLock.getToken()'s GET.
+func redissonTokenLock(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, redissonTokenPrefix)
+	if !ok || name == "" {
+		return "", false
+	}
+	if inner, braced := strings.CutPrefix(name, "{"); braced {
+		if inner, braced = strings.CutSuffix(inner, "}"); braced && !strings.Contains(inner, "{") {
+			return inner, true
+		}
+	}
+	return name, strings.Contains(name, "{")
+}
+
+// replyRedissonToken answers RFencedLock.getToken()'s GET of the lock
+// name's token key: the fencing token a quorum of the lock's holders
+// carry, whoever holds it (Redisson's reads no owner), or null when the
+// lock is not held. Where Redisson's counter would still answer the last
+// token after the unlock, this answers none: there is no lock to fence.
+func (s *Server) replyRedissonToken(conn redcon.Conn, name string) {
+	r, err := space(conn).Read(s.ctx, quorum.Read{Op: quorum.OpHashFence, Key: name})
+	switch {
+	case err == nil:
+		conn.WriteBulkString(strconv.FormatInt(r.Fence, 10))
+	case notHeld(err), errors.Is(err, quorum.ErrNoFence):
+		writeNull(conn)
+	default:
+		s.writeError(conn, err)
+	}
 }
 
 // redissonRelease is one release script's layout: where its latch (none
@@ -298,8 +387,6 @@ var redissonRefused = func() map[string]*refusedObject {
 		why: "its waiters' queue (a list) and their timeouts (a sorted set scored by client clocks) would have to be one order agreed by a quorum; use RLock, whose waiters lockproxy wakes by its unlock message"}
 	rw := &refusedObject{name: "Redisson's RReadWriteLock",
 		why: "its shared read holds, each with its own lease key, and its mode field are not hash locks of one owner field, which is what lockproxy runs over a quorum"}
-	fenced := &refusedObject{name: "Redisson's RFencedLock",
-		why: "its token is an INCR of one counter, which over independent backends can go backwards; lockproxy's own fencing tokens (FENCE, CLIENT FENCING ON) are not yet given through RFencedLock"}
 	return map[string]*refusedObject{
 		"762bfafa6be221431a0b668685dd15c926483619": fair, "aa0a28d2eb7cbeb50151315a58eb75302d8dfa40": fair,
 		"ca303f8587d0942f8a0021f62338626ca4dd0118": fair, "8f6ed299ffd259f0539c20f89253998c0777ea75": fair,
@@ -308,7 +395,6 @@ var redissonRefused = func() map[string]*refusedObject {
 		"95553a6ff11176c18e71344e89d116b06fd6f753": rw, "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f": rw,
 		"6e1b10e11ac0a3ed8e902562ecd32ce01b553039": rw, "6306ba3bf1f563b284bed52d305fce615c6664d9": rw,
 		"d29c5559782035515d32e926762830b3304b49be": rw, "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6": rw,
-		"46b5551ba403d6152a7a6eca122e08728d6c8c66": fenced, "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45": fenced,
 	}
 }()
 

@@ -23,6 +23,10 @@ type scriptKind struct {
 	// run performs the operation (one Locker call, or one per key) and
 	// returns what the script returns on one Redis (see writeValue).
 	run func(ctx context.Context, l Locker, keys, args []string) (any, error)
+	// fencing: the script's reply carries a fencing token, which only an
+	// engine with fencing on mints; it is refused, by refusal, otherwise.
+	fencing bool
+	refusal string
 }
 
 // recognised maps the canonical form of each of scriptKinds' bodies to its
@@ -203,6 +207,10 @@ func (s *Server) runScript(conn redcon.Conn, kind *scriptKind, req evalReq) {
 	if len(req.keys) < kind.keys || len(req.args) < kind.args {
 		s.writeError(conn, errorf("ERR lockproxy runs this script as %s, which needs %d keys and %d arguments (got %d and %d)",
 			kind.name, kind.keys, kind.args, len(req.keys), len(req.args)))
+		return
+	}
+	if kind.fencing && !s.fencing {
+		s.writeError(conn, errorf("ERR %s", kind.refusal))
 		return
 	}
 	ctx := s.ctx

@@ -371,6 +371,21 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"149c5a8bf18676fd99e9e6e24923bd64d9b62f94", "dad0f8d619e548e04f21fb48d50be5034df3adae"},
 	},
 	{
+		// Redisson RFencedLock lock and tryLock (redisson.go): RLock's
+		// acquisition; the lock's token is lockproxy's fencing token.
+		name: "redisson-fenced-acquire", keys: 2, args: 2, run: runRedissonAcquire,
+		fencing: true, refusal: redissonFencing,
+		bodies:  []string{redissonFencedAcquire},
+		digests: []string{"46b5551ba403d6152a7a6eca122e08728d6c8c66"},
+	},
+	{
+		// Redisson RFencedLock lockAndGetToken: {-1, token} or {wait, -1}.
+		name: "redisson-fenced-acquire-token", keys: 2, args: 2, run: runRedissonFencedAcquireToken,
+		fencing: true, refusal: redissonFencing,
+		bodies:  []string{redissonFencedAcquireToken},
+		digests: []string{"49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45"},
+	},
+	{
 		// Redisson RLock release from 3.24, with its latch: 0, 1 or null.
 		name: "redisson-release-latched", keys: 3, args: 5, run: redissonRelease{latched: true}.run,
 		bodies:  []string{redissonReleaseLatched},

@@ -34,9 +34,8 @@ import (
 // The reasons Redisson's other lock objects are refused (redissonRefused
 // gives them in the refusal).
 const (
-	redissonFairReason   = "a FIFO queue (a list) and waiters' timeouts (a sorted set scored by client clocks), which would need one order agreed by a quorum"
-	redissonRWReason     = "shared read holds with a lease key per reader, and a mode field: not a hash lock of one owner field"
-	redissonFencedReason = "its token is an INCR of one counter, which over independent backends can go backwards; lockproxy's fencing tokens are not yet given through it"
+	redissonFairReason = "a FIFO queue (a list) and waiters' timeouts (a sorted set scored by client clocks), which would need one order agreed by a quorum"
+	redissonRWReason   = "shared read holds with a lease key per reader, and a mode field: not a hash lock of one owner field"
 )
 
 var realScripts = []struct {
@@ -166,6 +165,10 @@ var realScripts = []struct {
 		library: "Symfony Lock RedisStore <= 5.3 delete"},
 	{file: "redisson-4.7.0-multilock-expire.lua", sha: "3fd750e0b43af99dbd223e5523718f18cded3664", kind: "pexpire-any",
 		library: "Redisson 3.17-4.7 RedissonMultiLock/RedLock with a lease time"},
+	{file: "redisson-4.7.0-fencedlock-acquire.lua", sha: "46b5551ba403d6152a7a6eca122e08728d6c8c66", kind: "redisson-fenced-acquire",
+		library: "Redisson 3.27-4.7 RFencedLock lock"},
+	{file: "redisson-4.7.0-fencedlock-acquire-token.lua", sha: "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45", kind: "redisson-fenced-acquire-token",
+		library: "Redisson 3.27-4.7 RFencedLock lockAndGetToken"},
 	{file: "redisson-4.7.0-acquire.lua", sha: "149c5a8bf18676fd99e9e6e24923bd64d9b62f94", kind: "redisson-acquire",
 		library: "Redisson 3.19-4.7 RLock acquire"},
 	{file: "redisson-3.12.3-3.18.1-acquire.lua", sha: "dad0f8d619e548e04f21fb48d50be5034df3adae", kind: "redisson-acquire",
@@ -211,10 +214,6 @@ var realScripts = []struct {
 		reason: redissonRWReason},
 	{file: "redisson-4.7.0-writelock-release.lua", sha: "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6", library: "Redisson 4.7 RReadWriteLock write unlock",
 		reason: redissonRWReason},
-	{file: "redisson-4.7.0-fencedlock-acquire.lua", sha: "46b5551ba403d6152a7a6eca122e08728d6c8c66", library: "Redisson 3.27-4.7 RFencedLock lock",
-		reason: redissonFencedReason},
-	{file: "redisson-4.7.0-fencedlock-acquire-token.lua", sha: "49babb5a1e6a0c5f188c2ae62b93b51cdfd63e45", library: "Redisson 3.27-4.7 RFencedLock lockAndGetToken",
-		reason: redissonFencedReason},
 	{file: "symfony-lock-7.2-dev-probe-support-time.lua", sha: "c481d49b4a48e48a9eeacd5d51655b5fcbb19925", library: "Symfony Lock RedisStore 5.4-7.x TIME probe",
 		reason: "probes TIME inside scripts to choose between the sorted-set scripts' variants"},
 	{file: "symfony-lock-7.2-dev-save-time.lua", sha: "6fdee501a3714553b74c0d67687b921b90b05d18", library: "Symfony Lock RedisStore 5.4-7.x save",
@@ -531,6 +530,18 @@ var kindCases = map[string][]scriptCase{
 			want:   ":900\r\n", calls: []string{"hashacquire lock uuid:1 30s"}},
 		{name: "lease not a number", keys: []string{"lock"}, args: []string{"long", "uuid:1"}, want: "-ERR value is not an integer or out of range\r\n"},
 	},
+	"redisson-fenced-acquire": {
+		{name: "acquired", keys: []string{"lock", "redisson_lock_token:{lock}"}, args: []string{"30000", "uuid:1"},
+			answer: returns(quorum.Result{Fence: 1795697242514133}), want: nullReply, calls: []string{"hashacquire lock uuid:1 30s"}},
+		{name: "held", keys: []string{"lock", "redisson_lock_token:{lock}"}, args: []string{"30000", "uuid:1"},
+			answer: failsWith(quorum.Result{HolderTTL: 700 * time.Millisecond}, quorum.ErrNotAcquired), want: ":700\r\n", calls: []string{"hashacquire lock uuid:1 30s"}},
+	},
+	"redisson-fenced-acquire-token": {
+		{name: "acquired", keys: []string{"lock", "redisson_lock_token:{lock}"}, args: []string{"30000", "uuid:1"},
+			answer: returns(quorum.Result{Fence: 1795697242514133}), want: "*2\r\n:-1\r\n:1795697242514133\r\n", calls: []string{"hashacquire lock uuid:1 30s"}},
+		{name: "held", keys: []string{"lock", "redisson_lock_token:{lock}"}, args: []string{"30000", "uuid:1"},
+			answer: failsWith(quorum.Result{HolderTTL: 700 * time.Millisecond}, quorum.ErrNotAcquired), want: "*2\r\n:700\r\n:-1\r\n", calls: []string{"hashacquire lock uuid:1 30s"}},
+	},
 	"redisson-release-latched": {
 		{name: "released", keys: []string{"lock", "redisson_lock__channel:{lock}", "redisson_unlock_latch:{lock}:ab"}, args: []string{"0", "30000", "uuid:1", "PUBLISH", "13500"},
 			answer: returns(quorum.Result{Released: true}), want: ":1\r\n", calls: []string{"hashrelease[redisson_unlock_latch:{lock}:ab 13.5s] lock uuid:1 30s"}},
@@ -606,7 +617,7 @@ func evalCmd(body string, keys, args []string) []string {
 // the Locker call and the reply for each outcome, in RESP2 and RESP3, and
 // EVALSHA after SCRIPT LOAD.
 func TestRealScriptsOverWire(t *testing.T) {
-	ts := startServer(t, Config{})
+	ts := startServer(t, Config{Fencing: true}) // RFencedLock's are served with fencing on only
 	for _, kind := range scriptKinds {
 		if len(kindCases[kind.name]) == 0 {
 			t.Errorf("kind %s has no cases", kind.name)
@@ -679,7 +690,7 @@ func swapCase(s string) string {
 }
 
 func TestRealScriptVariants(t *testing.T) {
-	ts := startServer(t, Config{})
+	ts := startServer(t, Config{Fencing: true})
 	for _, s := range realScripts {
 		if s.kind == "" {
 			continue
@@ -802,7 +813,7 @@ func TestUnsupportedScripts(t *testing.T) {
 // TestScriptErrorsAreNotSwallowed checks that an error other than the
 // sentinels reaches the client as an error (never as a "not held" reply).
 func TestScriptErrorsAreNotSwallowed(t *testing.T) {
-	ts := startServer(t, Config{})
+	ts := startServer(t, Config{Fencing: true})
 	boom := errors.New("boom")
 	var cases []wireCase
 	for _, s := range realScripts {
@@ -830,4 +841,16 @@ func TestRedissonRefusedHaveBodies(t *testing.T) {
 			t.Errorf("%s (%s) is refused by name, but no refused body in testdata/scripts has that SHA1", sha, obj.name)
 		}
 	}
+}
+
+// TestRedissonFencedLockNeedsFencing checks that RFencedLock's scripts are
+// refused, saying why, by a proxy without fencing, and reach no Locker.
+func TestRedissonFencedLockNeedsFencing(t *testing.T) {
+	ts := startServer(t, Config{})
+	var cases []wireCase
+	for _, file := range []string{"redisson-4.7.0-fencedlock-acquire.lua", "redisson-4.7.0-fencedlock-acquire-token.lua"} {
+		cases = append(cases, wireCase{name: file, cmd: evalCmd(string(readScript(t, file)), []string{"lock", "redisson_lock_token:{lock}"}, []string{"30000", "uuid:1"}),
+			want: "-ERR " + redissonFencing + "\r\n"})
+	}
+	runWireCases(t, ts, cases)
 }

@@ -68,6 +68,9 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 				phases.Go(func() {
 					t.Run("objects", func(t *testing.T) { runRedisson(t, dir, r.module, nil, "objects", s.Addr()) })
 				})
+				phases.Go(func() {
+					t.Run("fenced_lock", func(t *testing.T) { runRedisson(t, dir, r.module, nil, "fenced", s.Addr(), s.Addr(), "6", "3") })
+				})
 				phases.Wait()
 			})
 		})
@@ -81,8 +84,10 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // re-entry and tryLock, the scenario checks, waiters woken by the unlock
 // message) with all backends up, with one killed, and with one restarted
 // empty under restart quarantine; the watchdog holding a lock past its
-// lease; a JVM killed while holding; and Redisson's lock objects that
-// lockproxy does not serve, refused by name. Every part has its own proxies
+// lease; a JVM killed while holding; RFencedLock through two fencing
+// proxies, its tokens strictly increasing across both clients and both
+// proxies; and Redisson's lock objects that lockproxy does not serve (or,
+// RFencedLock, not without fencing), refused by name. Every part has its own proxies
 // (pubsub counts and quarantine are per cluster) and all run at once: the
 // watchdog's and the quarantine's waits dominate, not the work.
 func TestRedissonThroughProxies(t *testing.T) {
@@ -143,6 +148,12 @@ func TestRedissonThroughProxies(t *testing.T) {
 	// the newest version shows it: 3.2x replaces every error reply to a
 	// script with "Unexpected exception while processing command" (its
 	// handleNoSync fails on the error's missing cause).
+	fc, fb := twoProxiesWith(t, 5, "-fencing")
+	for _, r := range redissonVersions {
+		run("fenced_lock/"+r.version, func(t *testing.T) {
+			runRedisson(t, dir, r.module, nil, "fenced", fc.proxy.Addr, fb.Addr, "6", "3")
+		})
+	}
 	run("refused_objects/"+newest.version, func(t *testing.T) {
 		runRedisson(t, dir, newest.module, nil, "refused", w.proxy.Addr)
 	})

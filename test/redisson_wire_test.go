@@ -2,6 +2,7 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -144,5 +145,74 @@ func TestRedissonWire(t *testing.T) {
 		if err != nil || n != 0 {
 			t.Errorf("backend %d still has the lock: %d, %v", i, n, err)
 		}
+	}
+}
+
+// TestRedissonFencedWire runs Redisson's RFencedLock commands, byte for
+// byte, through two fencing proxies on five backends: the tokens that
+// lockAndGetToken answers strictly increase across owners and proxies, a
+// re-entry answers its lock's token, getToken's GET of
+// redisson_lock_token:{name} answers the holder's token through either
+// proxy (null once released), and a lock() by another owner waits. Its
+// unlock is RLock's release script.
+func TestRedissonFencedWire(t *testing.T) {
+	c, b := twoProxiesWith(t, 5, "-fencing")
+	ctx := t.Context()
+	proxies := []*redis.Client{c.proxy.Client(t), b.Client(t)}
+	acquireToken := redissonScript(t, "redisson-4.7.0-fencedlock-acquire-token.lua")
+	acquire := redissonScript(t, "redisson-4.7.0-fencedlock-acquire.lua")
+	release := redissonScript(t, "redisson-4.7.0-release.lua")
+	const name = "fenced"
+	keys := []string{name, "redisson_lock_token:{" + name + "}"}
+	unlock := func(cl *redis.Client, owner string, n int) {
+		t.Helper()
+		_, err := release.Run(ctx, cl, []string{name, "redisson_lock__channel:{" + name + "}", fmt.Sprintf("redisson_unlock_latch:{%s}:%d", name, n)},
+			0, 30000, owner, "PUBLISH", 13500).Result()
+		if err != nil && err != redis.Nil {
+			t.Fatal(err)
+		}
+	}
+	var last int64
+	for i := range 6 {
+		cl, other := proxies[i%2], proxies[(i+1)%2]
+		owner := fmt.Sprintf("client-%d:1", i%3)
+		pair, err := acquireToken.Run(ctx, cl, keys, 30000, owner).Int64Slice()
+		if err != nil || len(pair) != 2 || pair[0] != -1 {
+			t.Fatalf("lockAndGetToken %d: %v, %v; want [-1 token]", i, pair, err)
+		}
+		token := pair[1]
+		if token <= last {
+			t.Fatalf("holding %d got token %d, not above the last holder's %d", i, token, last)
+		}
+		last = token
+		// Re-entry: the same lock, the same token.
+		if again, err := acquireToken.Run(ctx, other, keys, 30000, owner).Int64Slice(); err != nil || again[0] != -1 || again[1] != token {
+			t.Fatalf("re-entry through the other proxy: %v, %v; want [-1 %d]", again, err, token)
+		}
+		// getToken through either proxy.
+		for _, p := range proxies {
+			if got, err := p.Get(ctx, keys[1]).Int64(); err != nil || got != token {
+				t.Fatalf("getToken: %d, %v; want %d", got, err, token)
+			}
+		}
+		// Another owner is told to wait, by either script.
+		if wait, err := acquire.Run(ctx, other, keys, 30000, "intruder:9").Int64(); err != nil || wait <= 0 {
+			t.Fatalf("lock() by another owner: %d, %v; want the holder's PTTL", wait, err)
+		}
+		if pair, err := acquireToken.Run(ctx, other, keys, 30000, "intruder:9").Int64Slice(); err != nil || pair[0] <= 0 || pair[1] != -1 {
+			t.Fatalf("lockAndGetToken by another owner: %v, %v; want [PTTL -1]", pair, err)
+		}
+		unlock(cl, owner, 2*i)
+		unlock(other, owner, 2*i+1)
+	}
+	if _, err := proxies[0].Get(ctx, keys[1]).Result(); err != redis.Nil {
+		t.Fatalf("getToken of a free lock: %v, want null", err)
+	}
+	// lock() without the token still mints one: the next holder's is above.
+	if _, err := acquire.Run(ctx, proxies[1], keys, 30000, "plain:1").Result(); err != redis.Nil {
+		t.Fatalf("lock(): %v, want null (taken)", err)
+	}
+	if got, err := proxies[0].Get(ctx, keys[1]).Int64(); err != nil || got <= last {
+		t.Fatalf("getToken after lock(): %d, %v; want above %d", got, err, last)
 	}
 }

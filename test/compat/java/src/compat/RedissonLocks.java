@@ -31,6 +31,7 @@ import org.redisson.config.Config;
  *   java compat.RedissonLocks hold ADDR
  *   java compat.RedissonLocks objects ADDR
  *   java compat.RedissonLocks refused ADDR
+ *   java compat.RedissonLocks fenced ADDR_A ADDR_B ROUNDS THREADS
  * </pre>
  *
  * suite: a RedissonClient on each address (two UUIDs), THREADS threads of
@@ -48,6 +49,12 @@ import org.redisson.config.Config;
  * by an "EXISTS marker:OBJECT-OP" (for reading a MONITOR of them).
  * refused: each of those objects' lock() must throw, naming the object (a
  * lockproxy refuses them by name).
+ * fenced: RFencedLock through two addresses (lockproxies with fencing on):
+ * ROUNDS holdings alternating between the clients, by lockAndGetToken() and
+ * tryLockAndGetToken(), each token above the last holder's, a re-entry
+ * answering one not below it, getToken() through the other client the
+ * holder's; then THREADS threads of each client contend, and the tokens in
+ * the order the holdings came are strictly increasing.
  *
  * Properties: compat.redisson.watchdogMs sets lockWatchdogTimeout (else
  * Redisson's default, 30 s); compat.redisson.deliveries=true makes the wake
@@ -93,9 +100,11 @@ public final class RedissonLocks {
                 objects(connect(args[1]), connect(args[1]));
             } else if (args.length == 2 && args[0].equals("refused")) {
                 refused(connect(args[1]));
+            } else if (args.length == 5 && args[0].equals("fenced")) {
+                fenced(connect(args[1]), connect(args[2]), Integer.parseInt(args[3]), Integer.parseInt(args[4]));
             } else {
                 System.err.println("usage: suite ADDR_A ADDR_B LOGFILE ROUNDS THREADS WAKE_ROUNDS | watchdog ADDR_A ADDR_B HOLD_MS"
-                        + " | hold ADDR | objects ADDR | refused ADDR");
+                        + " | hold ADDR | objects ADDR | refused ADDR | fenced ADDR_A ADDR_B ROUNDS THREADS");
                 System.exit(2);
             }
         });
@@ -555,6 +564,61 @@ public final class RedissonLocks {
         marker(a, "write-unlock");
         rw.writeLock().unlock();
         marker(a, "end");
+    }
+
+    private static void fenced(RedissonClient a, RedissonClient b, int rounds, int threads) throws Exception {
+        RedissonClient[] clients = {a, b};
+        String name = name("fenced-tokens");
+        long last = 0;
+        for (int i = 0; i < rounds; i++) {
+            RFencedLock lock = clients[i % 2].getFencedLock(name);
+            Long token = i % 2 == 0 ? lock.lockAndGetToken() : lock.tryLockAndGetToken(5, 30, TimeUnit.SECONDS);
+            Contract.check("holding " + i + " has a token above the last holder's " + last, token != null && token > last, token);
+            Long seen = clients[(i + 1) % 2].getFencedLock(name).getToken();
+            Contract.check("getToken() through the other client is the holder's " + token, token.equals(seen), seen);
+            // A re-entry's token: the lock's own through lockproxy, the
+            // counter's next on one Redis (Redisson counts every entry).
+            Long again = lock.lockAndGetToken();
+            Contract.check("a re-entry answers a token not below its lock's " + token, again != null && again >= token, again);
+            lock.unlock();
+            lock.unlock();
+            last = again;
+        }
+        List<Long> order = Collections.synchronizedList(new ArrayList<>());
+        AtomicReference<Throwable> failed = new AtomicReference<>();
+        List<Thread> workers = new ArrayList<>();
+        for (RedissonClient c : clients) {
+            RFencedLock lock = c.getFencedLock(name);
+            for (int i = 0; i < threads; i++) {
+                workers.add(new Thread(() -> {
+                    try {
+                        for (int n = 0; n < rounds; n++) {
+                            Long token = lock.lockAndGetToken();
+                            try {
+                                order.add(token);
+                            } finally {
+                                lock.unlock();
+                            }
+                        }
+                    } catch (Throwable e) {
+                        failed.compareAndSet(null, e);
+                    }
+                }));
+            }
+        }
+        workers.forEach(Thread::start);
+        for (Thread w : workers) {
+            w.join();
+        }
+        if (failed.get() != null) {
+            throw new AssertionError("a contender failed", failed.get());
+        }
+        Contract.check("every contended holding got a token", order.size() == 2 * threads * rounds, order.size());
+        for (int i = 0; i < order.size(); i++) {
+            long prev = i == 0 ? last : order.get(i - 1);
+            Contract.check("the tokens in the order of the holdings strictly increase (holding " + i + ")", order.get(i) > prev, order);
+        }
+        System.out.println("ok " + (rounds + order.size()) + " holdings through two proxies, tokens from " + order.get(0) + " to " + order.get(order.size() - 1) + ", strictly increasing");
     }
 
     private static void refused(RedissonClient a) {
