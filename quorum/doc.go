@@ -28,8 +28,8 @@
 //     rollbacks.go (a retry waits for the rollbacks of its token),
 //     unlock.go, read.go, and write.go (Delete and Expire); hashlock.go
 //     (Redisson's RLock: re-entrant hash locks, with their own scripts,
-//     rollback and release rule). The Lua they run is in lua/, embedded by
-//     scripts.go.
+//     rollback and release rule, and their fencing tokens kept in the
+//     hash). The Lua they run is in lua/, embedded by scripts.go.
 //   - fanout.go sends one command to every backend and collects the votes;
 //     node.go is one backend, its connection an internal/backend.Pipe.
 //   - The seam: ops.go (Op, the requests, Engine.Lock, Unlock, Read and
