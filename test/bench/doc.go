@@ -22,6 +22,7 @@
 //
 //	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
 //		[-profile DIR] [-soak 10m] [-soak-workers 32] [-fencing] [-systems LIST]
+//		[-open-loop RATES]
 //
 // By default it starts 5 redis-servers and builds and starts lockproxy
 // itself, and kills them on exit (Ctrl-C too). It needs redis-server in PATH
@@ -64,4 +65,15 @@
 // the late renewals and the losses, against the budget of one renewal per
 // lock every third of the lease. Give the lease with -proxy-args
 // "-session-lease 10s" (the default).
+//
+// -open-loop RATES (for issue 20's open-loop latency, e.g. -open-loop
+// 1000,5000,10000,20000) runs the open-loop bench instead of the table:
+// lock cycles offered at each rate, one due every 1/rate on a key of its
+// own whatever the replies' pace, the systems in turns for -rounds rounds
+// of -duration. An acquisition's latency counts from its due time, not
+// from when it was sent, so a system that falls behind shows it in its
+// tail (no coordinated omission). It prints cycles done per second, the
+// cycles missed (due while 4,096 were under way), p50, p99 and p99.9, and
+// the proxy's and the backends' CPU per cycle at each rate; and whether
+// the proxy's p99 at 5,000/s is at most redsync's.
 package main

@@ -47,6 +47,9 @@ type options struct {
 	waitingOn bool
 	sessions  int // -sessions: the session bench's locks; 0: none
 	waiting   waitingOptions
+	// openLoop are the offered rates (cycles/s) of the open-loop bench
+	// (openloop.go), run in place of the table; empty: none.
+	openLoop []int
 }
 
 func main() {
@@ -81,6 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	waitConc := fs.String("wait-contenders", "8,32,128", "-waiting: comma-separated numbers of contenders on the one key")
 	fs.DurationVar(&o.waiting.hold, "wait-hold", time.Millisecond, "-waiting: how long each grant is held before its release")
 	fs.IntVar(&o.waiting.wakes, "wait-wakes", 200, "-waiting: wake-ups measured across proxies")
+	openLoop := fs.String("open-loop", "", "run the open-loop bench instead of the table: comma-separated offered rates of lock cycles per second (e.g. 1000,5000,10000,20000), each cycle on its own key at its due time, latency from that time")
 	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, proxy-fenced); empty: all")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -107,6 +111,16 @@ func parseFlags(args []string) (*options, error) {
 			return nil, fmt.Errorf("-wait-contenders: bad count %q", c)
 		}
 		o.waiting.contenders = append(o.waiting.contenders, n)
+	}
+	for _, r := range strings.Split(*openLoop, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		n, err := strconv.Atoi(r)
+		if err != nil || n < 1 || n > 1_000_000 {
+			return nil, fmt.Errorf("-open-loop: bad rate %q (cycles per second, 1 to 1000000)", r)
+		}
+		o.openLoop = append(o.openLoop, n)
 	}
 	for _, name := range strings.Split(*only, ",") {
 		if name = strings.TrimSpace(name); name != "" {
@@ -215,8 +229,22 @@ func run(args []string, out io.Writer) error {
 	if o.soak > 0 {
 		maxWorkers = max(maxWorkers, o.soakWorkers)
 	}
+	if len(o.openLoop) > 0 {
+		// Pools as large as the cycles that may be under way at once.
+		maxWorkers = max(maxWorkers, openLoopInFlight)
+	}
 	systems := newSystems(o.backends, proxy, fenced, maxWorkers, o.ttl, o.systems)
 	defer systems.close()
+	if len(o.openLoop) > 0 {
+		r, err := runOpenLoop(ctx, o, systems, env.cpuClock(), out)
+		if err != nil {
+			return err
+		}
+		if o.jsonPath != "" {
+			return writeJSONFile(o.jsonPath, r)
+		}
+		return nil
+	}
 
 	rep := &report{
 		Started: time.Now().UTC(), Machine: machineInfo(), NoFileLimit: nofile,

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// The open-loop bench (-open-loop): lock cycles offered at fixed rates, on
+// a schedule, each on a key of its own, whatever the system's latency. A
+// closed loop (the table) waits for each reply before the next request,
+// so a slow reply delays the requests behind it and hides their wait
+// (coordinated omission); here each acquisition's latency is counted from
+// the instant it was due, so a system that falls behind shows it in its
+// tail. Each rate's rounds take the systems in turns (ABBA), as the
+// table's do.
+
+// openLoopInFlight bounds the cycles under way at once: past it a system
+// is far behind its schedule, and the cycles due are counted as missed
+// rather than piled up without end.
+const openLoopInFlight = 4096
+
+// openLoopResult is one system's figures at one offered rate, over its
+// rounds.
+type openLoopResult struct {
+	System  string  `json:"system"`
+	Rate    int     `json:"offered_per_sec"`
+	Done    int64   `json:"cycles"`
+	Missed  int64   `json:"missed"` // due while openLoopInFlight were under way
+	Errors  int64   `json:"errors"`
+	Held    int64   `json:"held_elsewhere"`
+	Seconds float64 `json:"seconds"`
+	// Acquire is from each cycle's due time to the acquisition's reply.
+	Acquire latency      `json:"acquire_from_schedule_us"`
+	CPU     *cpuPerCycle `json:"cpu_per_cycle_us"`
+}
+
+// openLoopReport is what the open-loop bench measured.
+type openLoopReport struct {
+	Started time.Time        `json:"started"`
+	Machine machine          `json:"machine"`
+	Rates   []int            `json:"rates"`
+	Results []openLoopResult `json:"results"`
+	// TargetMet says whether the proxy's p99 at 5,000/s was at most
+	// redsync's (issue 20); nil when either was not measured.
+	TargetMet *bool `json:"target_p99_at_5k_met,omitempty"`
+}
+
+// runOpenLoop offers lock cycles at each of o.openLoop's rates to every
+// system, o.rounds rounds of o.duration each, and prints the table.
+func runOpenLoop(ctx context.Context, o *options, ss *systems, clock cpuClock, out io.Writer) (*openLoopReport, error) {
+	rep := &openLoopReport{Started: time.Now().UTC(), Machine: machineInfo(), Rates: o.openLoop}
+	fmt.Fprintf(out, "lockproxy bench, open loop: %v cycles/s offered, %s × %d rounds per system; acquire latency from each cycle's due time; %s\n",
+		o.openLoop, o.duration, o.rounds, rep.Machine)
+	// Warm-up, as the table's: pools dialled, scripts loaded.
+	for _, sys := range ss.list {
+		offer(ctx, sys, 1000, 300*time.Millisecond, "warm")
+	}
+	type acc struct {
+		done, missed, errors, held int64
+		elapsed                    time.Duration
+		cpu                        cpuTimes
+		acquire                    []int64
+	}
+	accs := make([][]acc, len(o.openLoop))
+	for i := range accs {
+		accs[i] = make([]acc, len(ss.list))
+	}
+	order := make([]int, len(ss.list))
+	for r := range o.rounds {
+		for i := range order {
+			order[i] = i
+			if r%2 == 1 {
+				order[i] = len(order) - 1 - i
+			}
+		}
+		for ri, rate := range o.openLoop {
+			for _, i := range order {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				sys := ss.list[i]
+				before := clock.of(sys.name).read()
+				f := offer(ctx, sys, rate, o.duration, fmt.Sprintf("r%d", r))
+				a := &accs[ri][i]
+				a.cpu.add(clock.of(sys.name).read().sub(before))
+				a.done += f.done
+				a.missed += f.missed
+				a.errors += f.errors
+				a.held += f.held
+				a.elapsed += f.elapsed
+				a.acquire = append(a.acquire, f.acquire...)
+			}
+		}
+	}
+	cpus := rep.Machine.CPUs
+	for ri, rate := range o.openLoop {
+		for i, sys := range ss.list {
+			a := accs[ri][i]
+			cpu, _ := cpuFigures(a.cpu, a.done, a.elapsed, cpus)
+			rep.Results = append(rep.Results, openLoopResult{
+				System: sys.name, Rate: rate, Done: a.done, Missed: a.missed, Errors: a.errors, Held: a.held,
+				Seconds: a.elapsed.Seconds(), Acquire: percentiles(a.acquire), CPU: cpu,
+			})
+		}
+	}
+	rep.check()
+	rep.print(out)
+	return rep, nil
+}
+
+// offered is what one round at one rate did.
+type offered struct {
+	done, missed, errors, held int64
+	elapsed                    time.Duration
+	acquire                    []int64 // ns from due time to the acquisition's reply
+}
+
+// offer starts a lock cycle every 1/rate for d, each at its due time on a
+// key of its own (an uncontended acquisition, then the release), and
+// waits for them all. A cycle due while openLoopInFlight are under way is
+// missed.
+func offer(ctx context.Context, sys system, rate int, d time.Duration, round string) offered {
+	var (
+		mu  sync.Mutex
+		f   offered
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, openLoopInFlight)
+	)
+	interval := time.Second / time.Duration(rate)
+	n := int(d / interval)
+	f.acquire = make([]int64, 0, min(n, maxSamples))
+	start := time.Now()
+	for i := range n {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 0 {
+			// Sleep to the due time of the next cycle; cycles that came
+			// due during a late wake-up start at once, and their lateness
+			// counts in their latency.
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			mu.Lock()
+			f.missed++
+			mu.Unlock()
+			continue
+		}
+		key := fmt.Sprintf("bench:open:%s:%d:%s:%d", sys.name, rate, round, i)
+		wg.Go(func() {
+			defer func() { <-sem }()
+			l := sys.newLocker(key)
+			ok, err := l.acquire(ctx)
+			took := time.Since(due)
+			if err == nil && ok {
+				err = l.release(ctx)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				f.errors++
+			case !ok:
+				f.held++
+			default:
+				f.done++
+				if len(f.acquire) < maxSamples {
+					f.acquire = append(f.acquire, int64(took))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	f.elapsed = time.Since(start)
+	return f
+}
+
+func (r *openLoopReport) find(system string, rate int) *openLoopResult {
+	for i := range r.Results {
+		if r.Results[i].System == system && r.Results[i].Rate == rate {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// check sets TargetMet: issue 20's open-loop target, the proxy's p99 at
+// 5,000 cycles/s at most redsync's.
+func (r *openLoopReport) check() {
+	p, rs := r.find("proxy", 5000), r.find("redsync", 5000)
+	if p == nil || rs == nil || p.Done == 0 || rs.Done == 0 {
+		return
+	}
+	met := p.Acquire.P99 <= rs.Acquire.P99
+	r.TargetMet = &met
+}
+
+func (r *openLoopReport) print(out io.Writer) {
+	fmt.Fprintf(out, "\n%-12s %8s %9s %7s %7s %9s %9s %9s %13s %16s\n",
+		"system", "offered", "done/s", "missed", "failed", "p50 µs", "p99 µs", "p99.9 µs", "proxy µs/cyc", "backends µs/cyc")
+	for _, x := range r.Results {
+		var proxy, backends *float64
+		if x.CPU != nil {
+			proxy, backends = x.CPU.Proxy, x.CPU.Backends
+		}
+		fmt.Fprintf(out, "%-12s %8d %9.0f %7d %7d %9.0f %9.0f %9.0f %13s %16s\n",
+			x.System, x.Rate, float64(x.Done)/x.Seconds, x.Missed, x.Errors+x.Held,
+			x.Acquire.P50, x.Acquire.P99, x.Acquire.P999, microseconds(proxy), microseconds(backends))
+	}
+	switch {
+	case r.TargetMet == nil:
+		fmt.Fprintln(out, "\ntarget (issue 20): proxy p99 <= redsync p99 at 5000/s: not measured (needs -open-loop with 5000 and both systems)")
+	case *r.TargetMet:
+		fmt.Fprintln(out, "\ntarget (issue 20): proxy p99 <= redsync p99 at 5000/s: met")
+	default:
+		fmt.Fprintln(out, "\ntarget (issue 20): proxy p99 <= redsync p99 at 5000/s: MISSED")
+	}
+}
+
+// microseconds prints a CPU figure, "-" when it was not measured (the
+// direct system has no proxy; a proxy the bench did not start).
+func microseconds(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}
