@@ -15,9 +15,11 @@ import (
 func (s *Server) handleGet(conn redcon.Conn, cmd redcon.Command) {
 	ctx := s.ctx
 	key := string(cmd.Args[1])
-	if name, ok := redissonTokenLock(key); ok && s.fencing {
-		s.replyRedissonToken(conn, name)
-		return
+	if s.fencing {
+		if name, ok := redissonTokenLock(key); ok {
+			s.replyRedissonToken(conn, name)
+			return
+		}
 	}
 	r, err := space(conn).Read(ctx, quorum.Read{Op: quorum.OpGet, Key: key})
 	switch {

@@ -146,14 +146,11 @@ func (k *keyspace) MaxTTL() time.Duration {
 // owner checked as Lock checks them; one refused answers its own error.
 // A Locker that renews none refuses them all.
 func (k *keyspace) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	out := make([]quorum.Renewed, len(locks))
 	r, ok := k.locks.(FieldRenewer)
 	if !ok {
-		for i := range out {
-			out[i].Err = errNoFieldRenewer
-		}
-		return out
+		return notRenewed(len(locks))
 	}
+	out := make([]quorum.Renewed, len(locks))
 	sendable := make([]quorum.Held, 0, len(locks))
 	at := make([]int, 0, len(locks)) // where each sendable lock is in locks
 	for i, l := range locks {

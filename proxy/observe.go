@@ -178,11 +178,7 @@ func (l *observedLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }
 func (l *observedLocker) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
 	r, ok := l.locks.(FieldRenewer)
 	if !ok {
-		out := make([]quorum.Renewed, len(locks))
-		for i := range out {
-			out[i].Err = errNoFieldRenewer
-		}
-		return out
+		return notRenewed(len(locks))
 	}
 	start := time.Now()
 	out := r.RenewFields(ctx, ttl, locks)

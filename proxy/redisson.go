@@ -108,6 +108,15 @@ type FieldRenewer interface {
 // hash locks.
 var errNoFieldRenewer = errorf("ERR lockproxy's engine here does not renew Redisson's locks")
 
+// notRenewed answers n locks given to a Locker that renews no hash locks.
+func notRenewed(n int) []quorum.Renewed {
+	out := make([]quorum.Renewed, n)
+	for i := range out {
+		out[i].Err = errNoFieldRenewer
+	}
+	return out
+}
+
 // redissonLease parses a Redisson lease argument (ms).
 func redissonLease(arg string) (time.Duration, error) { return ms(arg, "pexpire") }
 
@@ -195,16 +204,27 @@ const redissonTokenPrefix = "redisson_lock_token:"
 // redissonTokenLock is the lock whose token key is key, for
 // RFencedLock.getToken()'s GET.
 func redissonTokenLock(key string) (string, bool) {
-	name, ok := strings.CutPrefix(key, redissonTokenPrefix)
-	if !ok || name == "" {
-		return "", false
+	name, _, ok := redissonName(key, redissonTokenPrefix)
+	return name, ok
+}
+
+// redissonName undoes Redisson's prefixName: the lock name in s after
+// prefix, which is "{name}" for a name without a "{" and the name itself
+// otherwise. braced says s had the braces added, where the lock may also be
+// "{name}" itself (both give the same text); ok is false when s is not
+// such a text.
+func redissonName(s, prefix string) (name string, braced, ok bool) {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok || rest == "" {
+		return "", false, false
 	}
-	if inner, braced := strings.CutPrefix(name, "{"); braced {
-		if inner, braced = strings.CutSuffix(inner, "}"); braced && !strings.Contains(inner, "{") {
-			return inner, true
+	if inner, cut := strings.CutPrefix(rest, "{"); cut {
+		if inner, cut = strings.CutSuffix(inner, "}"); cut && !strings.Contains(inner, "{") {
+			return inner, true, true
 		}
 	}
-	return name, strings.Contains(name, "{")
+	// Redisson braces every name without one.
+	return rest, false, strings.Contains(rest, "{")
 }
 
 // replyRedissonToken answers RFencedLock.getToken()'s GET of the lock
@@ -260,14 +280,7 @@ func (r redissonRelease) run(ctx context.Context, l Locker, keys, args []string)
 // runRedissonForceUnlock deletes the lock KEYS[1] whoever holds it: 1
 // when a quorum had it, else 0. Its PUBLISH is not run, as for a release.
 func runRedissonForceUnlock(ctx context.Context, l Locker, keys, _ []string) (any, error) {
-	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: keys[0]})
-	switch {
-	case err != nil:
-		return nil, err
-	case deleted:
-		return int64(1), nil
-	}
-	return int64(0), nil
+	return deleteWhoever(ctx, l, keys[0])
 }
 
 // renewFields renews each lock keys[i], owner owners[i], to lease:
@@ -347,19 +360,15 @@ const redissonChannelPrefix = "redisson_lock__channel:"
 var redissonChannel = lockChannel{
 	library: "Redisson RLock",
 	keyOf: func(channel string) (string, bool) {
-		name, ok := strings.CutPrefix(channel, redissonChannelPrefix)
-		if !ok || name == "" {
+		name, braced, ok := redissonName(channel, redissonChannelPrefix)
+		switch {
+		case !ok:
 			return "", false
-		}
-		inner, braced := strings.CutPrefix(name, "{")
-		if inner, braced = strings.CutSuffix(inner, "}"); braced && !strings.Contains(inner, "{") {
+		case braced:
 			// The lock "x" and the lock "{x}" share the channel
 			// "...:{x}": a glob matching both, each release checked
 			// against the channel (subscriber.released).
-			return "*" + globEscape(inner) + "*", true
-		}
-		if !strings.Contains(name, "{") {
-			return "", false // Redisson braces every name without one
+			return "*" + globEscape(name) + "*", true
 		}
 		return globEscape(name), true
 	},
@@ -383,10 +392,7 @@ var redissonChannel = lockChannel{
 // saying why: an application that uses one learns it at its first call,
 // and which one.
 var redissonRefused = func() map[string]*refusedObject {
-	fair := &refusedObject{name: "Redisson's RFairLock",
-		why: "its waiters' queue (a list) and their timeouts (a sorted set scored by client clocks) would have to be one order agreed by a quorum; use RLock, whose waiters lockproxy wakes by its unlock message"}
-	rw := &refusedObject{name: "Redisson's RReadWriteLock",
-		why: "its shared read holds, each with its own lease key, and its mode field are not hash locks of one owner field, which is what lockproxy runs over a quorum"}
+	fair, rw := redissonFairLock, redissonReadWriteLock
 	return map[string]*refusedObject{
 		"762bfafa6be221431a0b668685dd15c926483619": fair, "aa0a28d2eb7cbeb50151315a58eb75302d8dfa40": fair,
 		"ca303f8587d0942f8a0021f62338626ca4dd0118": fair, "8f6ed299ffd259f0539c20f89253998c0777ea75": fair,
@@ -397,6 +403,14 @@ var redissonRefused = func() map[string]*refusedObject {
 		"d29c5559782035515d32e926762830b3304b49be": rw, "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6": rw,
 	}
 }()
+
+// Redisson's lock objects that lockproxy refuses, and why.
+var (
+	redissonFairLock = &refusedObject{name: "Redisson's RFairLock",
+		why: "its waiters' queue (a list) and their timeouts (a sorted set scored by client clocks) would have to be one order agreed by a quorum; use RLock, whose waiters lockproxy wakes by its unlock message"}
+	redissonReadWriteLock = &refusedObject{name: "Redisson's RReadWriteLock",
+		why: "its shared read holds, each with its own lease key, and its mode field are not hash locks of one owner field, which is what lockproxy runs over a quorum"}
+)
 
 // refusedObject is a library's lock object that lockproxy does not serve.
 type refusedObject struct{ name, why string }

@@ -807,7 +807,13 @@ func runDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any
 	if _, ok := parseInt([]byte(args[1])); !ok {
 		return nil, errNotInteger
 	}
-	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: keys[0]})
+	return deleteWhoever(ctx, l, keys[0])
+}
+
+// deleteWhoever deletes key whoever holds it, as DEL would: 1 when a
+// quorum held it, else 0.
+func deleteWhoever(ctx context.Context, l Locker, key string) (any, error) {
+	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
 	switch {
 	case err != nil:
 		return nil, err

@@ -31,11 +31,11 @@ import (
 // Spring Integration 5.5.x obtain (6d2bc6d1…, recognised by meaning if it
 // only differs in layout) and unlock (c1ae6c89…, 20b5c372…: UNLINK or DEL
 // and PUBLISH with no owner check, refused).
-// The reasons Redisson's other lock objects are refused (redissonRefused
-// gives them in the refusal).
-const (
-	redissonFairReason = "a FIFO queue (a list) and waiters' timeouts (a sorted set scored by client clocks), which would need one order agreed by a quorum"
-	redissonRWReason   = "shared read holds with a lease key per reader, and a mode field: not a hash lock of one owner field"
+// The reasons Redisson's other lock objects are refused, as the refusal
+// gives them.
+var (
+	redissonFairReason = redissonFairLock.why
+	redissonRWReason   = redissonReadWriteLock.why
 )
 
 var realScripts = []struct {

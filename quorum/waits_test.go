@@ -290,17 +290,22 @@ func TestReleasesHeardAtQuorum(t *testing.T) {
 	// backends one by one.
 	notice := releasedPrefix + "early:k"
 	payload := newReleaseID() + "holder"
+	// A delete through the engine, told by every backend: heard at once.
+	deleteMarker := func() {
+		t.Helper()
+		if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"early:marker"}, Token: "m", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.engine.Write(ctx, Write{Op: OpDelete, Key: "early:marker"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := c.direct[0].Publish(ctx, notice, payload).Err(); err != nil {
 		t.Fatal(err)
 	}
-	// A delete through the engine, told by every backend, is heard; the
-	// release with one copy so far is not, before it or after.
-	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"early:marker"}, Token: "m", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.engine.Write(ctx, Write{Op: OpDelete, Key: "early:marker"}); err != nil {
-		t.Fatal(err)
-	}
+	// The delete is heard; the release with one copy so far is not,
+	// before it or after.
+	deleteMarker()
 	if token := <-got; token != "" {
 		t.Fatalf("heard %q before the delete: a release told by one backend of three", token)
 	}
@@ -319,12 +324,7 @@ func TestReleasesHeardAtQuorum(t *testing.T) {
 	if err := c.direct[2].Publish(ctx, notice, payload).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{"early:marker"}, Token: "m", TTL: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.engine.Write(ctx, Write{Op: OpDelete, Key: "early:marker"}); err != nil {
-		t.Fatal(err)
-	}
+	deleteMarker()
 	if token := <-got; token != "" {
 		t.Fatalf("heard %q: the third copy of a release already told", token)
 	}

@@ -355,6 +355,30 @@ public final class RedissonLocks {
         }
     }
 
+    /** A thread blocked in lock(): when it got the lock (0 before), or what it threw. */
+    record Waiter(Thread thread, AtomicLong got, AtomicReference<Throwable> failed) {}
+
+    /**
+     * Starts a thread that blocks in lock.lock(), records when it got the
+     * lock, and unlocks it; returns once the thread is parked waiting.
+     */
+    private static Waiter parkedWaiter(RLock lock) throws InterruptedException {
+        AtomicLong got = new AtomicLong();
+        AtomicReference<Throwable> failed = new AtomicReference<>();
+        Thread t = new Thread(() -> {
+            try {
+                lock.lock();
+                got.set(System.nanoTime());
+                lock.unlock();
+            } catch (Throwable e) {
+                failed.set(e);
+            }
+        });
+        t.start();
+        awaitParked(t);
+        return new Waiter(t, got, failed);
+    }
+
     private static void wake(RedissonClient a, RedissonClient b, String addrB, int rounds) throws Exception {
         boolean deliveries = Boolean.getBoolean("compat.redisson.deliveries");
         RLock holder = a.getLock(WAKE), waiter = b.getLock(WAKE);
@@ -363,22 +387,12 @@ public final class RedissonLocks {
         for (int n = 0; n < rounds; n++) {
             holder.lock();
             long lease = holder.remainTimeToLive();
-            AtomicLong got = new AtomicLong();
-            AtomicReference<Throwable> failed = new AtomicReference<>();
-            Thread t = new Thread(() -> {
-                try {
-                    waiter.lock();
-                    got.set(System.nanoTime());
-                    waiter.unlock();
-                } catch (Throwable e) {
-                    failed.set(e);
-                }
-            });
-            t.start();
-            awaitParked(t);
+            Waiter w = parkedWaiter(waiter);
+            AtomicLong got = w.got();
+            AtomicReference<Throwable> failed = w.failed();
             long unlocked = System.nanoTime();
             holder.unlock();
-            t.join(2 * lease);
+            w.thread().join(2 * lease);
             if (failed.get() != null) {
                 // Its only contender is the holder, who released: an error
                 // here (a NOQUORUM) means it was woken before the release
@@ -449,19 +463,10 @@ public final class RedissonLocks {
         // A waiter on B for the whole holding: subscribed longer than
         // Redisson's 30 s pingConnectionInterval, so its subscribed connection
         // is also pinged, and it must still hear the unlock at the end.
-        AtomicLong got = new AtomicLong();
-        AtomicReference<Throwable> failed = new AtomicReference<>();
-        Thread waiter = new Thread(() -> {
-            try {
-                onB.lock();
-                got.set(System.nanoTime());
-                onB.unlock();
-            } catch (Throwable e) {
-                failed.set(e);
-            }
-        });
-        waiter.start();
-        awaitParked(waiter);
+        Waiter w = parkedWaiter(onB);
+        Thread waiter = w.thread();
+        AtomicLong got = w.got();
+        AtomicReference<Throwable> failed = w.failed();
         long ttl = lock.remainTimeToLive(), renewals = 0;
         Contract.check("lock() without a lease holds for the watchdog's lease", ttl > lease / 2 && ttl <= lease, ttl);
         // Holding past the lease is the scenario itself, not a wait for an
