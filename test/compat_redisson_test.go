@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -167,17 +168,29 @@ var redissonDeliveries = []string{"-Dcompat.redisson.deliveries=true"}
 
 // redissonJava is the command that runs compat.RedissonLocks of module
 // with props (system properties) and args.
-func redissonJava(dir, module string, props []string, args ...string) *exec.Cmd {
-	return exec.Command("java", slices.Concat(javaFlags, props,
+//
+// The JVM is killed after redissonJVMLimit: a run stuck (a waiter never
+// woken, a client that never connects) then fails with what it printed,
+// rather than holding the whole test binary until go test's timeout.
+func redissonJava(t *testing.T, dir, module string, props []string, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(t.Context(), redissonJVMLimit)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, "java", slices.Concat(javaFlags, props,
 		[]string{"-cp", javaClasspath(dir, module), "compat.RedissonLocks"}, args)...)
+	cmd.WaitDelay = 5 * time.Second // output pipes held by nothing else
+	return cmd
 }
+
+// redissonJVMLimit bounds one Redisson program's run: the longest, the
+// watchdog's, holds 35 s and takes about 45.
+const redissonJVMLimit = 3 * time.Minute
 
 // runRedisson runs compat.RedissonLocks with args to its end and logs what
 // it printed.
 func runRedisson(t *testing.T, dir, module string, props []string, args ...string) {
 	t.Helper()
 	start := time.Now()
-	out, err := redissonJava(dir, module, props, args...).CombinedOutput()
+	out, err := redissonJava(t, dir, module, props, args...).CombinedOutput()
 	t.Logf("%s in %v:\n%s", args[0], time.Since(start).Round(100*time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("%s: %v", args[0], err)
@@ -191,7 +204,7 @@ func runRedissonSuite(t *testing.T, dir, module, a, b string, props []string, mi
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "holders.log")
 	holdings := 2 * redissonThreads * redissonRounds
-	cmd := redissonJava(dir, module, props, "suite", a, b, log,
+	cmd := redissonJava(t, dir, module, props, "suite", a, b, log,
 		fmt.Sprint(redissonRounds), fmt.Sprint(redissonThreads), fmt.Sprint(redissonWakeRounds))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -258,7 +271,7 @@ func awaitQuorum(t *testing.T, p *proxyProcess, limit time.Duration) {
 // frees when the lease it last renewed runs out: not at once, not later.
 func redissonKilledHolder(t *testing.T, dir, module, addr string, props []string, cli *redis.Client) {
 	t.Helper()
-	cmd := redissonJava(dir, module, props, "hold", addr)
+	cmd := redissonJava(t, dir, module, props, "hold", addr)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
