@@ -65,11 +65,18 @@ func (f *flight[T]) send(cmd *backend.Command) {
 	// through this engine can then never split the backends between them,
 	// which, with a backend down, would leave both undecided.
 	order := &e.order[cmd.KeyHash()%uint32(len(e.order))]
+	var some [8]backend.Flush
+	flushes := some[:0]
 	order.Lock()
 	for i, n := range e.nodes {
-		n.pipe.Send(&f.slots[i].Request)
+		flushes = append(flushes, n.pipe.Queue(&f.slots[i].Request))
 	}
 	order.Unlock()
+	// A backend with nothing else in flight gets the command from this
+	// goroutine, outside the lock: the queues' order is set already.
+	for _, w := range flushes {
+		w.Write()
+	}
 }
 
 // flight is one fan-out in progress.

@@ -64,10 +64,12 @@ type Config struct {
 }
 
 // A Pipe is one connection to a server, shared by every request in
-// flight: requests are appended to one buffer that a writer sends with one
-// write, and a reader matches replies to requests in order. Under load a
-// single write and read carry hundreds of requests; when idle a request
-// costs one write and one read, like a plain client. It dials when a
+// flight: a reader matches replies to requests in order, and requests
+// made while replies are owed are appended to one buffer that the reader
+// writes with one write once the last of those replies is in. Under load
+// a single write and read carry hundreds of requests; when idle a request
+// costs one write, by the goroutine that made it, and one read, like a
+// plain client. It dials when a
 // request comes and finds no connection, and greets each new connection
 // before any request is written on it.
 //
@@ -94,7 +96,7 @@ type Pipe struct {
 	// never waits out a Timeout.
 	stop    context.CancelFunc
 	done    context.Context
-	running sync.WaitGroup // dialer, readers and writers
+	running sync.WaitGroup // dialer and reader
 }
 
 // A Completer receives the outcome of a request: its reply, or the error
@@ -183,15 +185,34 @@ func (pp *Pipe) Status() (Status, error) {
 // Send queues p for the server; p.To hears back exactly once. After a
 // failed dial, requests fail at once (never sent) until the next dial is
 // due: a dead server costs a dial per Config.Timeout, not one per request.
-func (pp *Pipe) Send(p *Request) {
+// When nothing is in flight on the connection, p is written before Send
+// returns, by the caller's goroutine.
+func (pp *Pipe) Send(p *Request) { pp.Queue(p).Write() }
+
+// Queue is Send that leaves the write to the caller: when nothing is in
+// flight on the connection, the returned Flush holds p, and the caller
+// must Write it at once (after releasing its own locks, say); otherwise p
+// goes with the next batch, which the Pipe's reader writes as soon as
+// the replies owed have come, and the Flush is empty. A lone request is
+// thus written by the goroutine that made it, without waking another:
+// the latency of one lock operation is its round trips, not a scheduler's
+// hand-offs.
+func (pp *Pipe) Queue(p *Request) Flush {
 	pp.mu.Lock()
 	switch {
 	case pp.closed:
 		pp.mu.Unlock()
 		p.To.Complete(p.ID, Reply{}, notSent{errClosed})
 	case pp.conn != nil:
-		pp.conn.push(p)
+		c := pp.conn
+		c.push(p)
+		if c.unread > 0 {
+			pp.mu.Unlock()
+			return Flush{}
+		}
+		batch := c.take()
 		pp.mu.Unlock()
+		return Flush{c: c, batch: batch}
 	case time.Now().Before(pp.downUntil):
 		err := pp.downErr
 		pp.mu.Unlock()
@@ -204,6 +225,22 @@ func (pp *Pipe) Send(p *Request) {
 			go pp.dial()
 		}
 		pp.mu.Unlock()
+	}
+	return Flush{}
+}
+
+// A Flush is a batch of requests that Queue left to its caller to write.
+// The zero Flush writes nothing.
+type Flush struct {
+	c     *pipeConn
+	batch []byte
+}
+
+// Write sends the batch. A failure breaks the connection, which answers
+// every request in flight on it with the error.
+func (f Flush) Write() {
+	if f.c != nil {
+		f.c.write(f.batch, false)
 	}
 }
 
@@ -267,18 +304,24 @@ func (pp *Pipe) dial() {
 		}
 		return
 	}
-	c := &pipeConn{pipe: pp, nc: nc, br: br, wake: make(chan struct{}, 1), dead: make(chan struct{})}
+	c := &pipeConn{pipe: pp, nc: nc, br: br}
 	pp.conn, pp.downErr = c, nil
 	for _, p := range waiting {
 		c.push(p)
 	}
-	pp.running.Add(2)
-	go c.writeLoop()
+	var batch []byte
+	if c.queued > 0 {
+		batch = c.take()
+	}
+	pp.running.Add(1)
 	go c.readLoop()
 	news := pp.changed(true)
 	pp.mu.Unlock()
 	if news {
 		pp.onState(true, nil)
+	}
+	if batch != nil {
+		c.write(batch, false)
 	}
 }
 
@@ -312,13 +355,12 @@ type pipeConn struct {
 	br   *bufio.Reader
 
 	out      []byte     // requests not yet written
+	spare    []byte     // a written batch's buffer, for the next out
 	queued   int        // how many requests out holds
 	unread   int        // requests written whose replies have not all come
 	inflight []*Request // every request pushed and not yet answered, in order
 	head     int        // inflight[head:] are the live ones
 	broken   bool
-	wake     chan struct{} // the writer has something to write
-	dead     chan struct{} // closed when the connection broke
 }
 
 // stallLimit bounds how long a connection may owe replies without sending
@@ -339,45 +381,46 @@ func (c *pipeConn) push(p *Request) {
 	}
 	c.inflight = append(c.inflight, p)
 	c.queued++
-	if c.unread == 0 {
-		c.wakeWriter()
-	}
 }
 
-func (c *pipeConn) wakeWriter() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
+// take hands the queued requests to whoever writes them next: the replies
+// of what it returns are owed from now, so that nothing else is written
+// until they have all come. Pipe.mu is held.
+func (c *pipeConn) take() []byte {
+	batch := c.out
+	c.out, c.spare = c.spare[:0], nil
+	c.unread, c.queued = c.queued, 0
+	return batch
 }
 
-func (c *pipeConn) writeLoop() {
-	defer c.pipe.running.Done()
-	var buf []byte
-	for {
-		select {
-		case <-c.wake:
-		case <-c.dead:
-			return
-		}
-		c.pipe.mu.Lock()
-		if c.unread > 0 || c.queued == 0 {
-			c.pipe.mu.Unlock()
-			continue
-		}
-		buf, c.out = c.out, buf[:0]
-		c.unread, c.queued = c.queued, 0
-		c.pipe.mu.Unlock()
+// write sends a batch that take gave. The reader, which writes the
+// batch queued behind the replies it has just read, sets a deadline: while
+// it writes nobody reads, so the read deadline that cuts off a server that
+// stopped answering cannot. Any other writer needs none: the batch's
+// replies are owed, and the reader's stall limit ends the write with the
+// connection.
+func (c *pipeConn) write(batch []byte, reader bool) {
+	if reader {
 		c.nc.SetWriteDeadline(time.Now().Add(c.pipe.stallLimit()))
-		if _, err := c.nc.Write(buf); err != nil {
-			c.fail(err)
-			return
-		}
-		// A burst can leave a large buffer behind; do not keep it forever.
-		if cap(buf) > 1<<20 {
-			buf = nil
-		}
 	}
+	_, err := c.nc.Write(batch)
+	if reader {
+		// Left set, it would fail the next writer's write once passed.
+		c.nc.SetWriteDeadline(time.Time{})
+	}
+	if err != nil {
+		c.fail(err)
+		return
+	}
+	// A burst can leave a large buffer behind; do not keep it forever.
+	if cap(batch) > 1<<20 {
+		return
+	}
+	c.pipe.mu.Lock()
+	if c.spare == nil {
+		c.spare = batch[:0]
+	}
+	c.pipe.mu.Unlock()
 }
 
 func (c *pipeConn) readLoop() {
@@ -404,8 +447,12 @@ func (c *pipeConn) readLoop() {
 		p := c.inflight[c.head]
 		c.inflight[c.head] = nil
 		c.head++
+		// The requests queued while replies were owed go as one batch
+		// once the last of those replies is in: under load a write and a
+		// read carry many requests.
+		var batch []byte
 		if c.unread--; c.unread == 0 && c.queued > 0 {
-			c.wakeWriter()
+			batch = c.take()
 		}
 		if c.head == len(c.inflight) {
 			c.inflight, c.head = c.inflight[:0], 0
@@ -415,6 +462,9 @@ func (c *pipeConn) readLoop() {
 		}
 		c.pipe.mu.Unlock()
 		c.deliver(p, r)
+		if batch != nil {
+			c.write(batch, true)
+		}
 	}
 }
 
@@ -451,7 +501,6 @@ func (c *pipeConn) fail(err error) error {
 	// The last queued were never written: the server cannot have run them.
 	sent := len(owed) - c.queued
 	c.inflight, c.head, c.out = nil, 0, nil
-	close(c.dead)
 	pp.mu.Unlock()
 	closeErr := c.nc.Close()
 	if news {

@@ -79,3 +79,49 @@ func TestPipeAdmitRefuses(t *testing.T) {
 		t.Errorf("status: %d, %v; want down with the refusal", st, err)
 	}
 }
+
+// TestPipeBatchThenLone: a request with nothing in flight is written by
+// its sender; one made while another's reply is owed goes in the next
+// batch, which the Pipe's reader writes once that reply is in;
+// a lone request long after (past the stall limit that bounds that
+// write) is written by its sender and answered: no deadline of the
+// batch's write is left to fail it.
+func TestPipeBatchThenLone(t *testing.T) {
+	srv := redistest.Start(t)
+	p, err := New(Config{URL: srv.URL(), Timeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Do(t.Context(), NewCommand("PING")); err != nil {
+		t.Fatal(err) // connected
+	}
+	// The server is busy for 20 ms, within the stall limit: the PING
+	// sent meanwhile waits for the script's reply, and goes in a batch of
+	// its own.
+	busy := "local t = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 20000"
+	blocked := make(waiter, 1)
+	lone := p.Queue(&Request{To: blocked, Cmd: NewCommand("EVAL", busy, 0)})
+	if lone.c == nil {
+		t.Fatal("a request with nothing in flight was not left to its sender to write")
+	}
+	batched := make(waiter, 1)
+	if behind := p.Queue(&Request{To: batched, Cmd: NewCommand("PING")}); behind.c != nil {
+		t.Fatal("a request made while a reply is owed was left to its sender to write")
+	}
+	lone.Write()
+	if o := <-blocked; o.err != nil {
+		t.Fatalf("the busy script: %v", o.err)
+	}
+	if o := <-batched; o.err != nil {
+		t.Fatalf("the batched PING: %v", o.err)
+	}
+	time.Sleep(3 * p.stallLimit()) // time passing is the point, not a wait for something
+	for i := range 3 {
+		if r, err := p.Do(t.Context(), NewCommand("PING")); err != nil {
+			t.Fatalf("lone PING %d after the batch: %v", i, err)
+		} else if s, _ := r.Status(); s != "PONG" {
+			t.Fatalf("lone PING %d: %+v", i, r)
+		}
+	}
+}
