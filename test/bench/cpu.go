@@ -21,14 +21,19 @@ const clockTick = time.Second / 100
 type cpuClock struct {
 	proxy    int
 	fenced   int // the proxy of -fencing
+	baseline int // the proxy of -baseline-bin
 	backends []int
 }
 
 // of is the clock of system's rounds: its proxy column is the fenced
-// proxy's for proxy-fenced, the plain one's for the others.
+// proxy's for proxy-fenced, the baseline's for baseline, the plain one's
+// for the others.
 func (c cpuClock) of(system string) cpuClock {
-	if system == "proxy-fenced" {
+	switch system {
+	case "proxy-fenced":
 		c.proxy = c.fenced
+	case "baseline":
+		c.proxy = c.baseline
 	}
 	return c
 }

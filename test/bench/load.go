@@ -55,6 +55,9 @@ type tally struct {
 func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *report, out io.Writer) error {
 	var settings []setting
 	for _, contended := range []bool{false, true} {
+		if contended && !o.contended || !contended && !o.uncontended {
+			continue
+		}
 		for _, n := range o.concurrency {
 			settings = append(settings, setting{contended, n})
 		}

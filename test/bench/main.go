@@ -26,14 +26,16 @@ type options struct {
 	ttl         time.Duration
 	retryDelay  time.Duration
 	contendKeys int
-	backends    []string
-	proxyAddr   string
-	proxyBin    string
-	proxyArgs   []string
-	idleConns   int
-	jsonPath    string
-	profileDir  string
-	pprofAddr   string // where the proxy serves /debug/pprof/; empty: unknown
+	// uncontended and contended are the modes to measure.
+	uncontended, contended bool
+	backends               []string
+	proxyAddr              string
+	proxyBin               string
+	proxyArgs              []string
+	idleConns              int
+	jsonPath               string
+	profileDir             string
+	pprofAddr              string // where the proxy serves /debug/pprof/; empty: unknown
 	// fencedPprofAddr is where the fenced proxy of -fencing serves it, with
 	// -profile.
 	fencedPprofAddr string
@@ -42,7 +44,10 @@ type options struct {
 	// fencing starts a second proxy with -fencing over the same backends
 	// and measures it as one more system, in turns with the others.
 	fencing bool
-	systems []string // the systems to measure; empty: all
+	// baselineBin is a second lockproxy binary, measured as the system
+	// baseline in turns with proxy; empty: none.
+	baselineBin string
+	systems     []string // the systems to measure; empty: all
 	// waiting runs the waiting bench (waiting.go) in place of the table.
 	waitingOn bool
 	sessions  int // -sessions: the session bench's locks; 0: none
@@ -67,6 +72,7 @@ func parseFlags(args []string) (*options, error) {
 	conc := fs.String("concurrency", "1,8,32,128", "comma-separated worker counts")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "lock TTL")
 	fs.DurationVar(&o.retryDelay, "retry-delay", time.Millisecond, "contended mode: pause after a failed attempt, the same for all systems")
+	modes := fs.String("modes", "uncontended,contended", "comma-separated modes to measure: uncontended (a key per worker), contended (all on -contended-keys keys)")
 	fs.IntVar(&o.contendKeys, "contended-keys", 8, "contended mode: number of keys all workers share")
 	backends := fs.String("backends", "", "comma-separated host:port of Redis masters to use instead of starting 5 redis-servers")
 	fs.StringVar(&o.proxyAddr, "proxy", "", "host:port of a running lockproxy over the same backends (no memory figures then)")
@@ -78,6 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.pprofAddr, "pprof-addr", "", "with -proxy: its -metrics host:port, served with -pprof, for -profile and -soak")
 	fs.DurationVar(&o.soak, "soak", 0, "after the table, run the proxy alone this long and sample its memory; 0 skips it")
 	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
+	fs.StringVar(&o.baselineBin, "baseline-bin", "", "also start this lockproxy binary (an earlier build) with the same flags and measure it (baseline) in turns with the proxy, for before-and-after figures from the same run")
 	fs.BoolVar(&o.fencing, "fencing", false, "also start a lockproxy with -fencing and measure it (proxy-fenced) in turns with the plain one")
 	fs.BoolVar(&o.waitingOn, "waiting", false, "run the waiting bench instead of the table: polling against LOCK.ACQUIRE ... WAIT on one key, and wake-up latency across two proxies")
 	fs.IntVar(&o.sessions, "sessions", 0, "run the session bench instead of the table: this many session-bound locks (SET k token NX, no TTL), one per connection, against the same connections idle, each phase -duration long")
@@ -85,7 +92,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.waiting.hold, "wait-hold", time.Millisecond, "-waiting: how long each grant is held before its release")
 	fs.IntVar(&o.waiting.wakes, "wait-wakes", 200, "-waiting: wake-ups measured across proxies")
 	openLoop := fs.String("open-loop", "", "run the open-loop bench instead of the table: comma-separated offered rates of lock cycles per second (e.g. 1000,5000,10000,20000), each cycle on its own key at its due time, latency from that time")
-	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, proxy-fenced); empty: all")
+	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, baseline, proxy-fenced); empty: all")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -98,6 +105,16 @@ func parseFlags(args []string) (*options, error) {
 			return nil, fmt.Errorf("-concurrency: bad worker count %q", s)
 		}
 		o.concurrency = append(o.concurrency, n)
+	}
+	for _, m := range strings.Split(*modes, ",") {
+		switch strings.TrimSpace(m) {
+		case "uncontended":
+			o.uncontended = true
+		case "contended":
+			o.contended = true
+		default:
+			return nil, fmt.Errorf("-modes: no mode %q (uncontended, contended)", m)
+		}
 	}
 	for _, b := range strings.Split(*backends, ",") {
 		if b = strings.TrimSpace(b); b != "" {
@@ -149,6 +166,10 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-wait-wakes must be positive")
 	case o.fencing && o.proxyAddr != "":
 		return nil, errors.New("-fencing starts both proxies itself: it cannot be used with -proxy")
+	case o.baselineBin != "" && o.proxyAddr != "":
+		return nil, errors.New("-baseline-bin starts both proxies itself: it cannot be used with -proxy")
+	case slices.Contains(o.systems, "baseline") && o.baselineBin == "":
+		return nil, errors.New("-systems baseline needs -baseline-bin")
 	case slices.Contains(o.systems, "proxy-fenced") && !o.fencing:
 		return nil, errors.New("-systems proxy-fenced needs -fencing")
 	case (o.soak > 0 || o.idleConns > 0) && len(o.systems) > 0 && !slices.Contains(o.systems, "proxy"):
@@ -211,6 +232,12 @@ func run(args []string, out io.Writer) error {
 		}
 		return nil
 	}
+	var baseline string
+	if o.baselineBin != "" {
+		if baseline, err = startBaselineProxy(ctx, o, env); err != nil {
+			return err
+		}
+	}
 	var fenced string
 	if o.fencing {
 		if fenced, err = startFencedProxy(ctx, o, env); err != nil {
@@ -233,7 +260,7 @@ func run(args []string, out io.Writer) error {
 		// Pools as large as the cycles that may be under way at once.
 		maxWorkers = max(maxWorkers, openLoopInFlight)
 	}
-	systems := newSystems(o.backends, proxy, fenced, maxWorkers, o.ttl, o.systems)
+	systems := newSystems(o.backends, proxy, baseline, fenced, maxWorkers, o.ttl, o.systems)
 	defer systems.close()
 	if len(o.openLoop) > 0 {
 		r, err := runOpenLoop(ctx, o, systems, env.cpuClock(), out)
@@ -260,6 +287,10 @@ func run(args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "lockproxy bench: %d backends, proxy %s, %s × %d rounds per system, ttl %s; %s\n",
 		len(o.backends), proxy, o.duration, o.rounds, o.ttl, rep.Machine)
+	// First, on a machine that nothing else of the bench keeps busy.
+	if rep.Floor, err = measureFloor(ctx, o.backends); err != nil {
+		return err
+	}
 	if err := measure(ctx, o, systems, env.cpuClock(), rep, out); err != nil {
 		return err
 	}
@@ -323,8 +354,22 @@ func proxyCommand(ctx context.Context, o *options, e *env) (string, []string, er
 			return "", nil, err
 		}
 	}
+	return bin, proxyFlags(o), nil
+}
+
+// proxyFlags are the flags of the proxies the bench starts, in a slice of
+// the caller's.
+func proxyFlags(o *options) []string {
 	args := append([]string{"-max-clients", strconv.Itoa(o.idleConns + 4096)}, o.proxyArgs...)
-	return bin, slices.Clip(args), nil
+	return slices.Clip(args)
+}
+
+// startBaselineProxy starts the proxy of -baseline-bin: that binary, with
+// the flags of the plain one.
+func startBaselineProxy(ctx context.Context, o *options, e *env) (string, error) {
+	addr, c, err := e.startProxy(ctx, o.baselineBin, o.backends, proxyFlags(o))
+	e.baseline = c
+	return addr, err
 }
 
 // startFencedProxy starts the proxy of -fencing: the same binary and flags

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -19,19 +21,24 @@ import (
 
 // openLoopInFlight bounds the cycles under way at once: past it a system
 // is far behind its schedule, and the cycles due are counted as missed
-// rather than piled up without end.
-const openLoopInFlight = 4096
+// rather than piled up without end. Each system's pool may hold as many
+// connections, redsync's five times (one pool per backend), and they
+// stay open across rounds: 2048 keeps the bench within a limit of 20,000
+// descriptors with -baseline-bin's proxy measured too.
+const openLoopInFlight = 2048
 
 // openLoopResult is one system's figures at one offered rate, over its
 // rounds.
 type openLoopResult struct {
-	System  string  `json:"system"`
-	Rate    int     `json:"offered_per_sec"`
-	Done    int64   `json:"cycles"`
-	Missed  int64   `json:"missed"` // due while openLoopInFlight were under way
-	Errors  int64   `json:"errors"`
-	Held    int64   `json:"held_elsewhere"`
-	Seconds float64 `json:"seconds"`
+	System string `json:"system"`
+	Rate   int    `json:"offered_per_sec"`
+	Done   int64  `json:"cycles"`
+	Missed int64  `json:"missed"` // due while openLoopInFlight were under way
+	Errors int64  `json:"errors"`
+	Held   int64  `json:"held_elsewhere"`
+	// FirstError is the first error's text, if there was one.
+	FirstError string  `json:"first_error,omitempty"`
+	Seconds    float64 `json:"seconds"`
 	// Acquire is from each cycle's due time to the acquisition's reply.
 	Acquire latency      `json:"acquire_from_schedule_us"`
 	CPU     *cpuPerCycle `json:"cpu_per_cycle_us"`
@@ -60,6 +67,7 @@ func runOpenLoop(ctx context.Context, o *options, ss *systems, clock cpuClock, o
 	}
 	type acc struct {
 		done, missed, errors, held int64
+		firstErr                   string
 		elapsed                    time.Duration
 		cpu                        cpuTimes
 		acquire                    []int64
@@ -90,6 +98,9 @@ func runOpenLoop(ctx context.Context, o *options, ss *systems, clock cpuClock, o
 				a.missed += f.missed
 				a.errors += f.errors
 				a.held += f.held
+				if a.firstErr == "" {
+					a.firstErr = f.firstErr
+				}
 				a.elapsed += f.elapsed
 				a.acquire = append(a.acquire, f.acquire...)
 			}
@@ -101,7 +112,7 @@ func runOpenLoop(ctx context.Context, o *options, ss *systems, clock cpuClock, o
 			a := accs[ri][i]
 			cpu, _ := cpuFigures(a.cpu, a.done, a.elapsed, cpus)
 			rep.Results = append(rep.Results, openLoopResult{
-				System: sys.name, Rate: rate, Done: a.done, Missed: a.missed, Errors: a.errors, Held: a.held,
+				System: sys.name, Rate: rate, Done: a.done, Missed: a.missed, Errors: a.errors, Held: a.held, FirstError: a.firstErr,
 				Seconds: a.elapsed.Seconds(), Acquire: percentiles(a.acquire), CPU: cpu,
 			})
 		}
@@ -114,6 +125,7 @@ func runOpenLoop(ctx context.Context, o *options, ss *systems, clock cpuClock, o
 // offered is what one round at one rate did.
 type offered struct {
 	done, missed, errors, held int64
+	firstErr                   string
 	elapsed                    time.Duration
 	acquire                    []int64 // ns from due time to the acquisition's reply
 }
@@ -132,18 +144,16 @@ func offer(ctx context.Context, sys system, rate int, d time.Duration, round str
 	interval := time.Second / time.Duration(rate)
 	n := int(d / interval)
 	f.acquire = make([]int64, 0, min(n, maxSamples))
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	sleepUntil := preciseSleeper()
 	start := time.Now()
 	for i := range n {
 		due := start.Add(time.Duration(i) * interval)
-		if wait := time.Until(due); wait > 0 {
-			// Sleep to the due time of the next cycle; cycles that came
-			// due during a late wake-up start at once, and their lateness
-			// counts in their latency.
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-			}
-		}
+		// Sleep to the due time of the next cycle; cycles that came due
+		// during a late wake-up start at once, and their lateness counts
+		// in their latency.
+		sleepUntil(due)
 		if ctx.Err() != nil {
 			break
 		}
@@ -169,6 +179,9 @@ func offer(ctx context.Context, sys system, rate int, d time.Duration, round str
 			switch {
 			case err != nil:
 				f.errors++
+				if f.firstErr == "" {
+					f.firstErr = err.Error()
+				}
 			case !ok:
 				f.held++
 			default:
@@ -216,6 +229,11 @@ func (r *openLoopReport) print(out io.Writer) {
 			x.System, x.Rate, float64(x.Done)/x.Seconds, x.Missed, x.Errors+x.Held,
 			x.Acquire.P50, x.Acquire.P99, x.Acquire.P999, microseconds(proxy), microseconds(backends))
 	}
+	for _, x := range r.Results {
+		if x.FirstError != "" {
+			fmt.Fprintf(out, "  first error of %s at %d/s: %s\n", x.System, x.Rate, x.FirstError)
+		}
+	}
 	switch {
 	case r.TargetMet == nil:
 		fmt.Fprintln(out, "\ntarget (issue 20): proxy p99 <= redsync p99 at 5000/s: not measured (needs -open-loop with 5000 and both systems)")
@@ -233,4 +251,27 @@ func microseconds(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", *v)
+}
+
+// preciseSleeper returns a sleep to a due time that wakes within some tens
+// of microseconds of it, for the calling goroutine, which must be locked
+// to its thread. A Go timer wakes up to a millisecond late when the
+// process has nothing else to wake it (the runtime's poller sleeps in
+// whole milliseconds): half a millisecond at the median on these
+// machines, which would be counted in every system's latency and hide
+// their differences. A nanosleep on a thread whose timer slack is 1 ns
+// (the default 50 µs lets the kernel batch wake-ups) is not rounded so.
+func preciseSleeper() func(due time.Time) {
+	const prSetTimerSlack = 29
+	syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerSlack, 1, 0)
+	return func(due time.Time) {
+		for {
+			wait := time.Until(due)
+			if wait <= 0 {
+				return
+			}
+			ts := syscall.NsecToTimespec(int64(wait))
+			syscall.Nanosleep(&ts, nil) // EINTR: the loop sleeps the rest
+		}
+	}
 }

@@ -24,7 +24,9 @@ type env struct {
 	proxy *exec.Cmd
 	// fenced is the proxy of -fencing; nil without it.
 	fenced *exec.Cmd
-	bin    string // the lockproxy built, once
+	// baseline is the proxy of -baseline-bin; nil without it.
+	baseline *exec.Cmd
+	bin      string // the lockproxy built, once
 	// redisPIDs are the started redis-servers' own pids, 0 where unknown.
 	redisPIDs []int
 }
@@ -155,6 +157,9 @@ func (e *env) cpuClock() cpuClock {
 	}
 	if e.fenced != nil {
 		c.fenced = e.fenced.Process.Pid
+	}
+	if e.baseline != nil {
+		c.baseline = e.baseline.Process.Pid
 	}
 	return c
 }

@@ -23,11 +23,15 @@ type report struct {
 	Results     []result  `json:"results"`
 	Ratios      []ratio   `json:"ratios"`
 	Fencing     []fencing `json:"fencing,omitempty"`
+	// Baseline is proxy over the proxy of -baseline-bin, in the same
+	// terms as Fencing.
+	Baseline []fencing `json:"baseline,omitempty"`
 	// FencingTokens and FencingWriteBacks are the fenced proxy's counts
 	// over the whole run, from its INFO; -1 where it did not say.
 	FencingTokens     int64    `json:"fencing_tokens,omitempty"`
 	FencingWriteBacks int64    `json:"fencing_write_backs,omitempty"`
 	Targets           []target `json:"targets"`
+	Floor             *floor   `json:"floor,omitempty"`
 	Memory            memory   `json:"memory"`
 	Soak              *soak    `json:"soak,omitempty"`
 	Profiles          []string `json:"cpu_profiles,omitempty"`
@@ -205,6 +209,9 @@ func (r *report) ratios() {
 		if f := r.find("proxy-fenced", x.Mode, x.Workers); f != nil {
 			r.Fencing = append(r.Fencing, fencingOf(x, *f))
 		}
+		if b := r.find("baseline", x.Mode, x.Workers); b != nil {
+			r.Baseline = append(r.Baseline, fencingOf(*b, x))
+		}
 	}
 	var at32, at1 *ratio
 	for i := range r.Ratios {
@@ -250,6 +257,7 @@ func (r *report) ratios() {
 		addF("32 workers: fenced/plain cycles (median of rounds)", ">= 0.9", f32, func(x *fencing) float64 { return x.CyclesByRound.Median }, func(v float64) bool { return v >= 0.9 })
 		addF("1 worker: fenced/plain acquire p50 (median of rounds)", "<= 1.1", f1, func(x *fencing) float64 { return x.AcquireP50ByRound.Median }, func(v float64) bool { return v <= 1.1 })
 	}
+	r.latencyTargets()
 	m := r.Memory
 	add("bytes per idle connection", "<= 16384", &ratio{}, func(*ratio) float64 { return m.BytesPerIdle }, func(v float64) bool { return v <= 16384 })
 	if m.IdleConns == 0 {
@@ -340,6 +348,7 @@ func (r *report) print(out io.Writer) {
 	}
 	tw.Flush()
 	r.printFencing(out)
+	r.printBaseline(out)
 
 	m := r.Memory
 	fmt.Fprintln(out, "\nProxy memory (VmRSS)")
@@ -357,7 +366,10 @@ func (r *report) print(out io.Writer) {
 		r.Soak.print(out)
 	}
 
-	fmt.Fprintln(out, "\nTargets of issues 5 and 14")
+	if r.Floor != nil {
+		r.Floor.print(out, len(r.Params.Backends))
+	}
+	fmt.Fprintln(out, "\nTargets of issues 5, 14 and 20")
 	for _, t := range r.Targets {
 		verdict := "MISSED"
 		switch {
@@ -366,7 +378,7 @@ func (r *report) print(out io.Writer) {
 		case t.Met:
 			verdict = "met"
 		}
-		fmt.Fprintf(out, "  %-38s want %-8s got %-10.2f %s\n", t.Name, t.Want, t.Got, verdict)
+		fmt.Fprintf(out, "  %-56s want %-8s got %-10.2f %s\n", t.Name, t.Want, t.Got, verdict)
 	}
 	r.printProxyAlone(out)
 	var errs int64
@@ -418,6 +430,22 @@ func (r *report) proxyCPU(x result, us *float64) string {
 
 // newSetting reports whether y starts another setting's rows than x's.
 func newSetting(x, y result) bool { return x.Mode != y.Mode || x.Workers != y.Workers }
+
+// printBaseline shows this build against -baseline-bin's, whose rounds
+// alternated in this run.
+func (r *report) printBaseline(out io.Writer) {
+	if len(r.Baseline) == 0 {
+		return
+	}
+	fmt.Fprintln(out, "\nAgainst the baseline (proxy over the -baseline-bin build, rounds in turns in this run; CPU: proxy minus baseline, µs per cycle; by round: median [range] of each round over the baseline one next to it)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tcycles\tacq p50\tacq p99\tproxy CPU\tbackends CPU\tcycles by round\tacq p50 by round\t")
+	for _, x := range r.Baseline {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.Cycles, x.AcquireP50, x.AcquireP99,
+			signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU), x.CyclesByRound, x.AcquireP50ByRound)
+	}
+	tw.Flush()
+}
 
 // printFencing shows what fencing costs: proxy-fenced over proxy, whose
 // rounds alternated in this run, so that the machine's drift cancels.
@@ -539,4 +567,53 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// latencyTargets checks issue 20's: one lock at a time, the proxy's
+// acquisition against redsync's and direct's, round by round (the
+// median of the rounds' figures, each round's systems run back to back),
+// and its CPU per cycle at 1 and 32 workers.
+func (r *report) latencyTargets() {
+	proxy1, redsync1, direct1 := r.find("proxy", "uncontended", 1), r.find("redsync", "uncontended", 1), r.find("direct", "uncontended", 1)
+	add := func(name, want string, known bool, got float64, ok bool) {
+		r.Targets = append(r.Targets, target{Name: name, Want: want, Known: known, Got: got, Met: known && ok})
+	}
+	if proxy1 != nil && redsync1 != nil {
+		s := pairedRatios(redsync1.Rounds, proxy1.Rounds, func(x roundFigures) float64 { return x.AcquireP50 })
+		add("1 worker: proxy/redsync acquire p50 (median of rounds)", "<= 0.8", s.Median > 0, s.Median, s.Median <= 0.8)
+	} else {
+		add("1 worker: proxy/redsync acquire p50 (median of rounds)", "<= 0.8", false, 0, false)
+	}
+	if proxy1 != nil && direct1 != nil {
+		var diffs []float64
+		for i := range min(len(proxy1.Rounds), len(direct1.Rounds)) {
+			diffs = append(diffs, proxy1.Rounds[i].AcquireP50-direct1.Rounds[i].AcquireP50)
+		}
+		d, known := median(diffs)
+		add("1 worker: proxy - direct acquire p50, µs (median of rounds)", "<= 100", known, d, d <= 100)
+	} else {
+		add("1 worker: proxy - direct acquire p50, µs (median of rounds)", "<= 100", false, 0, false)
+	}
+	cpu := func(x *result) (float64, bool) {
+		if x == nil || x.CPU == nil || x.CPU.Proxy == nil {
+			return 0, false
+		}
+		return *x.CPU.Proxy, true
+	}
+	c1, known := cpu(proxy1)
+	add("1 worker: proxy CPU per cycle, µs", "<= 100", known, c1, c1 <= 100)
+	c32, known := cpu(r.find("proxy", "uncontended", 32))
+	add("32 workers: proxy CPU per cycle, µs", "< 50", known, c32, c32 < 50)
+}
+
+// median is the median of xs, false for none.
+func median(xs []float64) (float64, bool) {
+	if len(xs) == 0 {
+		return 0, false
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	if len(xs)%2 == 0 {
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2, true
+	}
+	return xs[len(xs)/2], true
 }

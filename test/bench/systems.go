@@ -58,12 +58,13 @@ func clientOptions(addr string, workers int) *redis.Options {
 }
 
 // systemNames are the systems newSystems knows, in the order of their turns.
-var systemNames = []string{"direct", "redsync", "proxy", "proxy-fenced"}
+var systemNames = []string{"direct", "redsync", "proxy", "baseline", "proxy-fenced"}
 
 // newSystems makes the clients of the systems in only (all when empty),
-// proxy-fenced only when fenced, the address of a proxy with -fencing, is
-// given.
-func newSystems(backends []string, proxy, fenced string, workers int, ttl time.Duration, only []string) *systems {
+// baseline only when baseline, the address of the proxy of -baseline-bin,
+// is given, proxy-fenced only when fenced, the address of a proxy with
+// -fencing, is.
+func newSystems(backends []string, proxy, baseline, fenced string, workers int, ttl time.Duration, only []string) *systems {
 	s := &systems{}
 	client := func(addr string) *redis.Client {
 		c := redis.NewClient(clientOptions(addr, workers))
@@ -85,6 +86,10 @@ func newSystems(backends []string, proxy, fenced string, workers int, ttl time.D
 			return &redsyncLocker{m: rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))}
 		}},
 		{"proxy", func(key string) locker { return &recipe{c: proxied, key: key, ttl: ttl} }},
+	}
+	if baseline != "" {
+		before := client(baseline)
+		all = append(all, system{"baseline", func(key string) locker { return &recipe{c: before, key: key, ttl: ttl} }})
 	}
 	if fenced != "" {
 		// The same recipe, its SET answered +OK as without fencing: what
