@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"math"
 	"net"
@@ -35,6 +36,10 @@ var keys = []key{
 		address("127.0.0.1:7379", func(s *settings, v string) { s.listen = v })},
 	{"tls_listen", restart, "address to serve RESP over TLS on; empty: no TLS",
 		address("", func(s *settings, v string) { s.tlsListen = v })},
+	{"unix_socket", restart, "path of a Unix socket to serve RESP on, beside listen (Redis's unixsocket); empty: none",
+		filename("", func(s *settings, v string) { s.unixSocket = v })},
+	{"unix_socket_perm", restart, "permissions of unix_socket, in octal (Redis's unixsocketperm)",
+		permissions("700", func(s *settings, v fs.FileMode) { s.unixSocketPerm = v })},
 	{"tls_cert_file", live, "PEM certificate (chain) of the TLS listener",
 		filename("", func(s *settings, v string) { s.tlsCertFile = v })},
 	{"tls_key_file", live, "PEM private key of the TLS listener",
@@ -166,6 +171,8 @@ func (k key) env() string { return "LOCKPROXY_" + strings.ToUpper(k.name) }
 type config struct {
 	listen          string
 	tlsListen       string
+	unixSocket      string
+	unixSocketPerm  fs.FileMode
 	tls             *tls.Config // of the TLS listener, when tlsListen is set
 	metrics         string
 	pprof           bool // serve /debug/pprof/ next to /metrics
@@ -603,6 +610,19 @@ func numError(err error) error {
 func filename(def string, set func(*settings, string)) func() value {
 	return newCell("path", def, parseText, showText, func(s *settings, v string) error {
 		set(s, v)
+		return nil
+	})
+}
+
+// permissions is a file mode in octal, as chmod takes it: the owner's,
+// the group's and everyone else's bits (700, 0660), nothing more.
+func permissions(def string, set func(*settings, fs.FileMode)) func() value {
+	return newCell("octal", def, parseText, showText, func(s *settings, v string) error {
+		mode, err := strconv.ParseUint(v, 8, 32)
+		if err != nil || mode > 0o777 {
+			return fmt.Errorf("%q is not permissions in octal (e.g. 700, or 770 for the socket's group too)", v)
+		}
+		set(s, fs.FileMode(mode))
 		return nil
 	})
 }
@@ -1099,8 +1119,8 @@ var errNoBackends = errors.New("backends: empty: list the Redis masters (redis:/
 // resolve checks what takes several keys, and builds what several keys make.
 func (s *settings) resolve() (*config, error) {
 	switch {
-	case s.listen == "" && s.tlsListen == "":
-		return nil, errors.New("listen: empty, and so is tls_listen: nothing to serve on")
+	case s.listen == "" && s.tlsListen == "" && s.unixSocket == "":
+		return nil, errors.New("listen: empty, and so are tls_listen and unix_socket: nothing to serve on")
 	case s.pprof && s.metrics == "":
 		return nil, errors.New("pprof: needs a metrics address to serve on")
 	case s.proxy.Sessions.Lease > s.quorum.MaxTTL:

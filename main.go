@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -239,9 +240,21 @@ func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Con
 		return ln
 	}
 	plain, secure, ops := open("listen", cfg.listen), open("tls_listen", cfg.tlsListen), open("metrics", cfg.metrics)
+	var local net.Listener
+	if err == nil && cfg.unixSocket != "" {
+		if local, err = listenUnix(cfg.unixSocket, cfg.unixSocketPerm); err != nil {
+			err = fmt.Errorf("unix_socket: %w", err)
+		} else {
+			opened = append(opened, local)
+		}
+	}
 	if err != nil {
 		closeAll(opened)
 		return nil, nil, err
+	}
+	if local != nil {
+		lns = append(lns, local)
+		log.Info("lockproxy listening on a Unix socket", append([]any{"path", cfg.unixSocket, "perm", fmt.Sprintf("%o", cfg.unixSocketPerm)}, attrs...)...)
 	}
 	if plain != nil {
 		lns = append(lns, plain)
@@ -258,6 +271,32 @@ func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Con
 		log.Info("metrics and health listening", "addr", ops.Addr().String())
 	}
 	return lns, ops, nil
+}
+
+// listenUnix listens on a Unix socket at path, with permissions perm. A
+// socket left there by a lockproxy that did not close (killed) is
+// replaced; one that answers is another server's, and is not. The socket
+// is removed when the listener closes.
+func listenUnix(path string, perm fs.FileMode) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s is in use: another server listens on it", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	// The socket is made with perm rather than changed to it after, so
+	// that nobody else can connect in between. The umask is the
+	// process's: this runs at start, before anything else makes files.
+	umask := syscall.Umask(int(0o777 &^ perm))
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(umask)
+	return ln, err
 }
 
 func closeAll(lns []net.Listener) {

@@ -47,7 +47,9 @@ type options struct {
 	// baselineBin is a second lockproxy binary, measured as the system
 	// baseline in turns with proxy; empty: none.
 	baselineBin string
-	systems     []string // the systems to measure; empty: all
+	// unix: the started proxies' clients connect on a Unix socket.
+	unix    bool
+	systems []string // the systems to measure; empty: all
 	// waiting runs the waiting bench (waiting.go) in place of the table.
 	waitingOn bool
 	sessions  int // -sessions: the session bench's locks; 0: none
@@ -85,6 +87,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.soak, "soak", 0, "after the table, run the proxy alone this long and sample its memory; 0 skips it")
 	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "also start this lockproxy binary (an earlier build) with the same flags and measure it (baseline) in turns with the proxy, for before-and-after figures from the same run")
+	fs.BoolVar(&o.unix, "unix", false, "clients reach the started proxies on a Unix socket (unix_socket) instead of loopback TCP, as a sidecar's may")
 	fs.BoolVar(&o.fencing, "fencing", false, "also start a lockproxy with -fencing and measure it (proxy-fenced) in turns with the plain one")
 	fs.BoolVar(&o.waitingOn, "waiting", false, "run the waiting bench instead of the table: polling against LOCK.ACQUIRE ... WAIT on one key, and wake-up latency across two proxies")
 	fs.IntVar(&o.sessions, "sessions", 0, "run the session bench instead of the table: this many session-bound locks (SET k token NX, no TTL), one per connection, against the same connections idle, each phase -duration long")
@@ -166,6 +169,8 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-wait-wakes must be positive")
 	case o.fencing && o.proxyAddr != "":
 		return nil, errors.New("-fencing starts both proxies itself: it cannot be used with -proxy")
+	case o.unix && o.proxyAddr != "":
+		return nil, errors.New("-unix is for the proxies the bench starts: it cannot be used with -proxy")
 	case o.baselineBin != "" && o.proxyAddr != "":
 		return nil, errors.New("-baseline-bin starts both proxies itself: it cannot be used with -proxy")
 	case slices.Contains(o.systems, "baseline") && o.baselineBin == "":
@@ -194,6 +199,7 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	env := newEnv()
+	env.unix = o.unix
 	defer env.close()
 	if len(o.backends) == 0 {
 		if o.backends, err = env.startRedis(ctx, 5); err != nil {
@@ -260,7 +266,7 @@ func run(args []string, out io.Writer) error {
 		// Pools as large as the cycles that may be under way at once.
 		maxWorkers = max(maxWorkers, openLoopInFlight)
 	}
-	systems := newSystems(o.backends, proxy, baseline, fenced, maxWorkers, o.ttl, o.systems)
+	systems := newSystems(o.backends, proxy, baseline, fenced, env.sockets, maxWorkers, o.ttl, o.systems)
 	defer systems.close()
 	if len(o.openLoop) > 0 {
 		r, err := runOpenLoop(ctx, o, systems, env.cpuClock(), out)

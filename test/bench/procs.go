@@ -27,6 +27,10 @@ type env struct {
 	// baseline is the proxy of -baseline-bin; nil without it.
 	baseline *exec.Cmd
 	bin      string // the lockproxy built, once
+	// unix makes every proxy started serve a Unix socket too, which
+	// sockets maps its TCP address to.
+	unix    bool
+	sockets map[string]string
 	// redisPIDs are the started redis-servers' own pids, 0 where unknown.
 	redisPIDs []int
 }
@@ -238,6 +242,18 @@ func (e *env) startProxy(ctx context.Context, bin string, backends, extra []stri
 	}
 	args := append([]string{"-listen", addr, "-backends", strings.Join(urls, ","),
 		"-restart-quarantine=false", "-log-level", "warn"}, extra...)
+	if e.unix {
+		dir, err := e.tempDir()
+		if err != nil {
+			return "", nil, err
+		}
+		socket := filepath.Join(dir, fmt.Sprintf("proxy-%d.sock", port))
+		args = append(args, "-unix-socket", socket)
+		if e.sockets == nil {
+			e.sockets = make(map[string]string)
+		}
+		e.sockets[addr] = socket
+	}
 	c := exec.Command(bin, args...)
 	// One buffer per proxy: exec copies into it from a goroutine of its own.
 	var log bytes.Buffer

@@ -64,10 +64,15 @@ var systemNames = []string{"direct", "redsync", "proxy", "baseline", "proxy-fenc
 // baseline only when baseline, the address of the proxy of -baseline-bin,
 // is given, proxy-fenced only when fenced, the address of a proxy with
 // -fencing, is.
-func newSystems(backends []string, proxy, baseline, fenced string, workers int, ttl time.Duration, only []string) *systems {
+// A proxy that sockets names serves its clients on that Unix socket.
+func newSystems(backends []string, proxy, baseline, fenced string, sockets map[string]string, workers int, ttl time.Duration, only []string) *systems {
 	s := &systems{}
 	client := func(addr string) *redis.Client {
-		c := redis.NewClient(clientOptions(addr, workers))
+		opts := clientOptions(addr, workers)
+		if socket, ok := sockets[addr]; ok {
+			opts.Network, opts.Addr = "unix", socket
+		}
+		c := redis.NewClient(opts)
 		s.clients = append(s.clients, c)
 		return c
 	}
