@@ -65,9 +65,12 @@ func TestWaitWokenByAnotherEngine(t *testing.T) {
 	if c.majority(t, key) != "waiter" {
 		t.Fatalf("values %v, want the waiter's on a majority", c.values(t, key))
 	}
+	// The first backend's notice wakes the waiter; if its try reaches a
+	// backend before the release does, the try is refused, and the next
+	// copy of the notice wakes it again: one wake-up per backend at most.
 	s := other.Waits()
-	if s.Grants != 1 || s.Releases != 1 || s.WakeUps != 1 || s.Waiting != 0 {
-		t.Fatalf("stats %+v, want one release heard, one wake-up, one grant", s)
+	if s.Grants != 1 || s.Releases != 1 || s.WakeUps < 1 || s.WakeUps > 3 || s.Waiting != 0 {
+		t.Fatalf("stats %+v, want one release heard, one to three wake-ups, one grant", s)
 	}
 	// Every backend that deleted the key told the waiting engine; its
 	// copies were one release.
