@@ -79,14 +79,8 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 	// Rounds outermost: each setting's rounds spread over the whole run.
 	// Odd rounds take the systems in reverse (ABBA), so that drift within
 	// a round, and whatever one system leaves the next, hit each alike.
-	order := make([]int, len(ss.list))
 	for r := range o.rounds {
-		for i := range order {
-			order[i] = i
-			if r%2 == 1 {
-				order[i] = len(order) - 1 - i
-			}
-		}
+		order := turns(len(ss.list), r)
 		for _, st := range settings {
 			for _, i := range order {
 				sys := ss.list[i]
@@ -203,4 +197,17 @@ func work(ctx context.Context, l locker, t *tally, deadline time.Time, keep int,
 			t.release = append(t.release, int64(t2.Sub(t1)))
 		}
 	}
+}
+
+// turns is the order of n systems in round r: as listed in even rounds,
+// reversed in odd ones (ABBA).
+func turns(n, r int) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+		if r%2 == 1 {
+			order[i] = n - 1 - i
+		}
+	}
+	return order
 }

@@ -76,14 +76,8 @@ func runOpenLoop(ctx context.Context, o *options, ss *systems, clock cpuClock, o
 	for i := range accs {
 		accs[i] = make([]acc, len(ss.list))
 	}
-	order := make([]int, len(ss.list))
 	for r := range o.rounds {
-		for i := range order {
-			order[i] = i
-			if r%2 == 1 {
-				order[i] = len(order) - 1 - i
-			}
-		}
+		order := turns(len(ss.list), r)
 		for ri, rate := range o.openLoop {
 			for _, i := range order {
 				if err := ctx.Err(); err != nil {

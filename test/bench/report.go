@@ -282,15 +282,11 @@ func pairedRatios(plain, fenced []roundFigures, figure func(roundFigures) float6
 			rs = append(rs, v)
 		}
 	}
-	if len(rs) == 0 {
+	m, ok := median(rs)
+	if !ok {
 		return spread{}
 	}
-	slices.Sort(rs)
-	median := rs[len(rs)/2]
-	if len(rs)%2 == 0 {
-		median = (rs[len(rs)/2-1] + rs[len(rs)/2]) / 2
-	}
-	return spread{Median: median, Min: rs[0], Max: rs[len(rs)-1]}
+	return spread{Median: m, Min: slices.Min(rs), Max: slices.Max(rs)}
 }
 
 func fencingOf(plain, fenced result) fencing {
@@ -434,37 +430,33 @@ func newSetting(x, y result) bool { return x.Mode != y.Mode || x.Workers != y.Wo
 // printBaseline shows this build against -baseline-bin's, whose rounds
 // alternated in this run.
 func (r *report) printBaseline(out io.Writer) {
-	if len(r.Baseline) == 0 {
-		return
-	}
-	fmt.Fprintln(out, "\nAgainst the baseline (proxy over the -baseline-bin build, rounds in turns in this run; CPU: proxy minus baseline, µs per cycle; by round: median [range] of each round over the baseline one next to it)")
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkers\tcycles\tacq p50\tacq p99\tproxy CPU\tbackends CPU\tcycles by round\tacq p50 by round\t")
-	for _, x := range r.Baseline {
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.Cycles, x.AcquireP50, x.AcquireP99,
-			signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU), x.CyclesByRound, x.AcquireP50ByRound)
-	}
-	tw.Flush()
+	printPairs(out, "Against the baseline (proxy over the -baseline-bin build, rounds in turns in this run; CPU: proxy minus baseline, µs per cycle; by round: median [range] of each round over the baseline one next to it)", r.Baseline)
 }
 
 // printFencing shows what fencing costs: proxy-fenced over proxy, whose
 // rounds alternated in this run, so that the machine's drift cancels.
 func (r *report) printFencing(out io.Writer) {
-	if len(r.Fencing) == 0 {
+	printPairs(out, "Fencing (proxy-fenced over proxy, rounds in turns in this run; CPU: fenced minus plain, µs per cycle; by round: median [range] of each round over the plain one next to it)", r.Fencing)
+	if len(r.Fencing) > 0 && r.FencingTokens > 0 && r.FencingWriteBacks >= 0 {
+		fmt.Fprintf(out, "  the fenced proxy minted %d tokens in the whole run; %d of them (%.2f%%) took a write-back round trip\n",
+			r.FencingTokens, r.FencingWriteBacks, 100*float64(r.FencingWriteBacks)/float64(r.FencingTokens))
+	}
+}
+
+// printPairs is the table of one system over another, under title; none
+// when rows is empty.
+func printPairs(out io.Writer, title string, rows []fencing) {
+	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintln(out, "\nFencing (proxy-fenced over proxy, rounds in turns in this run; CPU: fenced minus plain, µs per cycle; by round: median [range] of each round over the plain one next to it)")
+	fmt.Fprintln(out, "\n"+title)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tworkers\tcycles\tacq p50\tacq p99\tproxy CPU\tbackends CPU\tcycles by round\tacq p50 by round\t")
-	for _, x := range r.Fencing {
+	for _, x := range rows {
 		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.Cycles, x.AcquireP50, x.AcquireP99,
 			signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU), x.CyclesByRound, x.AcquireP50ByRound)
 	}
 	tw.Flush()
-	if r.FencingTokens > 0 && r.FencingWriteBacks >= 0 {
-		fmt.Fprintf(out, "  the fenced proxy minted %d tokens in the whole run; %d of them (%.2f%%) took a write-back round trip\n",
-			r.FencingTokens, r.FencingWriteBacks, 100*float64(r.FencingWriteBacks)/float64(r.FencingTokens))
-	}
 }
 
 // String is the median and, in brackets, the range.

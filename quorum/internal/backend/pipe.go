@@ -69,9 +69,8 @@ type Config struct {
 // writes with one write once the last of those replies is in. Under load
 // a single write and read carry hundreds of requests; when idle a request
 // costs one write, by the goroutine that made it, and one read, like a
-// plain client. It dials when a
-// request comes and finds no connection, and greets each new connection
-// before any request is written on it.
+// plain client. It dials when a request comes and finds no connection,
+// and greets each new connection before any request is written on it.
 //
 // Nothing is ever retried on a Pipe: a write retried after its reply was
 // lost may answer otherwise (SET NX would answer that the key exists,

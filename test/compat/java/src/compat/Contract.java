@@ -69,6 +69,21 @@ final class Contract {
         });
     }
 
+    /**
+     * Starts the threads, waits for them all, and throws the first failure that
+     * one of them recorded in failed, as who's.
+     */
+    static void startAndJoin(java.util.List<Thread> workers, java.util.concurrent.atomic.AtomicReference<Throwable> failed,
+            String who) throws InterruptedException {
+        workers.forEach(Thread::start);
+        for (Thread w : workers) {
+            w.join();
+        }
+        if (failed.get() != null) {
+            throw new AssertionError(who + " failed", failed.get());
+        }
+    }
+
     /** Runs a program's work and exits as main does: 0, or 1 with the failure printed. */
     static void run(ThrowingAction work) {
         int code;

@@ -144,13 +144,7 @@ public final class RedissonLocks {
                 }));
             }
         }
-        workers.forEach(Thread::start);
-        for (Thread w : workers) {
-            w.join();
-        }
-        if (failed.get() != null) {
-            throw new AssertionError("a worker failed", failed.get());
-        }
+        Contract.startAndJoin(workers, failed, "a worker");
         System.out.println("ok " + workers.size() + " threads of two clients took the lock " + rounds + " times each ("
                 + splits.get() + " tries split the backends and were told NOQUORUM, " + hidden.get()
                 + " were refused with an error Redisson hid behind a NullPointerException)");
@@ -611,13 +605,7 @@ public final class RedissonLocks {
                 }));
             }
         }
-        workers.forEach(Thread::start);
-        for (Thread w : workers) {
-            w.join();
-        }
-        if (failed.get() != null) {
-            throw new AssertionError("a contender failed", failed.get());
-        }
+        Contract.startAndJoin(workers, failed, "a contender");
         Contract.check("every contended holding got a token", order.size() == 2 * threads * rounds, order.size());
         for (int i = 0; i < order.size(); i++) {
             long prev = i == 0 ? last : order.get(i - 1);

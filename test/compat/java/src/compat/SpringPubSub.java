@@ -58,13 +58,7 @@ public final class SpringPubSub {
                 }));
             }
         }
-        workers.forEach(Thread::start);
-        for (Thread w : workers) {
-            w.join();
-        }
-        if (failed.get() != null) {
-            throw new AssertionError("a worker failed", failed.get());
-        }
+        Contract.startAndJoin(workers, failed, "a worker");
         System.out.println("ok " + workers.size() + " threads on two proxies took the lock " + rounds + " times each ("
                 + splits.get() + " tries split the backends and were told NOQUORUM)");
     }
