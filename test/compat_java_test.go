@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // javaDir is the Maven project of the Java programs: one module per client
@@ -87,14 +85,7 @@ func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {
 // redis-server: what the library does without the proxy, so that a failure
 // through the proxy is the proxy's.
 func TestCompatJavaProgramsOnRedis(t *testing.T) {
-	dir := javaBuild(t)
-	addr := redistest.Start(t).Addr()
-	for _, client := range javaCompatClients(dir) {
-		t.Run(client.name, func(t *testing.T) {
-			t.Run("contention", func(t *testing.T) { runContention(t, addr, client, 4, 25) })
-			t.Run("scenario", func(t *testing.T) { runScenario(t, addr, client) })
-		})
-	}
+	programsOnRedis(t, javaCompatClients(javaBuild(t)))
 }
 
 // javaCompatClients are javaClients as compatClients of the project built in

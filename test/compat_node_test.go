@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // nodeDir holds the Node programs of the compatibility suite, with the
@@ -44,14 +42,11 @@ func TestCompatNode(t *testing.T) {
 // through the proxy is the proxy's.
 func TestCompatNodeProgramsOnRedis(t *testing.T) {
 	dir := nodeModules(t)
-	addr := redistest.Start(t).Addr()
+	var clients []compatClient
 	for _, c := range nodeClients {
-		client := nodeClient(dir, c.name, c.program)
-		t.Run(c.name, func(t *testing.T) {
-			t.Run("contention", func(t *testing.T) { runContention(t, addr, client, 4, 25) })
-			t.Run("scenario", func(t *testing.T) { runScenario(t, addr, client) })
-		})
+		clients = append(clients, nodeClient(dir, c.name, c.program))
 	}
+	programsOnRedis(t, clients)
 }
 
 // nodeClient is the compatClient that runs program with node in dir.

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // pyDir holds the Python programs of the compatibility suite and, in
@@ -83,14 +81,7 @@ func TestCompatPyPI(t *testing.T) {
 // real redis-server: what the library does without the proxy, so that a
 // failure through the proxy is the proxy's.
 func TestCompatPyPIProgramsOnRedis(t *testing.T) {
-	clients := pyPIClients(t)
-	addr := redistest.Start(t).Addr()
-	for _, client := range clients {
-		t.Run(client.name, func(t *testing.T) {
-			t.Run("contention", func(t *testing.T) { runContention(t, addr, client, 4, 25) })
-			t.Run("scenario", func(t *testing.T) { runScenario(t, addr, client) })
-		})
-	}
+	programsOnRedis(t, pyPIClients(t))
 }
 
 // pyPIClients prepares the virtual environments and returns the clients
