@@ -163,6 +163,9 @@ type membership struct {
 
 	mu      sync.Mutex
 	records map[*node]record // of the admitted members, as last read
+	// old is what records say of the set this epoch replaced, derived
+	// again at each change of records: every backend's vote asks.
+	old oldSet
 }
 
 // admit records n's record and returns nil, or a *SetError when the record
@@ -177,6 +180,7 @@ func (m *membership) admit(n *node, r record) error {
 		m.records = map[*node]record{}
 	}
 	m.records[n] = r
+	m.old = m.oldSetLocked()
 	return nil
 }
 
@@ -186,8 +190,9 @@ func (m *membership) admit(n *node, r record) error {
 // the old set seen), which means not yet.
 func (m *membership) eligibleAt(n *node) (at time.Time, ok bool) {
 	m.mu.Lock()
-	_, admitted := m.records[n]
+	rec, admitted := m.records[n]
 	moved := admitted && m.movedLocked()
+	old := m.old
 	m.mu.Unlock()
 	if !admitted {
 		return time.Time{}, true // not a member: its greeting refused it, or did not run
@@ -198,13 +203,10 @@ func (m *membership) eligibleAt(n *node) (at time.Time, ok bool) {
 	if moved {
 		return m.layout.drained(m.maxTTL + m.drift(m.maxTTL))
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old := m.oldSetLocked()
 	if old.n == 0 {
 		return time.Time{}, true // no change of set in sight: the first epoch, or long settled
 	}
-	newMember := m.records[n].previous != old.epoch
+	newMember := rec.previous != old.epoch
 	intersecting := m.quorum+old.n/2+1 > old.n
 	if !newMember && intersecting {
 		return time.Time{}, true
@@ -247,7 +249,7 @@ func (m *membership) settleDue(n *node) (record, bool) {
 	m.mu.Lock()
 	rec, admitted := m.records[n]
 	moved := m.movedLocked()
-	old := m.oldSetLocked()
+	old := m.old
 	m.mu.Unlock()
 	if !admitted || rec.settled() {
 		return record{}, false
@@ -274,6 +276,7 @@ func (m *membership) settle(n *node, rec record) {
 		rec.previous, rec.previousN, rec.previousSlots = 0, 0, rec.slots
 		rec.raw = rec.settledRaw()
 		m.records[n] = rec
+		m.old = m.oldSetLocked()
 	}
 }
 
@@ -396,7 +399,7 @@ func (m *membership) oldSetStopped() (at time.Time, known bool) {
 			return time.Time{}, true // a proxy saw it over
 		}
 	}
-	if old := m.oldSetLocked(); old.n > 0 {
+	if old := m.old; old.n > 0 {
 		return old.blocked, old.blockedKnown
 	}
 	for _, rec := range m.records {
