@@ -185,6 +185,11 @@ func TestRedissonFencedWire(t *testing.T) {
 			t.Fatalf("holding %d got token %d, not above the last holder's %d", i, token, last)
 		}
 		last = token
+		// The acquisition was answered at a quorum; the other proxy's
+		// re-entry must find it on every backend, not race its
+		// stragglers (where it would take the lock afresh, and answer
+		// the larger token minted there, as designed).
+		heldEverywhere(t, c, name, owner)
 		// Re-entry: the same lock, the same token.
 		if again, err := acquireToken.Run(ctx, other, keys, 30000, owner).Int64Slice(); err != nil || again[0] != -1 || again[1] != token {
 			t.Fatalf("re-entry through the other proxy: %v, %v; want [-1 %d]", again, err, token)
@@ -214,5 +219,24 @@ func TestRedissonFencedWire(t *testing.T) {
 	}
 	if got, err := proxies[0].Get(ctx, keys[1]).Int64(); err != nil || got <= last {
 		t.Fatalf("getToken after lock(): %d, %v; want above %d", got, err, last)
+	}
+}
+
+// heldEverywhere waits until every backend of c holds the hash lock name
+// for owner.
+func heldEverywhere(t *testing.T, c *cluster, name, owner string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for i, s := range c.servers {
+		for {
+			held, err := s.Client(t).HExists(t.Context(), name, owner).Result()
+			if err == nil && held {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("backend %d does not hold %s for %s: %v, %v", i, name, owner, held, err)
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }
