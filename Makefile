@@ -18,9 +18,12 @@ run: build
 ## time (-p 1): the fault tests time backends out on purpose, and another
 ## package's load on this 2-core machine must not do it for them. The test
 ## package, the compatibility suite's JVM and Python runs among it, takes
-## over go test's default 10 minutes under -race.
+## over go test's default 10 minutes under -race. internal/rawsock runs again
+## without -race, under which it uses the syscall package's calls instead of
+## its raw ones.
 test: deps
 	$(GO) test -race -count=1 -p 1 -timeout 20m ./...
+	$(GO) test -count=1 ./internal/rawsock
 
 ## fuzz: each native fuzz target of proxy/ for FUZZTIME (go test -fuzz takes
 ## one target at a time); inputs that fail land in proxy/testdata/fuzz.

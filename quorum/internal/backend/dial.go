@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/rawsock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -62,6 +63,7 @@ func dial(done context.Context, opt *redis.Options, timeout time.Duration, greet
 	if err != nil {
 		return nil, nil, err
 	}
+	nc = rawsock.Wrap(nc)
 	// The greeting runs under the connection's deadline; done ends it too.
 	unhook := context.AfterFunc(done, func() { nc.Close() })
 	defer unhook()
