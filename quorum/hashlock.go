@@ -97,7 +97,7 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 		op.decode = func(_ *node, r backend.Reply) (ack, error) {
 			granted, n, err := pairOfIntegers(r)
 			if err == nil && granted == 0 {
-				holder.note(time.Duration(n) * time.Millisecond)
+				holder.note(heldFor(n))
 			}
 			return ack{yes: granted == 1, fresh: granted == 1}, err
 		}
@@ -127,7 +127,7 @@ func decodeHashFenced(r backend.Reply) (ack, time.Duration, error) {
 	case err != nil:
 		return ack{}, 0, err
 	case granted == 0:
-		return ack{}, time.Duration(n) * time.Millisecond, nil
+		return ack{}, heldFor(n), nil
 	case granted != 1 || len(a) != 3:
 		return ack{}, 0, errors.New("quorum: script: unexpected reply")
 	}
@@ -140,6 +140,18 @@ func decodeHashFenced(r backend.Reply) (ack, time.Duration, error) {
 		return ack{}, 0, fmt.Errorf("acquisition answered %q, not a token", text)
 	}
 	return ack{yes: true, fresh: n == 1, fence: fence}, 0, nil
+}
+
+// heldFor is the lease left to a holder whose key answered PTTL pttl (ms).
+// A PTTL of 0 is a lease that ends within this millisecond, not none: a
+// contender that Redisson wakes at the holder's PTTL arrives just then,
+// and finds it gone on some backends and not yet on others, a split for
+// which it must be told to wait, not fail. -1 (no TTL) stays no lease.
+func heldFor(pttl int64) time.Duration {
+	if pttl == 0 {
+		return time.Millisecond
+	}
+	return time.Duration(pttl) * time.Millisecond
 }
 
 // leastTTL is the least positive TTL noted, 0 for none; safe for

@@ -598,3 +598,26 @@ func TestHashUndoOwnFields(t *testing.T) {
 		t.Errorf("with another owner's field the undo leaves %q, want it and the token", fields)
 	}
 }
+
+// A holder whose key answers PTTL 0 still holds it, for less than a
+// millisecond: the contender is told to wait that long, not failed. A
+// key without a TTL gives no lease to wait for.
+func TestHeldForExpiringLease(t *testing.T) {
+	for _, c := range []struct {
+		pttl int64
+		want time.Duration
+	}{{0, time.Millisecond}, {1, time.Millisecond}, {250, 250 * time.Millisecond}, {-1, -time.Millisecond}} {
+		if got := heldFor(c.pttl); got != c.want {
+			t.Errorf("heldFor(%d) = %v, want %v", c.pttl, got, c.want)
+		}
+	}
+	var least leastTTL
+	least.note(heldFor(-1))
+	if got := least.get(); got != 0 {
+		t.Fatalf("a key without a TTL gave a lease of %v", got)
+	}
+	least.note(heldFor(0))
+	if got := least.get(); got != time.Millisecond {
+		t.Fatalf("a lease ending within the millisecond gave %v, want 1ms", got)
+	}
+}
