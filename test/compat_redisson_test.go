@@ -107,6 +107,13 @@ func TestRedissonThroughProxies(t *testing.T) {
 
 	var wg sync.WaitGroup
 	run := func(name string, f func(t *testing.T)) { wg.Go(func() { t.Run(name, f) }) }
+	// The restart runs once the rest is done, on a machine less loaded:
+	// with one backend quarantined only four count, and a holding taken
+	// on exactly three of them, the restarted one among them (two others
+	// not yet through the last holder's release, answered at a quorum
+	// through the other proxy), is left on two, undecidable; CPU-starved
+	// proxies make such stragglers common.
+	var restartedEmpty []func()
 	for i, r := range redissonVersions {
 		run("backends_up/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
@@ -117,22 +124,28 @@ func TestRedissonThroughProxies(t *testing.T) {
 			c.servers[0].Kill()
 			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
 		})
-		run("backend_restarted_empty/"+r.version, func(t *testing.T) {
-			c, proxies := qc[i], []*proxyProcess{qc[i].proxy, qb[i]}
-			waited := time.Now()
-			for _, p := range proxies {
-				awaitQuorum(t, p, 45*time.Second)
-			}
-			t.Logf("the fresh backends counted after %v", time.Since(waited).Round(100*time.Millisecond))
-			restarted := c.servers[1]
-			runRedissonSuite(t, dir, r.module, proxies[0].Addr, proxies[1].Addr, redissonDeliveries, restarted.Restart)
-			// The restarted backend answered throughout but did not count:
-			// the suite ran inside its quarantine.
-			for _, p := range proxies {
-				if info := redisCLI(t, p.Addr, "INFO", "backends"); !strings.Contains(info, "backend1:addr="+restarted.Addr()+",state=quarantined") {
-					t.Errorf("INFO backends of %s does not show the restarted backend quarantined after the suite:\n%s", p.Addr, info)
+		restartedEmpty = append(restartedEmpty, func() {
+			t.Run("backend_restarted_empty/"+r.version, func(t *testing.T) {
+				c, proxies := qc[i], []*proxyProcess{qc[i].proxy, qb[i]}
+				waited := time.Now()
+				// All five, not just a quorum: the suite restarts one, and
+				// with only a quorum left counting every straggling reply of
+				// an operation answered at a quorum would split the next.
+				for _, p := range proxies {
+					awaitQuorum(t, p, 45*time.Second)
+					awaitAllCounting(t, p, 5, 15*time.Second)
 				}
-			}
+				t.Logf("the fresh backends counted after %v", time.Since(waited).Round(100*time.Millisecond))
+				restarted := c.servers[1]
+				runRedissonSuite(t, dir, r.module, proxies[0].Addr, proxies[1].Addr, redissonDeliveries, restarted.Restart)
+				// The restarted backend answered throughout but did not count:
+				// the suite ran inside its quarantine.
+				for _, p := range proxies {
+					if info := redisCLI(t, p.Addr, "INFO", "backends"); !strings.Contains(info, "backend1:addr="+restarted.Addr()+",state=quarantined") {
+						t.Errorf("INFO backends of %s does not show the restarted backend quarantined after the suite:\n%s", p.Addr, info)
+					}
+				}
+			})
 		})
 	}
 	w, wb := twoProxies(t, 5)
@@ -158,6 +171,10 @@ func TestRedissonThroughProxies(t *testing.T) {
 	run("refused_objects/"+newest.version, func(t *testing.T) {
 		runRedisson(t, dir, newest.module, nil, "refused", w.proxy.Addr)
 	})
+	wg.Wait()
+	for _, f := range restartedEmpty {
+		wg.Go(f)
+	}
 	wg.Wait()
 	t.Logf("Redisson through the proxies took %v", time.Since(start).Round(100*time.Millisecond))
 }
@@ -260,6 +277,23 @@ func awaitQuorum(t *testing.T, p *proxyProcess, limit time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s takes no locks after %v: %s", p.Addr, limit, got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// awaitAllCounting waits until INFO backends of p shows n backends up
+// (counting toward quorum).
+func awaitAllCounting(t *testing.T, p *proxyProcess, n int, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		info := redisCLI(t, p.Addr, "INFO", "backends")
+		if strings.Count(info, ",state=up,") == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: fewer than %d backends count after %v:\n%s", p.Addr, n, limit, info)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
