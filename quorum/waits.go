@@ -53,7 +53,13 @@ type waits struct {
 	watches map[string]*watch     // Releases', by backend pattern
 	subs    []*backend.Subscriber // one per backend, nil where it failed
 	quorum  int                   // backends that must carry a pattern
-	stats   waitCounts
+	// counting says which backends count toward quorum now: the ones a
+	// release is expected to reach (Releases).
+	counting func() []bool
+	// straggle is how long after a quorum's copies of a release its
+	// callers wait for the other counting backends' copies (Releases).
+	straggle time.Duration
+	stats    waitCounts
 }
 
 // waitQueue is the waiters of one key, first come first served.
@@ -66,22 +72,21 @@ type waitQueue struct {
 	// freeAt is when the key's holder runs out, as last learned: the
 	// head's timer. Zero: unknown, try at once.
 	freeAt time.Time
-	// released are the releases (by id) heard in the last noticeDedupe,
-	// and when; spent says whether a grant (or an await) has used that
-	// release since. Every copy of a release wakes the head until then: a
-	// head woken by the first copy may try before the release has landed
-	// on a quorum, and the later copies say it has.
-	released map[string]releaseSeen
+	// released are the releases (by id) heard in the last noticeDedupe:
+	// see heard.
+	released map[string]*releaseSeen
 	// subscribed is closed when a quorum of backends confirmed the
 	// channel; confirmed says which.
 	subscribed chan struct{}
 	confirmed  map[int]bool
 }
 
-// releaseSeen is what a queue knows of one released token.
+// releaseSeen is what a queue knows of one release.
 type releaseSeen struct {
 	at    time.Time
-	spent bool
+	from  map[int]bool // the backends that told it
+	late  *time.Timer  // wakes the head at the end of the straggle
+	spent bool         // a grant (or an await) has used it
 }
 
 // waiter is one caller in a queue.
@@ -134,6 +139,14 @@ func (e *Engine) subscribe() {
 	e.waits.watches = map[string]*watch{}
 	e.waits.subs = make([]*backend.Subscriber, len(e.nodes))
 	e.waits.quorum = e.quorum
+	e.waits.straggle = e.cfg.NodeTimeout
+	e.waits.counting = func() []bool {
+		out := make([]bool, len(e.nodes))
+		for i, n := range e.nodes {
+			out[i] = e.counts(i, n)
+		}
+		return out
+	}
 	for i := range e.nodes {
 		sub, err := backend.NewSubscriber(backend.SubscriberConfig{
 			URL: e.cfg.Backends[i], TLS: e.cfg.TLSConfig, Timeout: e.cfg.NodeTimeout,
@@ -171,7 +184,7 @@ func (e *Engine) noticed(from int, pattern, channel, token string) {
 		return
 	}
 	e.waits.stats.notices.Add(1)
-	e.released(key, id)
+	e.waits.heard(key, id, from, e.waits.counting())
 }
 
 // releaseIDLen is the length of a release's id, which starts its notice:
@@ -190,10 +203,20 @@ func splitNotice(payload string) (id, token string) {
 	return payload[:releaseIDLen], payload[releaseIDLen:]
 }
 
-// released wakes the head of key's queue for the release id, until a grant
-// has used that release.
-func (e *Engine) released(key, id string) {
-	w := &e.waits
+// released wakes the head of key's queue for this engine's own release
+// id, answered by a quorum: the head's tries follow the release's late
+// requests down every backend's pipe, so it need not wait for them.
+func (e *Engine) released(key, id string) { e.waits.heard(key, id, -1, nil) }
+
+// heard hears backend from's copy of release id's notice for key (from
+// -1: this engine's release), and wakes the head of key's queue as
+// Releases tells its callers: once a quorum of backends told it, and every
+// backend that counts (counting) has too, or a backend timeout after the
+// quorum's copy. A head woken sooner would try before the release had
+// landed everywhere, spend a try, or take the lock on a bare quorum. The
+// release wakes the head again, at its later copies, until a grant has
+// used it.
+func (w *waits) heard(key, id string, from int, counting []bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	q := w.queues[key]
@@ -201,19 +224,39 @@ func (e *Engine) released(key, id string) {
 		return
 	}
 	now := time.Now()
-	seen, known := q.released[id]
+	seen := q.released[id]
 	switch {
-	case known && now.Sub(seen.at) < noticeDedupe && seen.spent:
+	case seen != nil && now.Sub(seen.at) < noticeDedupe && seen.spent:
 		return
-	case !known || now.Sub(seen.at) >= noticeDedupe:
+	case seen == nil || now.Sub(seen.at) >= noticeDedupe:
 		for t, r := range q.released {
 			if now.Sub(r.at) >= noticeDedupe {
 				delete(q.released, t)
 			}
 		}
-		q.released[id] = releaseSeen{at: now}
+		seen = &releaseSeen{at: now, from: map[int]bool{}}
+		q.released[id] = seen
 		w.stats.releases.Add(1)
 	}
+	if from >= 0 {
+		seen.from[from] = true
+	}
+	switch {
+	case from < 0 || len(seen.from) >= w.quorum && toldByAll(seen.from, counting):
+		q.wakeHead()
+	case len(seen.from) >= w.quorum && seen.late == nil:
+		seen.late = time.AfterFunc(w.straggle, func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !seen.spent && w.queues[key] == q {
+				q.wakeHead()
+			}
+		})
+	}
+}
+
+// wakeHead leaves the head a wake-up, unless one is waiting already.
+func (q *waitQueue) wakeHead() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -250,7 +293,7 @@ func (w *waits) join(key string) (*waitQueue, *waiter) {
 	q := w.queues[key]
 	if q == nil {
 		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{},
-			released: map[string]releaseSeen{}}
+			released: map[string]*releaseSeen{}}
 		w.queues[key] = q
 		for _, s := range w.subs {
 			if s != nil {
@@ -299,9 +342,8 @@ func (w *waits) leave(q *waitQueue, me *waiter) {
 func (w *waits) spend(q *waitQueue) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for t, r := range q.released {
+	for _, r := range q.released {
 		r.spent = true
-		q.released[t] = r
 	}
 	select {
 	case <-q.wake:
@@ -493,6 +535,8 @@ type watch struct {
 	// copies is how many backends must tell a notice before its callers
 	// hear it (Releases: a quorum, so that a waiter woken by it finds the
 	// release landed on a quorum, not on the first backend to tell it).
+	// Past one, the callers also wait for the other backends that count,
+	// up to straggle after the quorum's copy.
 	copies int
 	// subscribed is closed when a quorum of backends confirmed the
 	// pattern; confirmed says which.
@@ -517,6 +561,15 @@ type watch struct {
 // lease (Redisson does), its wake-up spent. A release that reached fewer
 // (its key had expired on the others) is not told: its waiters were free
 // to take the key already, at their own timers.
+//
+// Past a quorum, fn hears it once every backend that counts told it too,
+// or a backend timeout after the quorum's copy, whichever comes first. A
+// release is answered at a quorum, and under load its last backends apply
+// it later: a waiter woken at once would take the lock where the release
+// had landed and be refused where it had not, and hold it on a bare
+// quorum, which one backend's restart then leaves undecidable (its renewal
+// and its release fail, and its waiters sleep out its lease). Woken once
+// the release is everywhere, it takes the lock everywhere.
 func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func()) {
 	return e.watchPattern(releasedPrefix+pattern, e.quorum, fn)
 }
@@ -591,12 +644,17 @@ func (w *waits) confirmedPattern(i int, pattern string) bool {
 type sighting struct {
 	at   time.Time
 	from map[int]bool
-	told bool // the callers heard it
+	told bool        // the callers heard it
+	late *time.Timer // tells the callers at the end of the straggle, while some counting backends have not told it
 }
 
 // watched hears backend from's copy of a notice on a watched pattern:
 // name and payload for the callers, id the same in every copy.
 func (w *waits) watched(from int, pattern, id, name, payload string) {
+	var counting []bool
+	if w.counting != nil {
+		counting = w.counting() // before w.mu: it takes the backends' locks
+	}
 	w.mu.Lock()
 	wt := w.watches[pattern]
 	if wt == nil {
@@ -620,7 +678,38 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 		w.mu.Unlock()
 		return
 	}
+	if wt.copies > 1 && !toldByAll(s.from, counting) {
+		if s.late == nil {
+			s.late = time.AfterFunc(w.straggle, func() { w.tell(wt, s, name, payload) })
+		}
+		w.mu.Unlock()
+		return
+	}
+	w.mu.Unlock()
+	w.tell(wt, s, name, payload)
+}
+
+// toldByAll reports whether every backend that counts told a notice.
+func toldByAll(from map[int]bool, counting []bool) bool {
+	for i, c := range counting {
+		if c && !from[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// tell gives a notice to wt's callers, once.
+func (w *waits) tell(wt *watch, s *sighting, name, payload string) {
+	w.mu.Lock()
+	if s.told {
+		w.mu.Unlock()
+		return
+	}
 	s.told = true
+	if s.late != nil {
+		s.late.Stop()
+	}
 	fns := make([]func(string, string), 0, len(wt.fns))
 	for _, fn := range wt.fns {
 		fns = append(fns, fn)
