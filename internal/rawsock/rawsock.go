@@ -62,7 +62,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	case err != nil:
 		return 0, renamed(err, "read")
 	case errno != 0:
-		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+		return 0, c.opError("read", errno)
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -92,9 +92,14 @@ func (c *Conn) Write(p []byte) (int, error) {
 	case err != nil:
 		return written, renamed(err, "write")
 	case errno != 0:
-		return written, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
+		return written, c.opError("write", errno)
 	}
 	return written, nil
+}
+
+// opError is the error a net.Conn's op would give for errno.
+func (c *Conn) opError(op string, errno syscall.Errno) error {
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 }
 
 // renamed gives a RawConn's error ("raw-read tcp ...: i/o timeout") the
