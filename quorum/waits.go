@@ -535,8 +535,10 @@ type watch struct {
 	// copies is how many backends must tell a notice before its callers
 	// hear it (Releases: a quorum, so that a waiter woken by it finds the
 	// release landed on a quorum, not on the first backend to tell it).
-	// Past one, the callers also wait for the other backends that count,
-	// up to straggle after the quorum's copy.
+	// Then they wait for the other backends that count too, up to
+	// straggle after that: so that a notice is told after those that the
+	// same backends carried before it (a client's release, then its
+	// PUBLISH), and a release once it is everywhere (Releases).
 	copies int
 	// subscribed is closed when a quorum of backends confirmed the
 	// pattern; confirmed says which.
@@ -678,7 +680,7 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 		w.mu.Unlock()
 		return
 	}
-	if wt.copies > 1 && !toldByAll(s.from, counting) {
+	if !toldByAll(s.from, counting) {
 		if s.late == nil {
 			s.late = time.AfterFunc(w.straggle, func() { w.tell(wt, s, name, payload) })
 		}
