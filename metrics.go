@@ -55,6 +55,10 @@ var (
 		"Fencing tokens that a quorum of the backends carried only after a write-back round trip.", nil, nil)
 	descFenceReseeds = prometheus.NewDesc("lockproxy_fencing_reseeds_total",
 		"Backends whose fencing counter was re-seeded from the other backends before they counted again (after a restart, a failover, or a first start).", nil, nil)
+	descTopUps = prometheus.NewDesc("lockproxy_top_ups_total",
+		"Locks granted while some backends refused them, then asked of those backends again once free (a contender's rollback, a release on its way).", nil, nil)
+	descTopUpCopies = prometheus.NewDesc("lockproxy_top_up_copies_total",
+		"Backends that took a lock in a top-up, after refusing it at the grant.", nil, nil)
 	descWaiters = prometheus.NewDesc("lockproxy_waiters",
 		"Callers waiting for a held lock now (LOCK.ACQUIRE ... WAIT).", nil, nil)
 	descReleaseNotices = prometheus.NewDesc("lockproxy_release_notices_total",
@@ -185,7 +189,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
 		descQuorum, descQuorumAvailable, descGroupQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
-		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descSessionLocks, descSessionRenewals, descSessionLost, descBuildInfo} {
+		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descTopUps, descTopUpCopies, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descSessionLocks, descSessionRenewals, descSessionLost, descBuildInfo} {
 		ch <- d
 	}
 }
@@ -229,6 +233,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descFencesMinted, prometheus.CounterValue, float64(fences.Minted))
 	ch <- prometheus.MustNewConstMetric(descFenceWriteBacks, prometheus.CounterValue, float64(fences.WriteBacks))
 	ch <- prometheus.MustNewConstMetric(descFenceReseeds, prometheus.CounterValue, float64(fences.Reseeds))
+	topUps := m.groups.TopUps()
+	ch <- prometheus.MustNewConstMetric(descTopUps, prometheus.CounterValue, float64(topUps.Started))
+	ch <- prometheus.MustNewConstMetric(descTopUpCopies, prometheus.CounterValue, float64(topUps.Copies))
 	waits := m.groups.Waits()
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(waits.Waiting))
 	ch <- prometheus.MustNewConstMetric(descReleaseNotices, prometheus.CounterValue, float64(waits.Notices))

@@ -162,10 +162,11 @@ type Engine struct {
 	quorum    int
 	rollbacks rollbacks
 	servers   servers
-	clocks    clocks         // each backend's clock rate (clock.go)
-	order     [64]sync.Mutex // fanout's send order, striped by key
-	members   membership     // the backend set, and its changes
-	values    *valueScripts  // the scripts that read locks' values, fenced or not
+	clocks    clocks          // each backend's clock rate (clock.go)
+	order     [64]orderStripe // fanout's send order, striped by key
+	topUps    topUpCounts     // locks granted on a bare quorum, topped up (topup.go)
+	members   membership      // the backend set, and its changes
+	values    *valueScripts   // the scripts that read locks' values, fenced or not
 	fences    fenceCounts
 	waits     waits      // callers waiting for held keys (waits.go)
 	clockMu   sync.Mutex // fanoutClocked's order

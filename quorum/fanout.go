@@ -64,10 +64,11 @@ func (f *flight[T]) send(cmd *backend.Command) {
 	// order, so that each backend runs them in that order: two acquisitions
 	// through this engine can then never split the backends between them,
 	// which, with a backend down, would leave both undecided.
-	order := &e.order[cmd.KeyHash()%uint32(len(e.order))]
+	order, sends := e.stripe(cmd.KeyHash())
 	var some [8]backend.Flush
 	flushes := some[:0]
 	order.Lock()
+	sends.Add(1) // stops the key's top-up (topup.go): no copy may follow this
 	for i, n := range e.nodes {
 		flushes = append(flushes, n.pipe.Queue(&f.slots[i].Request))
 	}
@@ -94,6 +95,9 @@ type flight[T any] struct {
 	cast   int
 	wakeAt int // 0: nobody waits
 	wake   chan struct{}
+	// late hears the votes cast from now on, in place of the channel:
+	// for one who stopped reading it (a top-up, topup.go).
+	late func(vote[T])
 }
 
 // slot is one backend's part of a flight.
@@ -138,14 +142,21 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	if obs := f.e.cfg.Observer; obs != nil {
 		obs.Vote(n.addr, latency, kind)
 	}
-	f.votes <- vote[T]{node: i, val: val, err: err}
+	v := vote[T]{node: i, val: val, err: err}
 	f.mu.Lock()
+	late := f.late
+	if late == nil {
+		f.votes <- v // buffered for every backend's vote
+	}
 	if f.cast++; f.wakeAt > 0 && f.cast >= f.wakeAt {
 		f.wakeAt = 0
 		f.wake <- struct{}{}
 	}
 	all := f.cast == len(f.slots)
 	f.mu.Unlock()
+	if late != nil {
+		late(v)
+	}
 	if all {
 		f.timer.Stop()
 	}

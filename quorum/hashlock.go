@@ -99,7 +99,17 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 			if err == nil && granted == 0 {
 				holder.note(heldFor(n))
 			}
-			return ack{yes: granted == 1, fresh: granted == 1}, err
+			// Only a first hold is fresh: a re-entry's lock is not topped up.
+			return ack{yes: granted == 1, fresh: granted == 1 && n == 1}, err
+		}
+		op.fill = &fill{
+			cmd: func(left time.Duration) *backend.Command {
+				return e.checkedCommand(hashFillScript, keys, field, left.Milliseconds())
+			},
+			taken: func(r backend.Reply) bool {
+				taken, err := r.Integer()
+				return err == nil && taken == 1
+			},
 		}
 	}
 	res, err := e.lockOp(ctx, op)

@@ -50,6 +50,15 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	} else {
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
 		op.decode = decodeStamp
+		op.fill = &fill{
+			cmd: func(left time.Duration) *backend.Command {
+				return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
+			},
+			taken: func(r backend.Reply) bool {
+				stamp, err := r.Integer()
+				return err == nil && stamp > 0
+			},
+		}
 	}
 	return e.lockOp(ctx, op)
 }
@@ -114,6 +123,9 @@ type lockOp struct {
 	// scriptKeys are the keys of scriptOp's command, when more than keys
 	// (the fencing token's key beside the lock's).
 	scriptKeys []string
+	// fill, when set, tops up a lock granted while some backends refused
+	// it (topup.go): a single-key, unfenced acquisition.
+	fill *fill
 }
 
 func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
@@ -140,6 +152,9 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		}
 		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
 		if res.Validity > 0 {
+			if op.fill != nil && (t.no > 0 || t.pending() > 0) {
+				e.topUpLater(op, f, seen, t.pending(), t.quorumAt.Add(res.Validity))
+			}
 			return res, nil
 		}
 	}
@@ -166,6 +181,7 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
 	}
+	e.touch(op.keys[1:]) // the send counts the first
 	keys := op.keys
 	if op.scriptKeys != nil {
 		keys = op.scriptKeys

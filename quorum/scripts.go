@@ -31,6 +31,7 @@ var (
 	hashReleaseScript   = checkedScript("hash_release")
 	hashRenewEachScript = checkedScript("hash_renew_each")
 	hashUndoScript      = luaScript("hash_undo")
+	hashFillScript      = checkedScript("hash_fill")
 	hashDropScript      = luaScript("hash_drop")
 	hashFieldScript     = luaScript("hash_field")
 

@@ -51,6 +51,7 @@ func (e *Engine) unlockOp(ctx context.Context, cmd *backend.Command, decode func
 // deleted every one of them. Errors as Release (never ErrAbsent). keys is
 // never empty: Unlock refuses a request without keys.
 func (e *Engine) releaseAll(ctx context.Context, keys []string, token string) (Result, error) {
+	e.touch(keys[1:]) // the send counts the first
 	id := newReleaseID()
 	r, err := e.unlockOp(ctx, backend.ScriptCommand(e.values.releaseAll, keys, token, id), decodeAllKeys(len(keys)))
 	if err == nil {

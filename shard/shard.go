@@ -204,6 +204,17 @@ func (g *Groups) Fences() quorum.FenceStats {
 	return sum
 }
 
+// TopUps adds up the groups' top-up counts.
+func (g *Groups) TopUps() quorum.TopUpStats {
+	var sum quorum.TopUpStats
+	for _, e := range g.engines {
+		u := e.TopUps()
+		sum.Started += u.Started
+		sum.Copies += u.Copies
+	}
+	return sum
+}
+
 // Waits adds up the groups' waiting counts.
 func (g *Groups) Waits() quorum.WaitStats {
 	var sum quorum.WaitStats

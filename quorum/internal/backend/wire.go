@@ -88,11 +88,16 @@ func ScriptCommand(s *Script, keys []string, args ...any) *Command {
 		c.blank = b[blank : blank+blankLen : blank+blankLen]
 	}
 	if len(keys) > 0 {
-		h := fnv.New32a()
-		h.Write([]byte(keys[0]))
-		c.key = h.Sum32()
+		c.key = HashKey(keys[0])
 	}
 	return c
+}
+
+// HashKey is the hash KeyHash gives a command whose first key is key.
+func HashKey(key string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return h.Sum32()
 }
 
 // KeyHash is a hash of a script command's first key, for a caller that

@@ -1,0 +1,252 @@
+package quorum
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
+)
+
+// Topping up a lock granted on a bare quorum. When two contenders race for
+// a key just released (each proxy's first waiter is woken by the same
+// release), or one arrives while the last holder's release is still on its
+// way to some backends, the winner is granted by a quorum and refused by
+// the others. Its lock then survives no backend's loss: one restarted
+// empty, or down, leaves its renewal and its release undecidable, and its
+// waiters sleep out its lease. The loser rolls back within a round trip or
+// two, and a straggling release lands within milliseconds, so the
+// winner's engine asks the backends that refused again, a few times
+// shortly after the grant: each that is free by then takes the lock too,
+// with no more lease than the lock's validity left.
+//
+// It is safe: while the lock is valid on a quorum nobody else can hold one,
+// and the extra copies expire before its validity ends. A copy must never
+// land after the owner's next command on the key (its release above all),
+// or it would outlive the lock there: so a top-up stops once any command
+// on the key (or on another key that shares its send-order bucket) has
+// been sent since the grant, and it queues its requests under the key's
+// send-order lock, so that a command sent later follows them on every
+// backend's pipe. A release through another proxy is not seen: a copy
+// made after it lives on its backend until its lease ends, where it costs
+// the next holder that backend.
+//
+// Only single-key, unfenced acquisitions of a free key are topped up: a
+// fenced one's copy would need its token written back with it, and a
+// re-entry's count would differ between backends.
+
+// topUpDelays are the times after the grant at which the backends that
+// refused a lock are asked again.
+var topUpDelays = []time.Duration{2 * time.Millisecond, 8 * time.Millisecond, 32 * time.Millisecond, 128 * time.Millisecond}
+
+// topUpLeast is the least validity left for which a copy is still made.
+const topUpLeast = 10 * time.Millisecond
+
+// orderStripe is one stripe of fanout's send order: the lock that orders
+// the commands on its keys on every backend's pipe, and how many commands
+// it has sent, by bucket of their keys, which a top-up checks.
+type orderStripe struct {
+	sync.Mutex
+	sends [64]atomic.Uint64
+}
+
+// stripe is the send-order stripe of the key with hash h, and its bucket.
+func (e *Engine) stripe(h uint32) (*orderStripe, *atomic.Uint64) {
+	s := &e.order[h%uint32(len(e.order))]
+	return s, &s.sends[(h/uint32(len(e.order)))%uint32(len(s.sends))]
+}
+
+// touch counts a command on keys as sent, for the top-ups of all of them:
+// fanout's send counts only its first key's.
+func (e *Engine) touch(keys []string) {
+	for _, k := range keys {
+		s, sends := e.stripe(backend.HashKey(k))
+		s.Lock()
+		sends.Add(1)
+		s.Unlock()
+	}
+}
+
+// TopUpStats is what topping up did since the engine started.
+type TopUpStats struct {
+	Started uint64 // locks granted while some backends refused them, topped up
+	Copies  uint64 // backends that took a lock in a top-up
+}
+
+// TopUps reports what topping up did since the engine started.
+func (e *Engine) TopUps() TopUpStats {
+	return TopUpStats{Started: e.topUps.started.Load(), Copies: e.topUps.copies.Load()}
+}
+
+// topUpCounts counts what topping up did.
+type topUpCounts struct {
+	started atomic.Uint64 // grants with a refusal, topped up
+	copies  atomic.Uint64 // backends that took a lock in a top-up
+	running atomic.Int64  // top-ups whose rounds are not over
+}
+
+// fill is how a top-up takes a lock on one more backend: the command, for
+// the validity left, and whether a reply says it was taken.
+type fill struct {
+	cmd   func(left time.Duration) *backend.Command
+	taken func(r backend.Reply) bool
+}
+
+// topUp is one granted lock's top-up.
+type topUp struct {
+	e        *Engine
+	fill     *fill
+	stripe   *orderStripe
+	sends    *atomic.Uint64
+	sent     uint64 // sends at the grant: a later command stops the top-up
+	granted  time.Time
+	deadline time.Time // the lock's validity ends
+
+	mu       sync.Mutex
+	refused  []int // the backends to ask at the next round
+	reentry  bool  // a late vote was a re-entry: no top-up
+	started  bool
+	finished bool
+}
+
+// topUpLater tops up the lock op was just granted, valid until deadline:
+// the backends that refused it among seen, and among the votes still to
+// come on f, each heard as it comes. Called before the grant is answered.
+func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending int, deadline time.Time) {
+	s, sends := e.stripe(op.cmd.KeyHash())
+	tu := &topUp{e: e, fill: op.fill, stripe: s, sends: sends, sent: sends.Load(), granted: time.Now(), deadline: deadline}
+	for _, v := range seen {
+		if v.err == nil && v.val.yes && !v.val.fresh {
+			return // a re-entry
+		}
+	}
+	if pending > 0 {
+		// The votes still to come go to tu as they are cast: the caller
+		// reads no more of them.
+		var early []vote[ack]
+		f.mu.Lock()
+		f.late = tu.vote
+		for drained := false; !drained; {
+			select {
+			case v := <-f.votes:
+				early = append(early, v)
+			default:
+				drained = true
+			}
+		}
+		f.mu.Unlock()
+		seen = append(seen, early...)
+	}
+	for _, v := range seen {
+		tu.vote(v)
+	}
+}
+
+// vote hears one backend's vote on the acquisition.
+func (tu *topUp) vote(v vote[ack]) {
+	tu.mu.Lock()
+	defer tu.mu.Unlock()
+	switch {
+	case tu.finished:
+	case v.err == nil && v.val.yes && !v.val.fresh:
+		tu.reentry = true
+	case v.err == nil && !v.val.yes:
+		tu.refused = append(tu.refused, v.node)
+		if !tu.started {
+			tu.started = true
+			tu.e.topUps.started.Add(1)
+			tu.e.topUps.running.Add(1)
+			go tu.run()
+		}
+	}
+}
+
+// run asks the backends that refused at each of topUpDelays after the
+// grant, until each took the lock, or the top-up stops.
+func (tu *topUp) run() {
+	e := tu.e
+	defer e.topUps.running.Add(-1)
+	defer func() {
+		tu.mu.Lock()
+		tu.finished = true
+		tu.mu.Unlock()
+	}()
+	for _, d := range topUpDelays {
+		select {
+		case <-time.After(time.Until(tu.granted.Add(d))):
+		case <-e.closed:
+			return
+		}
+		tu.mu.Lock()
+		ask, reentry := tu.refused, tu.reentry
+		tu.refused = nil
+		tu.mu.Unlock()
+		left := time.Until(tu.deadline)
+		if reentry || left < topUpLeast {
+			return
+		}
+		if len(ask) == 0 {
+			continue // a refusal may still come
+		}
+		still, stop := tu.once(ask, left)
+		if stop {
+			return
+		}
+		tu.mu.Lock()
+		tu.refused = append(tu.refused, still...)
+		tu.mu.Unlock()
+	}
+}
+
+// once asks the backends of ask to take the lock with left of lease, and
+// returns those that did not; stop when a command on the key was sent
+// since the grant, or a backend did not answer in time (what it did is
+// unknown, and one that slow is left alone).
+func (tu *topUp) once(ask []int, left time.Duration) (still []int, stop bool) {
+	e := tu.e
+	cmd := tu.fill.cmd(left)
+	replies := make(fillReplies, len(ask))
+	reqs := make([]backend.Request, len(ask))
+	flushes := make([]backend.Flush, 0, len(ask))
+	tu.stripe.Lock()
+	if tu.sends.Load() != tu.sent {
+		tu.stripe.Unlock()
+		return nil, true
+	}
+	for j, i := range ask {
+		reqs[j] = backend.Request{To: replies, ID: i, Cmd: cmd}
+		flushes = append(flushes, e.nodes[i].pipe.Queue(&reqs[j]))
+	}
+	tu.stripe.Unlock()
+	for _, w := range flushes {
+		w.Write()
+	}
+	timeout := time.NewTimer(e.cfg.NodeTimeout)
+	defer timeout.Stop()
+	for range ask {
+		select {
+		case r := <-replies:
+			if r.err == nil && tu.fill.taken(r.reply) {
+				e.topUps.copies.Add(1)
+			} else {
+				still = append(still, r.node)
+			}
+		case <-timeout.C:
+			return nil, true
+		case <-e.closed:
+			return nil, true
+		}
+	}
+	return still, false
+}
+
+type fillReply struct {
+	node  int
+	reply backend.Reply
+	err   error
+}
+
+// fillReplies hears a top-up's replies.
+type fillReplies chan fillReply
+
+func (c fillReplies) Complete(id int, r backend.Reply, err error) { c <- fillReply{id, r, err} }

@@ -1,0 +1,141 @@
+package quorum
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// splitFor leaves key held by "other" on the last two of five backends, as
+// a contender that lost the race for it holds it until its rollback.
+func splitFor(t *testing.T, c *cluster, key string) {
+	t.Helper()
+	for _, i := range []int{3, 4} {
+		if err := c.direct[i].Set(t.Context(), key, "other", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// rollBackOther deletes what splitFor set, as the loser's rollback does.
+func rollBackOther(t *testing.T, c *cluster, key string) {
+	t.Helper()
+	for _, i := range []int{3, 4} {
+		if err := c.direct[i].Del(t.Context(), key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// topUpsOver waits until no top-up of e is running.
+func topUpsOver(t *testing.T, e *Engine) {
+	t.Helper()
+	waitFor(t, func() bool { return e.topUps.running.Load() == 0 })
+}
+
+// TestTopUpAfterSplit: a lock granted by three backends of five, refused by
+// two that a contender held, is taken on those two as well once the
+// contender rolled back: one backend's loss then leaves it decidable. The
+// copies expire within the lock's validity.
+func TestTopUpAfterSplit(t *testing.T) {
+	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	splitFor(t, c, key)
+	res, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollBackOther(t, c, key)
+	redistest.Eventually(t, func() string {
+		if v := c.values(t, key); !slices.Equal(v, []string{"me", "me", "me", "me", "me"}) {
+			return fmt.Sprintf("values %q", v)
+		}
+		return ""
+	})
+	for _, i := range []int{3, 4} {
+		if left := c.direct[i].PTTL(t.Context(), key).Val(); left <= 0 || left > res.Validity {
+			t.Errorf("backend %d's copy has %v left, want at most the lock's validity %v", i, left, res.Validity)
+		}
+	}
+	if got := c.engine.topUps.copies.Load(); got != 2 {
+		t.Errorf("%d copies counted, want 2", got)
+	}
+	// Its release is heard everywhere.
+	if _, err := c.engine.Unlock(t.Context(), Unlock{Op: OpRelease, Keys: []string{key}, Token: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := c.values(t, key); !slices.Equal(v, []string{"", "", "", "", ""}) {
+		t.Fatalf("values %q after the release", v)
+	}
+}
+
+// TestTopUpStopsAtTheNextCommand: a lock released before its top-up could
+// take the backends that refused it leaves no copy there after the
+// release: the release stops the top-up.
+func TestTopUpStopsAtTheNextCommand(t *testing.T) {
+	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	splitFor(t, c, key)
+	if _, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.engine.Unlock(t.Context(), Unlock{Op: OpRelease, Keys: []string{key}, Token: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	rollBackOther(t, c, key)
+	topUpsOver(t, c.engine)
+	if v := c.values(t, key); !slices.Equal(v, []string{"", "", "", "", ""}) {
+		t.Fatalf("values %q after the release: a copy outlived it", v)
+	}
+	if c.engine.topUps.started.Load() != 1 || c.engine.topUps.copies.Load() != 0 {
+		t.Fatalf("started %d, copies %d: want one top-up, stopped before any copy", c.engine.topUps.started.Load(), c.engine.topUps.copies.Load())
+	}
+}
+
+// TestTopUpHashLock: Redisson's lock too, with one hold on every backend;
+// a re-entry is not topped up, its counts would differ.
+func TestTopUpHashLock(t *testing.T) {
+	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	for _, i := range []int{3, 4} {
+		c.hashHold(t, i, key, "other:1", 1, time.Minute)
+	}
+	if _, err := hashAcquire(c.engine, t, key, "me:1", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{3, 4} {
+		c.direct[i].Del(t.Context(), key)
+	}
+	redistest.Eventually(t, c.expectCounts(t, key, "me:1", "1", "1", "1", "1", "1"))
+	if r, err := hashRelease(c.engine, t, key, "me:1", ""); err != nil || !r.Released {
+		t.Fatalf("release: %+v, %v", r, err)
+	}
+	redistest.Eventually(t, c.gone(t, key))
+
+	// A re-entry refused by two backends.
+	reentered := uniqueKey(t)
+	for i := range 5 {
+		if i < 3 {
+			c.hashHold(t, i, reentered, "me:1", 1, time.Minute)
+		} else {
+			c.hashHold(t, i, reentered, "other:1", 1, time.Minute)
+		}
+	}
+	started := c.engine.topUps.started.Load()
+	if _, err := hashAcquire(c.engine, t, reentered, "me:1", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.engine.topUps.started.Load(); got != started {
+		t.Fatalf("a re-entry's grant started a top-up")
+	}
+	for _, i := range []int{3, 4} {
+		c.direct[i].Del(t.Context(), reentered)
+	}
+	topUpsOver(t, c.engine)
+	if got := c.counts(t, reentered, "me:1"); !slices.Equal(got, []string{"2", "2", "2", "", ""}) {
+		t.Fatalf("counts %q after a re-entry: want the two that refused it left alone", got)
+	}
+}
