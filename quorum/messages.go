@@ -57,11 +57,11 @@ func (e *Engine) Relay(ctx context.Context, topic, message string) error {
 
 // Relayed calls fn(topic, message) for each message Relay published on a
 // topic that matches pattern (Redis's glob), through any engine, once
-// however many backends carried it, until stop is called: once every
-// backend that counts toward quorum carried it, or a backend timeout after
-// the first did, so that a client's messages and releases are heard in the
-// order it made them, as Releases hears a release. It returns once a
-// quorum of backends carry the pattern, or after the backend timeout. fn
+// however many backends carried it, at the first copy (each Relay is done
+// on every backend before it returns, so one client's messages are heard
+// in order; a release it made before may come after them: a release is
+// told once it is everywhere), until stop is called. It returns once
+// a quorum of backends carry the pattern, or after the backend timeout. fn
 // is called from the engine's goroutines and must not block; it may be
 // called once more while stop runs.
 func (e *Engine) Relayed(pattern string, fn func(topic, message string)) (stop func()) {

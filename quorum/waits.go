@@ -184,7 +184,7 @@ func (e *Engine) noticed(from int, pattern, channel, token string) {
 		return
 	}
 	e.waits.stats.notices.Add(1)
-	e.waits.heard(key, id, from, e.waits.counting())
+	e.waits.heard(key, id, from, e.waits.countingNow())
 }
 
 // releaseIDLen is the length of a release's id, which starts its notice:
@@ -242,7 +242,7 @@ func (w *waits) heard(key, id string, from int, counting []bool) {
 		seen.from[from] = true
 	}
 	switch {
-	case from < 0 || len(seen.from) >= w.quorum && toldByAll(seen.from, counting):
+	case from < 0 || len(seen.from) >= w.quorum && coveredBy(seen.from, carrying(counting, q.confirmed)):
 		q.wakeHead()
 	case len(seen.from) >= w.quorum && seen.late == nil:
 		seen.late = time.AfterFunc(w.straggle, func() {
@@ -535,10 +535,8 @@ type watch struct {
 	// copies is how many backends must tell a notice before its callers
 	// hear it (Releases: a quorum, so that a waiter woken by it finds the
 	// release landed on a quorum, not on the first backend to tell it).
-	// Then they wait for the other backends that count too, up to
-	// straggle after that: so that a notice is told after those that the
-	// same backends carried before it (a client's release, then its
-	// PUBLISH), and a release once it is everywhere (Releases).
+	// Past one, they wait for the other backends that count and carry the
+	// pattern too, up to straggle after that (Releases).
 	copies int
 	// subscribed is closed when a quorum of backends confirmed the
 	// pattern; confirmed says which.
@@ -647,16 +645,13 @@ type sighting struct {
 	at   time.Time
 	from map[int]bool
 	told bool        // the callers heard it
-	late *time.Timer // tells the callers at the end of the straggle, while some counting backends have not told it
+	late *time.Timer // tells the callers at the end of the straggle
 }
 
 // watched hears backend from's copy of a notice on a watched pattern:
 // name and payload for the callers, id the same in every copy.
 func (w *waits) watched(from int, pattern, id, name, payload string) {
-	var counting []bool
-	if w.counting != nil {
-		counting = w.counting() // before w.mu: it takes the backends' locks
-	}
+	counting := w.countingNow() // before w.mu: it takes the backends' locks
 	w.mu.Lock()
 	wt := w.watches[pattern]
 	if wt == nil {
@@ -680,7 +675,7 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 		w.mu.Unlock()
 		return
 	}
-	if !toldByAll(s.from, counting) {
+	if wt.copies > 1 && !coveredBy(s.from, carrying(counting, wt.confirmed)) {
 		if s.late == nil {
 			s.late = time.AfterFunc(w.straggle, func() { w.tell(wt, s, name, payload) })
 		}
@@ -691,14 +686,11 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 	w.tell(wt, s, name, payload)
 }
 
-// toldByAll reports whether every backend that counts told a notice.
-func toldByAll(from map[int]bool, counting []bool) bool {
-	for i, c := range counting {
-		if c && !from[i] {
-			return false
-		}
+func (w *waits) countingNow() []bool {
+	if w.counting == nil {
+		return nil
 	}
-	return true
+	return w.counting()
 }
 
 // tell gives a notice to wt's callers, once.
@@ -720,6 +712,26 @@ func (w *waits) tell(wt *watch, s *sighting, name, payload string) {
 	for _, fn := range fns {
 		fn(name, payload)
 	}
+}
+
+// carrying are the backends that count (counting) and confirmed a channel
+// or pattern (confirmed): those a notice on it is expected from.
+func carrying(counting []bool, confirmed map[int]bool) []bool {
+	out := make([]bool, len(counting))
+	for i, c := range counting {
+		out[i] = c && confirmed[i]
+	}
+	return out
+}
+
+// coveredBy reports whether every backend expected told a notice.
+func coveredBy(from map[int]bool, expected []bool) bool {
+	for i, c := range expected {
+		if c && !from[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // awaitRelease waits, in line behind the engine's earlier waiters for key,
