@@ -56,9 +56,9 @@ var (
 	descFenceReseeds = prometheus.NewDesc("lockproxy_fencing_reseeds_total",
 		"Backends whose fencing counter was re-seeded from the other backends before they counted again (after a restart, a failover, or a first start).", nil, nil)
 	descTopUps = prometheus.NewDesc("lockproxy_top_ups_total",
-		"Locks granted while some backends refused them, then asked of those backends again once free (a contender's rollback, a release on its way).", nil, nil)
+		"Locks granted while some backends refused them (a contender's rollback, a release on its way) or, Redisson's, counted fewer holds: then asked of those backends again.", nil, nil)
 	descTopUpCopies = prometheus.NewDesc("lockproxy_top_up_copies_total",
-		"Backends that took a lock in a top-up, after refusing it at the grant.", nil, nil)
+		"Backends that took a lock, or the quorum's hold count, in a top-up.", nil, nil)
 	descWaiters = prometheus.NewDesc("lockproxy_waiters",
 		"Callers waiting for a held lock now (LOCK.ACQUIRE ... WAIT).", nil, nil)
 	descReleaseNotices = prometheus.NewDesc("lockproxy_release_notices_total",

@@ -99,12 +99,11 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 			if err == nil && granted == 0 {
 				holder.note(heldFor(n))
 			}
-			// Only a first hold is fresh: a re-entry's lock is not topped up.
-			return ack{yes: granted == 1, fresh: granted == 1 && n == 1}, err
+			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
 		}
 		op.fill = &fill{
-			cmd: func(left time.Duration) *backend.Command {
-				return e.checkedCommand(hashFillScript, keys, field, left.Milliseconds())
+			cmd: func(left time.Duration, count int64) *backend.Command {
+				return e.checkedCommand(hashFillScript, keys, field, left.Milliseconds(), count)
 			},
 			taken: func(r backend.Reply) bool {
 				taken, err := r.Integer()

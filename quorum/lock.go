@@ -51,7 +51,7 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
 		op.decode = decodeStamp
 		op.fill = &fill{
-			cmd: func(left time.Duration) *backend.Command {
+			cmd: func(left time.Duration, _ int64) *backend.Command {
 				return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
 			},
 			taken: func(r backend.Reply) bool {

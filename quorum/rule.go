@@ -31,6 +31,7 @@ type ack struct {
 	absent bool          // it refused because the key does not exist
 	ttl    time.Duration // the TTL it set, where that varies by backend
 	stamp  int64         // the expiry it gave the key (ms), where known
+	count  int64         // the hold count it reached (hash locks)
 	// fence is the fencing token it holds for the lock (yes), where the
 	// operation mints one: the one it minted, or the lock's, written back.
 	fence int64

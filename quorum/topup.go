@@ -1,6 +1,9 @@
 package quorum
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +34,13 @@ import (
 // made after it lives on its backend until its lease ends, where it costs
 // the next holder that backend.
 //
-// Only single-key, unfenced acquisitions of a free key are topped up: a
-// fenced one's copy would need its token written back with it, and a
-// re-entry's count would differ between backends.
+// A Redisson lock's hold count is topped up too: a backend that missed a
+// hold (it refused a re-entry, or took it as a first hold, its key gone)
+// is raised to the count of the quorum, so that a release decrements the
+// same count everywhere; otherwise one backend's loss, with the counts
+// split, leaves the release undecidable. Only single-key, unfenced
+// acquisitions are topped up: a fenced one's copy would need its token
+// written back with it.
 
 // topUpDelays are the times after the grant at which the backends that
 // refused a lock are asked again.
@@ -86,9 +93,10 @@ type topUpCounts struct {
 }
 
 // fill is how a top-up takes a lock on one more backend: the command, for
-// the validity left, and whether a reply says it was taken.
+// the validity left and the hold count of the quorum (ack.count), and
+// whether a reply says it was taken.
 type fill struct {
-	cmd   func(left time.Duration) *backend.Command
+	cmd   func(left time.Duration, count int64) *backend.Command
 	taken func(r backend.Reply) bool
 }
 
@@ -103,8 +111,8 @@ type topUp struct {
 	deadline time.Time // the lock's validity ends
 
 	mu       sync.Mutex
-	refused  []int // the backends to ask at the next round
-	reentry  bool  // a late vote was a re-entry: no top-up
+	held     map[int]int64 // the backends that granted it, and their hold counts
+	refused  map[int]bool  // the backends that refused it
 	started  bool
 	finished bool
 }
@@ -114,12 +122,8 @@ type topUp struct {
 // come on f, each heard as it comes. Called before the grant is answered.
 func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending int, deadline time.Time) {
 	s, sends := e.stripe(op.cmd.KeyHash())
-	tu := &topUp{e: e, fill: op.fill, stripe: s, sends: sends, sent: sends.Load(), granted: time.Now(), deadline: deadline}
-	for _, v := range seen {
-		if v.err == nil && v.val.yes && !v.val.fresh {
-			return // a re-entry
-		}
-	}
+	tu := &topUp{e: e, fill: op.fill, stripe: s, sends: sends, sent: sends.Load(), granted: time.Now(), deadline: deadline,
+		held: map[int]int64{}, refused: map[int]bool{}}
 	if pending > 0 {
 		// The votes still to come go to tu as they are cast: the caller
 		// reads no more of them.
@@ -142,27 +146,42 @@ func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending
 	}
 }
 
-// vote hears one backend's vote on the acquisition.
+// vote hears one backend's vote on the acquisition. A refusal, or a hold
+// count unlike another's, starts the top-up.
 func (tu *topUp) vote(v vote[ack]) {
 	tu.mu.Lock()
 	defer tu.mu.Unlock()
-	switch {
-	case tu.finished:
-	case v.err == nil && v.val.yes && !v.val.fresh:
-		tu.reentry = true
-	case v.err == nil && !v.val.yes:
-		tu.refused = append(tu.refused, v.node)
-		if !tu.started {
-			tu.started = true
-			tu.e.topUps.started.Add(1)
-			tu.e.topUps.running.Add(1)
-			go tu.run()
+	if tu.finished || v.err != nil {
+		return
+	}
+	work := !v.val.yes
+	if v.val.yes {
+		for _, n := range tu.held {
+			work = work || n != v.val.count
+			break
 		}
+		tu.held[v.node] = v.val.count
+	} else {
+		tu.refused[v.node] = true
+	}
+	if work && !tu.started {
+		tu.started = true
+		tu.e.topUps.started.Add(1)
+		tu.e.topUps.running.Add(1)
+		go tu.run()
 	}
 }
 
-// run asks the backends that refused at each of topUpDelays after the
-// grant, until each took the lock, or the top-up stops.
+// quorumCount is the hold count of the quorum: the quorum-th largest of
+// the backends that granted the lock. tu.mu is held.
+func (tu *topUp) quorumCount() int64 {
+	counts := slices.SortedFunc(maps.Values(tu.held), func(a, b int64) int { return cmp.Compare(b, a) })
+	return counts[min(tu.e.quorum, len(counts))-1]
+}
+
+// run asks the backends that refused, or count fewer holds, at each of
+// topUpDelays after the grant, until each has the lock as the quorum has
+// it, or the top-up stops.
 func (tu *topUp) run() {
 	e := tu.e
 	defer e.topUps.running.Add(-1)
@@ -178,33 +197,44 @@ func (tu *topUp) run() {
 			return
 		}
 		tu.mu.Lock()
-		ask, reentry := tu.refused, tu.reentry
-		tu.refused = nil
+		count := tu.quorumCount()
+		var ask []int
+		for i := range tu.refused {
+			ask = append(ask, i)
+		}
+		for i, n := range tu.held {
+			if n < count {
+				ask = append(ask, i)
+			}
+		}
 		tu.mu.Unlock()
 		left := time.Until(tu.deadline)
-		if reentry || left < topUpLeast {
+		if left < topUpLeast {
 			return
 		}
 		if len(ask) == 0 {
 			continue // a refusal may still come
 		}
-		still, stop := tu.once(ask, left)
+		took, stop := tu.once(ask, left, count)
 		if stop {
 			return
 		}
 		tu.mu.Lock()
-		tu.refused = append(tu.refused, still...)
+		for _, i := range took {
+			delete(tu.refused, i)
+			tu.held[i] = count
+		}
 		tu.mu.Unlock()
 	}
 }
 
-// once asks the backends of ask to take the lock with left of lease, and
-// returns those that did not; stop when a command on the key was sent
-// since the grant, or a backend did not answer in time (what it did is
-// unknown, and one that slow is left alone).
-func (tu *topUp) once(ask []int, left time.Duration) (still []int, stop bool) {
+// once asks the backends of ask to take the lock with left of lease and
+// count holds, and returns those that did; stop when a command on the key
+// was sent since the grant, or a backend did not answer in time (what it
+// did is unknown, and one that slow is left alone).
+func (tu *topUp) once(ask []int, left time.Duration, count int64) (took []int, stop bool) {
 	e := tu.e
-	cmd := tu.fill.cmd(left)
+	cmd := tu.fill.cmd(left, count)
 	replies := make(fillReplies, len(ask))
 	reqs := make([]backend.Request, len(ask))
 	flushes := make([]backend.Flush, 0, len(ask))
@@ -228,8 +258,7 @@ func (tu *topUp) once(ask []int, left time.Duration) (still []int, stop bool) {
 		case r := <-replies:
 			if r.err == nil && tu.fill.taken(r.reply) {
 				e.topUps.copies.Add(1)
-			} else {
-				still = append(still, r.node)
+				took = append(took, r.node)
 			}
 		case <-timeout.C:
 			return nil, true
@@ -237,7 +266,7 @@ func (tu *topUp) once(ask []int, left time.Duration) (still []int, stop bool) {
 			return nil, true
 		}
 	}
-	return still, false
+	return took, false
 }
 
 type fillReply struct {

@@ -95,8 +95,11 @@ func TestTopUpStopsAtTheNextCommand(t *testing.T) {
 	}
 }
 
-// TestTopUpHashLock: Redisson's lock too, with one hold on every backend;
-// a re-entry is not topped up, its counts would differ.
+// TestTopUpHashLock: Redisson's lock too, with the hold count of the
+// quorum: a re-entry refused by two backends is topped up there with both
+// holds, and one that two backends took as a first hold (their key gone)
+// raises their count to the quorum's, so that releases decrement one count
+// everywhere.
 func TestTopUpHashLock(t *testing.T) {
 	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
 	key := uniqueKey(t)
@@ -116,26 +119,37 @@ func TestTopUpHashLock(t *testing.T) {
 	redistest.Eventually(t, c.gone(t, key))
 
 	// A re-entry refused by two backends.
-	reentered := uniqueKey(t)
+	refused := uniqueKey(t)
 	for i := range 5 {
 		if i < 3 {
-			c.hashHold(t, i, reentered, "me:1", 1, time.Minute)
+			c.hashHold(t, i, refused, "me:1", 1, time.Minute)
 		} else {
-			c.hashHold(t, i, reentered, "other:1", 1, time.Minute)
+			c.hashHold(t, i, refused, "other:1", 1, time.Minute)
 		}
 	}
-	started := c.engine.topUps.started.Load()
-	if _, err := hashAcquire(c.engine, t, reentered, "me:1", 30*time.Second); err != nil {
+	if _, err := hashAcquire(c.engine, t, refused, "me:1", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.engine.topUps.started.Load(); got != started {
-		t.Fatalf("a re-entry's grant started a top-up")
-	}
 	for _, i := range []int{3, 4} {
-		c.direct[i].Del(t.Context(), reentered)
+		c.direct[i].Del(t.Context(), refused)
 	}
-	topUpsOver(t, c.engine)
-	if got := c.counts(t, reentered, "me:1"); !slices.Equal(got, []string{"2", "2", "2", "", ""}) {
-		t.Fatalf("counts %q after a re-entry: want the two that refused it left alone", got)
+	redistest.Eventually(t, c.expectCounts(t, refused, "me:1", "2", "2", "2", "2", "2"))
+
+	// A re-entry that two backends took as a first hold.
+	missed := uniqueKey(t)
+	for i := range 3 {
+		c.hashHold(t, i, missed, "me:1", 1, time.Minute)
 	}
+	if _, err := hashAcquire(c.engine, t, missed, "me:1", 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, c.expectCounts(t, missed, "me:1", "2", "2", "2", "2", "2"))
+	// Two releases free it everywhere, the first leaving it held.
+	if r, err := hashRelease(c.engine, t, missed, "me:1", ""); err != nil || r.Released || r.HoldCount != 1 {
+		t.Fatalf("first release: %+v, %v", r, err)
+	}
+	if r, err := hashRelease(c.engine, t, missed, "me:1", ""); err != nil || !r.Released {
+		t.Fatalf("second release: %+v, %v", r, err)
+	}
+	redistest.Eventually(t, c.gone(t, missed))
 }
