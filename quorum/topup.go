@@ -173,10 +173,15 @@ func (tu *topUp) vote(v vote[ack]) {
 }
 
 // quorumCount is the hold count of the quorum: the quorum-th largest of
-// the backends that granted the lock. tu.mu is held.
-func (tu *topUp) quorumCount() int64 {
+// the backends that granted the lock; false until a quorum's grants are
+// heard (the granting caller may not have handed them over yet). tu.mu is
+// held.
+func (tu *topUp) quorumCount() (int64, bool) {
+	if len(tu.held) < tu.e.quorum {
+		return 0, false
+	}
 	counts := slices.SortedFunc(maps.Values(tu.held), func(a, b int64) int { return cmp.Compare(b, a) })
-	return counts[min(tu.e.quorum, len(counts))-1]
+	return counts[tu.e.quorum-1], true
 }
 
 // run asks the backends that refused, or count fewer holds, at each of
@@ -197,7 +202,7 @@ func (tu *topUp) run() {
 			return
 		}
 		tu.mu.Lock()
-		count := tu.quorumCount()
+		count, known := tu.quorumCount()
 		var ask []int
 		for i := range tu.refused {
 			ask = append(ask, i)
@@ -212,7 +217,7 @@ func (tu *topUp) run() {
 		if left < topUpLeast {
 			return
 		}
-		if len(ask) == 0 {
+		if len(ask) == 0 || !known {
 			continue // a refusal may still come
 		}
 		took, stop := tu.once(ask, left, count)
