@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -110,9 +109,14 @@ type topUp struct {
 	granted  time.Time
 	deadline time.Time // the lock's validity ends
 
-	mu       sync.Mutex
-	held     map[int]int64 // the backends that granted it, and their hold counts
-	refused  map[int]bool  // the backends that refused it
+	mu sync.Mutex
+	// votes are the backends' votes heard, and the top-up's takes as yes
+	// votes with the quorum's count: a backend's last one says where it is.
+	votes []vote[ack]
+	// first is the hold count of the first yes heard: a yes with another
+	// count, or a refusal, starts the top-up.
+	first    int64
+	counted  bool
 	started  bool
 	finished bool
 }
@@ -123,7 +127,7 @@ type topUp struct {
 func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending int, deadline time.Time) {
 	s, sends := e.stripe(op.cmd.KeyHash())
 	tu := &topUp{e: e, fill: op.fill, stripe: s, sends: sends, sent: sends.Load(), granted: time.Now(), deadline: deadline,
-		held: map[int]int64{}, refused: map[int]bool{}}
+		votes: make([]vote[ack], 0, len(e.nodes))}
 	if pending > 0 {
 		// The votes still to come go to tu as they are cast: the caller
 		// reads no more of them.
@@ -156,14 +160,12 @@ func (tu *topUp) vote(v vote[ack]) {
 	}
 	work := !v.val.yes
 	if v.val.yes {
-		for _, n := range tu.held {
-			work = work || n != v.val.count
-			break
+		work = tu.counted && v.val.count != tu.first
+		if !tu.counted {
+			tu.first, tu.counted = v.val.count, true
 		}
-		tu.held[v.node] = v.val.count
-	} else {
-		tu.refused[v.node] = true
 	}
+	tu.votes = append(tu.votes, v)
 	if work && !tu.started {
 		tu.started = true
 		tu.e.topUps.started.Add(1)
@@ -172,16 +174,33 @@ func (tu *topUp) vote(v vote[ack]) {
 	}
 }
 
-// quorumCount is the hold count of the quorum: the quorum-th largest of
-// the backends that granted the lock; false until a quorum's grants are
-// heard (the granting caller may not have handed them over yet). tu.mu is
-// held.
-func (tu *topUp) quorumCount() (int64, bool) {
-	if len(tu.held) < tu.e.quorum {
-		return 0, false
+// toAsk reads the votes: the backends to ask, those that refused the lock
+// or count fewer holds than the quorum, and the quorum's hold count (the
+// quorum-th largest of those that granted it); known is false until a
+// quorum's grants are heard (the granting caller may not have handed them
+// over yet). tu.mu is held.
+func (tu *topUp) toAsk() (ask []int, count int64, known bool) {
+	last := make(map[int]ack, len(tu.votes))
+	for _, v := range tu.votes {
+		last[v.node] = v.val
 	}
-	counts := slices.SortedFunc(maps.Values(tu.held), func(a, b int64) int { return cmp.Compare(b, a) })
-	return counts[tu.e.quorum-1], true
+	var counts []int64
+	for _, a := range last {
+		if a.yes {
+			counts = append(counts, a.count)
+		}
+	}
+	if len(counts) < tu.e.quorum {
+		return nil, 0, false
+	}
+	slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
+	count = counts[tu.e.quorum-1]
+	for i, a := range last {
+		if !a.yes || a.count < count {
+			ask = append(ask, i)
+		}
+	}
+	return ask, count, true
 }
 
 // run asks the backends that refused, or count fewer holds, at each of
@@ -202,16 +221,7 @@ func (tu *topUp) run() {
 			return
 		}
 		tu.mu.Lock()
-		count, known := tu.quorumCount()
-		var ask []int
-		for i := range tu.refused {
-			ask = append(ask, i)
-		}
-		for i, n := range tu.held {
-			if n < count {
-				ask = append(ask, i)
-			}
-		}
+		ask, count, known := tu.toAsk()
 		tu.mu.Unlock()
 		left := time.Until(tu.deadline)
 		if left < topUpLeast {
@@ -226,8 +236,7 @@ func (tu *topUp) run() {
 		}
 		tu.mu.Lock()
 		for _, i := range took {
-			delete(tu.refused, i)
-			tu.held[i] = count
+			tu.votes = append(tu.votes, vote[ack]{node: i, val: ack{yes: true, count: count}})
 		}
 		tu.mu.Unlock()
 	}
