@@ -100,8 +100,15 @@ func TestAcquireEverySubset(t *testing.T) {
 								if values[i] != exp {
 									return fmt.Sprintf("backend %d holds %q, expected %q (all: %q)", i, values[i], exp, values)
 								}
-								if exp, got := 1, c.setCalls(t, i); exp != got {
-									return fmt.Sprintf("backend %d ran SET %d times, expected %d", i, got, exp)
+								// One SET: never retried. A backend that refused a
+								// granted lock is asked again by its top-up
+								// (topup.go), once a round at most.
+								most := 1
+								if hit(i) && want == "ok" {
+									most += len(topUpDelays)
+								}
+								if got := c.setCalls(t, i); got < 1 || got > most {
+									return fmt.Sprintf("backend %d ran SET %d times, expected 1 to %d", i, got, most)
 								}
 							}
 							return ""
