@@ -59,6 +59,10 @@ var (
 		"Locks granted while some backends refused them (a contender's rollback, a release on its way) or, Redisson's, counted fewer holds: then asked of those backends again.", nil, nil)
 	descTopUpCopies = prometheus.NewDesc("lockproxy_top_up_copies_total",
 		"Backends that took a lock, or the quorum's hold count, in a top-up.", nil, nil)
+	descSplitRetries = prometheus.NewDesc("lockproxy_split_retries_total",
+		"Acquisitions whose votes split between contenders that all failed (none refused by a quorum), tried once more after a random pause.", nil, nil)
+	descSplitRetriesGranted = prometheus.NewDesc("lockproxy_split_retries_granted_total",
+		"Split acquisitions granted on the second try.", nil, nil)
 	descWaiters = prometheus.NewDesc("lockproxy_waiters",
 		"Callers waiting for a held lock now (LOCK.ACQUIRE ... WAIT).", nil, nil)
 	descReleaseNotices = prometheus.NewDesc("lockproxy_release_notices_total",
@@ -189,7 +193,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
 		descQuorum, descQuorumAvailable, descGroupQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
-		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descTopUps, descTopUpCopies, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descSessionLocks, descSessionRenewals, descSessionLost, descBuildInfo} {
+		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descTopUps, descTopUpCopies, descSplitRetries, descSplitRetriesGranted, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descSessionLocks, descSessionRenewals, descSessionLost, descBuildInfo} {
 		ch <- d
 	}
 }
@@ -236,6 +240,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	topUps := m.groups.TopUps()
 	ch <- prometheus.MustNewConstMetric(descTopUps, prometheus.CounterValue, float64(topUps.Started))
 	ch <- prometheus.MustNewConstMetric(descTopUpCopies, prometheus.CounterValue, float64(topUps.Copies))
+	splits := m.groups.Splits()
+	ch <- prometheus.MustNewConstMetric(descSplitRetries, prometheus.CounterValue, float64(splits.Retried))
+	ch <- prometheus.MustNewConstMetric(descSplitRetriesGranted, prometheus.CounterValue, float64(splits.Granted))
 	waits := m.groups.Waits()
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, float64(waits.Waiting))
 	ch <- prometheus.MustNewConstMetric(descReleaseNotices, prometheus.CounterValue, float64(waits.Notices))

@@ -151,24 +151,22 @@ func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any
 // wait before trying again, which on one Redis is the holder's PTTL; or
 // the error to reply.
 func redissonRefusal(res quorum.Result, err error) (int64, error) {
-	switch {
-	case errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0:
-		// Undecided, but another owner holds it somewhere: the votes split
-		// between contenders while a backend was down or slow. The attempt
-		// was rolled back; to Redisson that is a lock held by another, to
-		// wait for (one Redis would have said so), not an exception.
-		return max(res.HolderTTL.Milliseconds(), 1), nil
-	case errors.Is(err, quorum.ErrNotAcquired):
-		if res.HolderTTL > 0 {
-			return max(res.HolderTTL.Milliseconds(), 1), nil
-		}
-		// Refused with no holder's lease known (the votes split, or the
-		// validity ran out): Redisson waits this long, or for an unlock
-		// message, before trying again. Jittered, so that proxies whose
-		// clients split do not meet again.
-		return 10 + rand.Int64N(31), nil
+	if !errors.Is(err, quorum.ErrNotAcquired) && !(errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0) {
+		return 0, redissonError(err)
 	}
-	return 0, redissonError(err)
+	// Undecided, but another owner holds it somewhere (the votes split
+	// between contenders while a backend was down or slow): the attempt
+	// was rolled back; to Redisson that is a lock held by another, to wait
+	// for (one Redis would have said so), not an exception.
+	if res.HolderTTL > 0 && !res.Split {
+		return max(res.HolderTTL.Milliseconds(), 1), nil
+	}
+	// No holder's lease known, or none on a quorum (the contenders split
+	// the votes and every one failed, or the validity ran out): no unlock
+	// message will come, so Redisson must try again soon rather than wait
+	// out the other contenders' leases. Jittered, so that contenders that
+	// split do not meet again.
+	return 10 + rand.Int64N(31), nil
 }
 
 // redissonFencing refuses RFencedLock where lockproxy mints no fencing

@@ -145,6 +145,16 @@ type Result struct {
 	// holder has left, which Redisson's client waits at most; 0 when none
 	// told.
 	HolderTTL time.Duration
+	// Split is, for a Lock that failed, whether some backends refused it
+	// but those, with the ones that had not answered, were too few to be
+	// a quorum of another holder's: the attempt lost a race between
+	// contenders that may all have failed (votes split while a backend
+	// was down, or three ways), and once their rollbacks land the lock
+	// may be free. Nobody's release will tell the waiters so: a
+	// contender should try again soon, rather than wait for a release
+	// or sleep out HolderTTL. Lock has tried once more already
+	// (retrySplit).
+	Split bool
 	// Released is, for an OpHashRelease, whether the lock was released
 	// (its last hold); false when the owner still holds it.
 	Released bool
@@ -165,6 +175,7 @@ type Engine struct {
 	clocks    clocks          // each backend's clock rate (clock.go)
 	order     [64]orderStripe // fanout's send order, striped by key
 	topUps    topUpCounts     // locks granted on a bare quorum, topped up (topup.go)
+	splits    splitCounts     // split acquisitions tried again (split.go)
 	members   membership      // the backend set, and its changes
 	values    *valueScripts   // the scripts that read locks' values, fenced or not
 	fences    fenceCounts
@@ -174,6 +185,9 @@ type Engine struct {
 	// skipFenceWriteBack grants a lock whose token too few backends carry
 	// (tests: the control that shows why the write-back is there).
 	skipFenceWriteBack bool
+	// splitPaused, when set, is called for the pause before a split
+	// acquisition's second try, and returns it (tests: to act in it).
+	splitPaused func() time.Duration
 
 	closed    chan struct{} // closed by Close: background work ends
 	closeOnce sync.Once

@@ -621,3 +621,42 @@ func TestHeldForExpiringLease(t *testing.T) {
 		t.Fatalf("a lease ending within the millisecond gave %v, want 1ms", got)
 	}
 }
+
+// TestHashLockSplitContenders: with one of five backends down, two
+// contenders can split the four left two and two, and both fail. Each is
+// told so (Result.Split): nobody holds the lock, and no release will say
+// it is free. A refusal by a holder on a quorum is not a split.
+func TestHashLockSplitContenders(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
+	c.servers[0].Kill()
+
+	split := uniqueKey(t)
+	c.hashHold(t, 1, split, "other:1", 1, time.Minute)
+	c.hashHold(t, 2, split, "other:1", 1, time.Minute)
+	res, err := hashAcquire(c.engine, t, split, "me:1", 10*time.Second)
+	// Undecided, as the backend down might have granted it.
+	if !errors.Is(err, ErrNoQuorum) || !res.Split || res.HolderTTL <= 0 {
+		t.Fatalf("acquire split two and two: %+v, %v; want ErrNoQuorum, Split, the other's HolderTTL", res, err)
+	}
+	redistest.Eventually(t, c.expectCounts(t, split, "me:1", "?", "", "", "", ""))
+
+	held := uniqueKey(t)
+	for i := 1; i <= 3; i++ {
+		c.hashHold(t, i, held, "other:1", 1, time.Minute)
+	}
+	res, err = hashAcquire(c.engine, t, held, "me:1", 10*time.Second)
+	if !errors.Is(err, ErrNotAcquired) || res.Split || res.HolderTTL <= 0 {
+		t.Fatalf("acquire against a quorum of another owner: %+v, %v; want ErrNotAcquired, not Split, HolderTTL", res, err)
+	}
+
+	// The same for a plain lock: two refusals and two grants of four.
+	plain := uniqueKey(t)
+	for i := 1; i <= 2; i++ {
+		if err := c.direct[i].Set(t.Context(), plain, "other", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := c.engine.acquire(t.Context(), plain, "me", 10*time.Second); !errors.Is(err, ErrNoQuorum) || !res.Split {
+		t.Fatalf("plain acquire split two and two: %+v, %v; want ErrNoQuorum, Split", res, err)
+	}
+}

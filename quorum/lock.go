@@ -164,6 +164,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		err = fenceErr
 	case !t.succeeded():
 		err = t.err(op.refused)
+		res.Split = t.split()
 	}
 	onlyFresh := op.renews && errors.Is(err, ErrNoQuorum)
 	e.rollback(ctx, op, seen, f.votes, t.pending(), onlyFresh)

@@ -192,7 +192,9 @@ func (e *OpError) Error() string {
 // A failed acquisition is rolled back on every backend where the token may
 // have taken a key; a refused extension is rolled back too (a lock its
 // holder can no longer rely on is released for others at once), an
-// undecided one is not (it may still be held).
+// undecided one is not (it may still be held). An acquisition whose votes
+// split between contenders that all failed is tried once more after a
+// short random pause (split.go); Result.Split says it split again.
 func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 	if reserved(req.Keys...) {
 		return Result{}, ErrReservedKey
@@ -200,7 +202,9 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 	if len(req.Keys) > 0 {
 		switch req.Op {
 		case OpAcquireAll:
-			return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
+			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
+				return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
+			})
 		case OpExtendAll:
 			return e.extendAll(ctx, req.Keys, req.Token, req.TTL)
 		}
@@ -212,7 +216,9 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 			if req.Wait != 0 {
 				return e.acquireWaiting(ctx, key, req.Token, req.TTL, max(req.Wait, 0))
 			}
-			return e.acquire(ctx, key, req.Token, req.TTL)
+			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
+				return e.acquire(ctx, key, req.Token, req.TTL)
+			})
 		case OpExtend:
 			return e.extend(ctx, key, req.Token, req.TTL)
 		case OpExtendBy:
@@ -220,12 +226,16 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 		case OpExtendOrAcquire:
 			return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
 		case OpAcquireOrRenew:
-			return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
+			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
+				return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
+			})
 		case OpHashAcquire:
 			if reservedField(req.Token) {
 				return Result{}, ErrReservedKey
 			}
-			return e.hashAcquire(ctx, key, req.Token, req.TTL)
+			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
+				return e.hashAcquire(ctx, key, req.Token, req.TTL)
+			})
 		}
 	}
 	return Result{}, &OpError{Op: req.Op, Request: "lock", Keys: len(req.Keys)}

@@ -74,3 +74,15 @@ func (r *rollbacks) wait(ctx context.Context, keys []string, token string) error
 	}
 	return nil
 }
+
+// idle reports whether no rollback of keys for token is running.
+func (r *rollbacks) idle(keys []string, token string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		if r.running[rollbackID{k, token}] != nil {
+			return false
+		}
+	}
+	return true
+}

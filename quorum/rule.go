@@ -78,6 +78,12 @@ func (t *tally) silent() int { return t.total - t.yes - t.no }
 
 func (t *tally) succeeded() bool { return t.yes >= t.quorum }
 
+// split reports whether some backends refused, but those, with the
+// backends yet to answer, fall short of a quorum: no other holder can have
+// the lock on a quorum that this tally saw (Result.Split). Failures alone
+// are no split: nobody contended.
+func (t *tally) split() bool { return t.no > 0 && t.no+t.pending() < t.quorum }
+
 // refused reports whether the operation failed whatever the silent
 // backends did or would have done: even all of them saying yes would not
 // make a quorum. Only then may the answer be "no" (held elsewhere, not

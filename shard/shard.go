@@ -215,6 +215,17 @@ func (g *Groups) TopUps() quorum.TopUpStats {
 	return sum
 }
 
+// Splits adds up the groups' counts of split acquisitions tried again.
+func (g *Groups) Splits() quorum.SplitStats {
+	var sum quorum.SplitStats
+	for _, e := range g.engines {
+		u := e.Splits()
+		sum.Retried += u.Retried
+		sum.Granted += u.Granted
+	}
+	return sum
+}
+
 // Waits adds up the groups' waiting counts.
 func (g *Groups) Waits() quorum.WaitStats {
 	var sum quorum.WaitStats

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -238,5 +239,59 @@ func heldEverywhere(t *testing.T, c *cluster, name, owner string) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	}
+}
+
+// TestRedissonSplitWire: with one of five backends down, a rival's copies
+// of an RLock on two of the four left split Redisson's acquisition two
+// and two. The lock is nobody's, and no unlock message will come: the
+// proxy tries once more, and then tells Redisson to try again within
+// milliseconds, not to wait out the rival's 60 s lease. One refused by
+// the rival's copies on a quorum waits out that lease.
+func TestRedissonSplitWire(t *testing.T) {
+	c := newCluster(t, 5, "-metrics", "127.0.0.1:0")
+	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
+	c.servers[0].Kill()
+	ctx := t.Context()
+	acquire := redissonScript(t, "redisson-4.7.0-acquire.lua")
+	rival := func(name string, backends ...int) {
+		for _, i := range backends {
+			d := c.servers[i].Client(t)
+			if err := d.HSet(ctx, name, "uuid-rival:1", 1).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.PExpire(ctx, name, time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rival("split", 1, 2)
+	wait, err := acquire.Run(ctx, c.proxy.Client(t), []string{"split"}, 30000, "uuid-me:1").Result()
+	if ms, ok := wait.(int64); err != nil || !ok || ms < 10 || ms > 40 {
+		t.Fatalf("acquisition split two and two: %v, %v; want a wait of 10 to 40 ms", wait, err)
+	}
+	m := scrape(t, base)
+	if got := m["lockproxy_split_retries_total"]; got != 1 {
+		t.Errorf("lockproxy_split_retries_total = %v, want 1", got)
+	}
+	if got := m["lockproxy_split_retries_granted_total"]; got != 0 {
+		t.Errorf("lockproxy_split_retries_granted_total = %v, want 0", got)
+	}
+	for _, i := range []int{3, 4} {
+		redistest.Eventually(t, func() string {
+			if n, err := c.servers[i].Client(t).Exists(ctx, "split").Result(); err != nil || n != 0 {
+				return fmt.Sprintf("backend %d keeps the split attempt: %d, %v", i, n, err)
+			}
+			return ""
+		})
+	}
+
+	rival("held", 1, 2, 3)
+	wait, err = acquire.Run(ctx, c.proxy.Client(t), []string{"held"}, 30000, "uuid-me:1").Result()
+	if ms, ok := wait.(int64); err != nil || !ok || ms <= 50000 || ms > 60000 {
+		t.Fatalf("acquisition refused by a quorum: %v, %v; want the rival's lease left, about 60 s", wait, err)
+	}
+	if got := scrape(t, base)["lockproxy_split_retries_total"]; got != 1 {
+		t.Errorf("lockproxy_split_retries_total = %v after a refusal by a quorum, want still 1", got)
 	}
 }
