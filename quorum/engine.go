@@ -180,7 +180,7 @@ type Engine struct {
 	values    *valueScripts   // the scripts that read locks' values, fenced or not
 	fences    fenceCounts
 	waits     waits      // callers waiting for held keys (waits.go)
-	clockMu   sync.Mutex // fanoutClocked's order
+	clockMu   sync.Mutex // sendClocked's order
 	lastClock int64      // the last clock floor it sent, in µs
 	// skipFenceWriteBack grants a lock whose token too few backends carry
 	// (tests: the control that shows why the write-back is there).

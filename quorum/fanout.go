@@ -68,7 +68,9 @@ func (f *flight[T]) send(cmd *backend.Command) {
 	var some [8]backend.Flush
 	flushes := some[:0]
 	order.Lock()
-	sends.Add(1) // stops the key's top-up (topup.go): no copy may follow this
+	if !f.acquires {
+		sends.Add(1) // stops the key's top-up (topup.go): no copy may follow this
+	}
 	for i, n := range e.nodes {
 		flushes = append(flushes, n.pipe.Queue(&f.slots[i].Request))
 	}
@@ -82,8 +84,12 @@ func (f *flight[T]) send(cmd *backend.Command) {
 
 // flight is one fan-out in progress.
 type flight[T any] struct {
-	e      *Engine
-	start  time.Time
+	e *Engine
+	// acquires is set for an acquisition, which leaves the top-ups of its
+	// key running: it ends nobody's lock, so a copy after it outlives
+	// nothing (topup.go).
+	acquires bool
+	start    time.Time
 	decode func(n *node, r backend.Reply) (T, error)
 	votes  chan vote[T]
 	slots  []slot

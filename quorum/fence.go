@@ -109,7 +109,7 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 	return 0, time.Time{}, &NoQuorumError{Counted: carry, Agreed: carry, Needed: e.quorum, Total: len(e.nodes)}
 }
 
-// fanoutClocked fans out cmd, a fenced acquisition, with the clock floor
+// sendClocked sends cmd on f, a fenced acquisition, with the clock floor
 // it mints at least, the proxy's clock in µs, written into its Blank
 // argument, and sends it before any later one's: every backend then
 // receives these floors in increasing order, and each mints its floor,
@@ -120,14 +120,13 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 // command are made before, so that the lock is held as briefly as can be
 // (the flight's start is then a little earlier, which only shortens the
 // validity).
-func fanoutClocked[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
-	f := newFlight(e, decode)
+func sendClocked[T any](f *flight[T], cmd *backend.Command) {
+	e := f.e
 	e.clockMu.Lock()
 	defer e.clockMu.Unlock()
 	e.lastClock = max(time.Now().UnixMicro(), e.lastClock+1)
 	putFence(cmd.Blank(), e.lastClock)
 	f.send(cmd)
-	return f
 }
 
 // fenceWidth is the width of a fencing token's text: 19 digits hold every

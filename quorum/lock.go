@@ -98,7 +98,7 @@ type lockOp struct {
 	keys  []string
 	token string
 	// cmd is the script command; with fenced, its Blank argument is the
-	// clock value that the acquisition mints at least (fanoutClocked).
+	// clock value that the acquisition mints at least (sendClocked).
 	cmd    *backend.Command
 	decode func(n *node, r backend.Reply) (ack, error)
 	// undo rolls the operation back on one backend, given its answer (the
@@ -128,16 +128,22 @@ type lockOp struct {
 	fill *fill
 }
 
+// acquires reports whether op is an acquisition (one that may renew the
+// token's own hold included): it ends no lock, so it leaves the top-ups of
+// its keys running.
+func (op lockOp) acquires() bool { return op.refused == ErrNotAcquired }
+
 func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	if err := e.rollbacks.wait(ctx, op.keys, op.token); err != nil {
 		return Result{}, errors.Join(ErrNoQuorum, err)
 	}
 	start := time.Now()
-	var f *flight[ack]
+	f := newFlight(e, op.decode)
+	f.acquires = op.acquires()
 	if op.fenced {
-		f = fanoutClocked(e, op.cmd, op.decode)
+		sendClocked(f, op.cmd)
 	} else {
-		f = fanout(e, op.cmd, op.decode)
+		f.send(op.cmd)
 	}
 	t, seen := collect(ctx, f, len(e.nodes), e.quorum)
 	var res Result
@@ -173,7 +179,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 
 // scriptOp takes or extends op.keys for op.token with a script run with
 // args, and, when op mints a fencing token (op.fenced), the clock floor
-// after them (fanoutClocked). Unless op says otherwise, the script replies
+// after them (sendClocked). Unless op says otherwise, the script replies
 // on each backend how many keys it did that for, and a backend agrees when
 // it did it for all of them; a failure is rolled back by
 // compare-and-delete. op.keys is never empty: Lock refuses a request
@@ -182,7 +188,9 @@ func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, arg
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
 	}
-	e.touch(op.keys[1:]) // the send counts the first
+	if !op.acquires() {
+		e.touch(op.keys[1:]) // the send counts the first
+	}
 	keys := op.keys
 	if op.scriptKeys != nil {
 		keys = op.scriptKeys

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -93,6 +94,28 @@ func TestTopUpStopsAtTheNextCommand(t *testing.T) {
 	if c.engine.topUps.started.Load() != 1 || c.engine.topUps.copies.Load() != 0 {
 		t.Fatalf("started %d, copies %d: want one top-up, stopped before any copy", c.engine.topUps.started.Load(), c.engine.topUps.copies.Load())
 	}
+}
+
+// TestTopUpPastContenders: contenders that keep trying for a lock through
+// the same engine, refused, do not stop its top-up: an acquisition ends no
+// lock.
+func TestTopUpPastContenders(t *testing.T) {
+	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+	key := uniqueKey(t)
+	splitFor(t, c, key)
+	if _, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "third", TTL: 30 * time.Second}); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("a contender's acquisition: %v, want ErrNotAcquired", err)
+	}
+	rollBackOther(t, c, key)
+	redistest.Eventually(t, func() string {
+		if v := c.values(t, key); !slices.Equal(v, []string{"me", "me", "me", "me", "me"}) {
+			return fmt.Sprintf("values %q", v)
+		}
+		return ""
+	})
 }
 
 // TestTopUpHashLock: Redisson's lock too, with the hold count of the
