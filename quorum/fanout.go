@@ -90,10 +90,10 @@ type flight[T any] struct {
 	// nothing (topup.go).
 	acquires bool
 	start    time.Time
-	decode func(n *node, r backend.Reply) (T, error)
-	votes  chan vote[T]
-	slots  []slot
-	timer  *time.Timer
+	decode   func(n *node, r backend.Reply) (T, error)
+	votes    chan vote[T]
+	slots    []slot
+	timer    *time.Timer
 
 	// The caller sleeps until enough votes are in to decide anything,
 	// rather than waking for each one.
