@@ -224,7 +224,9 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 		case OpExtendBy:
 			return e.extendBy(ctx, key, req.Token, req.TTL)
 		case OpExtendOrAcquire:
-			return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
+			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
+				return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
+			})
 		case OpAcquireOrRenew:
 			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
 				return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)

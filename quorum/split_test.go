@@ -65,6 +65,28 @@ func TestSplitTriedAgain(t *testing.T) {
 		expectValues(t, key, "?", "other", "other", "", "")
 	})
 
+	// Every acquisition a client's waiter may be making: Spring's obtain
+	// (extend or acquire), bsm/redislock's, Redisson's.
+	for _, op := range []Op{OpExtendOrAcquire, OpAcquireOrRenew, OpAcquireAll, OpHashAcquire} {
+		t.Run("split again/"+op.String(), func(t *testing.T) {
+			key := uniqueKey(t)
+			if op == OpHashAcquire {
+				c.hashHold(t, 1, key, "other:1", 1, time.Minute)
+				c.hashHold(t, 2, key, "other:1", 1, time.Minute)
+			} else {
+				other(t, key, 1, 2)
+			}
+			before := e.Splits()
+			res, err := e.Lock(t.Context(), Lock{Op: op, Keys: []string{key}, Token: "me:1", TokenLen: 2, TTL: 10 * time.Second})
+			if !errors.Is(err, ErrNoQuorum) || !res.Split {
+				t.Fatalf("%s split two and two, twice: %+v, %v; want ErrNoQuorum, Split", op, res, err)
+			}
+			if got := e.Splits(); got.Retried != before.Retried+1 {
+				t.Errorf("Splits went from %+v to %+v, want one more retried", before, got)
+			}
+		})
+	}
+
 	t.Run("granted on the second try", func(t *testing.T) {
 		key := uniqueKey(t)
 		other(t, key, 1, 2)
