@@ -36,6 +36,15 @@ func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backe
 	return f
 }
 
+// fanoutKeeping is fanout for a command that ends no lock, which leaves
+// the top-ups of its key running (flight.keepsTopUps).
+func fanoutKeeping[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
+	f := newFlight(e, decode)
+	f.keepsTopUps = true
+	f.send(cmd)
+	return f
+}
+
 // newFlight is a fan-out whose command is not sent yet: its start, from
 // which its votes' latency and the lock's validity are measured, and its
 // timer are set, to be sent at once with send.
@@ -68,7 +77,7 @@ func (f *flight[T]) send(cmd *backend.Command) {
 	var some [8]backend.Flush
 	flushes := some[:0]
 	order.Lock()
-	if !f.acquires {
+	if !f.keepsTopUps {
 		sends.Add(1) // stops the key's top-up (topup.go): no copy may follow this
 	}
 	for i, n := range e.nodes {
@@ -85,15 +94,15 @@ func (f *flight[T]) send(cmd *backend.Command) {
 // flight is one fan-out in progress.
 type flight[T any] struct {
 	e *Engine
-	// acquires is set for an acquisition, which leaves the top-ups of its
-	// key running: it ends nobody's lock, so a copy after it outlives
-	// nothing (topup.go).
-	acquires bool
-	start    time.Time
-	decode   func(n *node, r backend.Reply) (T, error)
-	votes    chan vote[T]
-	slots    []slot
-	timer    *time.Timer
+	// keepsTopUps is set for a command that ends no lock (an acquisition,
+	// a read): the top-ups of its key go on past it, as a copy after it
+	// outlives nothing (topup.go).
+	keepsTopUps bool
+	start       time.Time
+	decode      func(n *node, r backend.Reply) (T, error)
+	votes       chan vote[T]
+	slots       []slot
+	timer       *time.Timer
 
 	// The caller sleeps until enough votes are in to decide anything,
 	// rather than waking for each one.

@@ -183,7 +183,7 @@ func (e *Engine) quorumFence(ctx context.Context, cmd *backend.Command) (int64, 
 		fence int64 // 0: none
 		owner string
 	}
-	f := fanout(e, cmd, func(_ *node, r backend.Reply) (held, error) {
+	f := fanoutKeeping(e, cmd, func(_ *node, r backend.Reply) (held, error) {
 		a, err := r.Array()
 		if err == nil && len(a) != 2 && len(a) != 3 {
 			err = errors.New("quorum: fence script: unexpected reply")

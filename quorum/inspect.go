@@ -299,7 +299,7 @@ func (e *Engine) notHeldBefore(ctx context.Context, from int, keys []string) []s
 // one script each, and returns those that no backend before from holds,
 // each once.
 func (e *Engine) inspect(ctx context.Context, from int, keys []string) []HeldLock {
-	f := fanout(e, backend.ScriptCommand(e.values.inspect, keys), func(n *node, r backend.Reply) ([]keyState, error) {
+	f := fanoutKeeping(e, backend.ScriptCommand(e.values.inspect, keys), func(n *node, r backend.Reply) ([]keyState, error) {
 		elems, err := r.Array()
 		if err != nil || len(elems) != len(keys) {
 			return nil, errors.New("quorum: unexpected inspect reply")

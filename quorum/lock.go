@@ -139,7 +139,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	}
 	start := time.Now()
 	f := newFlight(e, op.decode)
-	f.acquires = op.acquires()
+	f.keepsTopUps = op.acquires()
 	if op.fenced {
 		sendClocked(f, op.cmd)
 	} else {

@@ -35,7 +35,7 @@ func (e *Engine) read(ctx context.Context, key string) views {
 // readWith is read with another look at the key: cmd, whose reply decode
 // reads as a view.
 func (e *Engine) readWith(ctx context.Context, cmd *backend.Command, decode func(*node, backend.Reply) (keyState, error)) views {
-	f := fanout(e, cmd, decode)
+	f := fanoutKeeping(e, cmd, decode)
 	v := views{ctx: ctx}
 	votes := collectAll(ctx, f, len(e.nodes))
 	v.unheard = len(e.nodes) - len(votes)

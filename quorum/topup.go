@@ -26,12 +26,13 @@ import (
 // and the extra copies expire before its validity ends. A copy must never
 // land after the owner's next command on the key (its release above all),
 // or it would outlive the lock there: so a top-up stops once any command
-// on the key (or on another key that shares its send-order bucket) but an
-// acquisition has been sent since the grant, and it queues its requests
+// on the key (or on another key that shares its send-order bucket) that
+// may end a lock has been sent since the grant, and it queues its requests
 // under the key's send-order lock, so that a command sent later follows
-// them on every backend's pipe. Acquisitions do not stop it: contenders
-// that keep trying for the lock are the usual company of a contended
-// one's top-up, and none of them ends a lock. A copy is only ever made
+// them on every backend's pipe. Acquisitions and reads do not stop it:
+// contenders that keep trying for the lock, and the owner's own reads
+// (Redisson's isHeldByThread), are the usual company of a top-up, and
+// none of them ends a lock. A copy is only ever made
 // where the key is free (or, Redisson's, counts fewer holds), so it takes
 // no contender's place; and where the owner's own re-entry lands before
 // its copy, the copy raises nothing above the count it had, and the

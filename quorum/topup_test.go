@@ -97,8 +97,8 @@ func TestTopUpStopsAtTheNextCommand(t *testing.T) {
 }
 
 // TestTopUpPastContenders: contenders that keep trying for a lock through
-// the same engine, refused, do not stop its top-up: an acquisition ends no
-// lock.
+// the same engine, refused, and the owner's reads do not stop its top-up:
+// neither ends a lock.
 func TestTopUpPastContenders(t *testing.T) {
 	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
 	key := uniqueKey(t)
@@ -108,6 +108,10 @@ func TestTopUpPastContenders(t *testing.T) {
 	}
 	if _, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "third", TTL: 30 * time.Second}); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("a contender's acquisition: %v, want ErrNotAcquired", err)
+	}
+	// The owner reads its lock, as Redisson's isHeldByThread does.
+	if _, err := c.engine.Read(t.Context(), Read{Op: OpGet, Key: key}); err != nil {
+		t.Fatalf("the owner's read: %v", err)
 	}
 	rollBackOther(t, c, key)
 	redistest.Eventually(t, func() string {
