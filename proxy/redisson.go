@@ -151,13 +151,14 @@ func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any
 // wait before trying again, which on one Redis is the holder's PTTL; or
 // the error to reply.
 func redissonRefusal(res quorum.Result, err error) (int64, error) {
-	if !errors.Is(err, quorum.ErrNotAcquired) && !(errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0) {
-		return 0, redissonError(err)
-	}
 	// Undecided, but another owner holds it somewhere (the votes split
 	// between contenders while a backend was down or slow): the attempt
 	// was rolled back; to Redisson that is a lock held by another, to wait
 	// for (one Redis would have said so), not an exception.
+	heldSomewhere := errors.Is(err, quorum.ErrNoQuorum) && res.HolderTTL > 0
+	if !errors.Is(err, quorum.ErrNotAcquired) && !heldSomewhere {
+		return 0, redissonError(err)
+	}
 	if res.HolderTTL > 0 && !res.Split {
 		return max(res.HolderTTL.Milliseconds(), 1), nil
 	}

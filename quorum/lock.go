@@ -137,6 +137,9 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	if err := e.rollbacks.wait(ctx, op.keys, op.token); err != nil {
 		return Result{}, errors.Join(ErrNoQuorum, err)
 	}
+	if !op.acquires() {
+		e.touch(op.keys[1:]) // the send counts the first
+	}
 	start := time.Now()
 	f := newFlight(e, op.decode)
 	f.keepsTopUps = op.acquires()
@@ -187,9 +190,6 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 func (e *Engine) scriptOp(ctx context.Context, s *backend.Script, op lockOp, args ...any) (Result, error) {
 	if err := e.checkTTL(op.ttl); err != nil {
 		return Result{}, err
-	}
-	if !op.acquires() {
-		e.touch(op.keys[1:]) // the send counts the first
 	}
 	keys := op.keys
 	if op.scriptKeys != nil {

@@ -199,12 +199,31 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 	if reserved(req.Keys...) {
 		return Result{}, ErrReservedKey
 	}
+	if retriesSplit(req) {
+		return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) { return e.lockOnce(ctx, req) })
+	}
+	return e.lockOnce(ctx, req)
+}
+
+// retriesSplit reports whether req is an acquisition that Lock tries once
+// more when it splits: every one but a waiting one, whose queue tries
+// again itself (waits.go).
+func retriesSplit(req Lock) bool {
+	switch req.Op {
+	case OpAcquire:
+		return req.Wait == 0
+	case OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew, OpHashAcquire:
+		return true
+	}
+	return false
+}
+
+// lockOnce is Lock's one try of req.
+func (e *Engine) lockOnce(ctx context.Context, req Lock) (Result, error) {
 	if len(req.Keys) > 0 {
 		switch req.Op {
 		case OpAcquireAll:
-			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
-				return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
-			})
+			return e.acquireAll(ctx, req.Keys, req.Token, req.TTL)
 		case OpExtendAll:
 			return e.extendAll(ctx, req.Keys, req.Token, req.TTL)
 		}
@@ -216,28 +235,20 @@ func (e *Engine) Lock(ctx context.Context, req Lock) (Result, error) {
 			if req.Wait != 0 {
 				return e.acquireWaiting(ctx, key, req.Token, req.TTL, max(req.Wait, 0))
 			}
-			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
-				return e.acquire(ctx, key, req.Token, req.TTL)
-			})
+			return e.acquire(ctx, key, req.Token, req.TTL)
 		case OpExtend:
 			return e.extend(ctx, key, req.Token, req.TTL)
 		case OpExtendBy:
 			return e.extendBy(ctx, key, req.Token, req.TTL)
 		case OpExtendOrAcquire:
-			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
-				return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
-			})
+			return e.extendOrAcquire(ctx, key, req.Token, req.TTL)
 		case OpAcquireOrRenew:
-			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
-				return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
-			})
+			return e.acquireOrRenew(ctx, key, req.Token, req.TokenLen, req.TTL)
 		case OpHashAcquire:
 			if reservedField(req.Token) {
 				return Result{}, ErrReservedKey
 			}
-			return e.retrySplit(ctx, req.Keys, req.Token, func() (Result, error) {
-				return e.hashAcquire(ctx, key, req.Token, req.TTL)
-			})
+			return e.hashAcquire(ctx, key, req.Token, req.TTL)
 		}
 	}
 	return Result{}, &OpError{Op: req.Op, Request: "lock", Keys: len(req.Keys)}

@@ -31,14 +31,14 @@ import (
 // under the key's send-order lock, so that a command sent later follows
 // them on every backend's pipe. Acquisitions and reads do not stop it:
 // contenders that keep trying for the lock, and the owner's own reads
-// (Redisson's isHeldByThread), are the usual company of a top-up, and
-// none of them ends a lock. A copy is only ever made
-// where the key is free (or, Redisson's, counts fewer holds), so it takes
-// no contender's place; and where the owner's own re-entry lands before
-// its copy, the copy raises nothing above the count it had, and the
-// re-entry's own top-up raises the rest. A release through another proxy is not seen: a copy
-// made after it lives on its backend until its lease ends, where it costs
-// the next holder that backend.
+// (Redisson's isHeldByThread), are the usual company of a top-up, and none
+// of them ends a lock. A copy is only ever made where the key is free (or,
+// Redisson's, counts fewer holds), so it takes no contender's place; and
+// where the owner's own re-entry lands before its copy, the copy raises
+// nothing above the count it had, and the re-entry's own top-up raises the
+// rest. A release through another proxy is not seen: a copy made after it
+// lives on its backend until its lease ends, where it costs the next
+// holder that backend.
 //
 // A Redisson lock's hold count is topped up too: a backend that missed a
 // hold (it refused a re-entry, or took it as a first hold, its key gone)
