@@ -80,6 +80,7 @@ func (f *flight[T]) send(cmd *backend.Command) {
 	if !f.keepsTopUps {
 		sends.Add(1) // stops the key's top-up (topup.go): no copy may follow this
 	}
+	f.sent = sends.Load()
 	for i, n := range e.nodes {
 		flushes = append(flushes, n.pipe.Queue(&f.slots[i].Request))
 	}
@@ -98,11 +99,14 @@ type flight[T any] struct {
 	// a read): the top-ups of its key go on past it, as a copy after it
 	// outlives nothing (topup.go).
 	keepsTopUps bool
-	start       time.Time
-	decode      func(n *node, r backend.Reply) (T, error)
-	votes       chan vote[T]
-	slots       []slot
-	timer       *time.Timer
+	// sent is the send count of the key's bucket once the command was
+	// queued: a top-up after it stops when a later command moves it.
+	sent   uint64
+	start  time.Time
+	decode func(n *node, r backend.Reply) (T, error)
+	votes  chan vote[T]
+	slots  []slot
+	timer  *time.Timer
 
 	// The caller sleeps until enough votes are in to decide anything,
 	// rather than waking for each one.

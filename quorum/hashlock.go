@@ -101,15 +101,7 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 			}
 			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
 		}
-		op.fill = &fill{
-			cmd: func(left time.Duration, count int64) *backend.Command {
-				return e.checkedCommand(hashFillScript, keys, field, left.Milliseconds(), count)
-			},
-			taken: func(r backend.Reply) bool {
-				taken, err := r.Integer()
-				return err == nil && taken == 1
-			},
-		}
+		op.fill = e.hashFill(key, field)
 	}
 	res, err := e.lockOp(ctx, op)
 	if err != nil {
@@ -434,4 +426,18 @@ func (e *Engine) presentTTL(v views) (time.Duration, error) {
 		return 0, ErrNotFound
 	}
 	return e.quorumTTL(v, present)
+}
+
+// hashFill tops up the owner field's hold of the hash lock key (topup.go)
+// where the key is free or the field counts fewer holds.
+func (e *Engine) hashFill(key, field string) *fill {
+	return &fill{
+		cmd: func(left time.Duration, count int64) *backend.Command {
+			return e.checkedCommand(hashFillScript, []string{key}, field, left.Milliseconds(), count)
+		},
+		taken: func(r backend.Reply) bool {
+			taken, err := r.Integer()
+			return err == nil && taken == 1
+		},
+	}
 }

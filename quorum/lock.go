@@ -50,17 +50,22 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	} else {
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
 		op.decode = decodeStamp
-		op.fill = &fill{
-			cmd: func(left time.Duration, _ int64) *backend.Command {
-				return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
-			},
-			taken: func(r backend.Reply) bool {
-				stamp, err := r.Integer()
-				return err == nil && stamp > 0
-			},
-		}
+		op.fill = e.plainFill(key, token)
 	}
 	return e.lockOp(ctx, op)
+}
+
+// plainFill tops up token's lock on key (topup.go) where the key is free.
+func (e *Engine) plainFill(key, token string) *fill {
+	return &fill{
+		cmd: func(left time.Duration, _ int64) *backend.Command {
+			return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
+		},
+		taken: func(r backend.Reply) bool {
+			stamp, err := r.Integer()
+			return err == nil && stamp > 0
+		},
+	}
 }
 
 // decodeStamp reads the answer of lua/acquire.lua: the key's expiry when
@@ -124,7 +129,7 @@ type lockOp struct {
 	// (the fencing token's key beside the lock's).
 	scriptKeys []string
 	// fill, when set, tops up a lock granted while some backends refused
-	// it (topup.go): a single-key, unfenced acquisition.
+	// it (topup.go): a single-key, unfenced acquisition or extension.
 	fill *fill
 }
 
@@ -161,7 +166,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		}
 		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
 		if res.Validity > 0 {
-			if op.fill != nil && (t.no > 0 || t.pending() > 0) {
+			if op.fill != nil && (t.no > 0 || t.pending() > 0 || missed(seen)) {
 				e.topUpLater(op, f, seen, t.pending(), t.quorumAt.Add(res.Validity))
 			}
 			return res, nil
@@ -230,6 +235,11 @@ func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
 // a quorum, the silent backends included.
 func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
+	if !e.cfg.Fencing {
+		// A backend that lost the lock (restarted empty) gets it back:
+		// renewals keep a long hold on every backend (topup.go).
+		op.fill = e.plainFill(key, token)
+	}
 	return e.scriptOp(ctx, e.values.extend, op, token, ttl.Milliseconds())
 }
 

@@ -52,7 +52,11 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	return e.renew(ctx, ttl, locks, renewal{script: e.values.renewEach})
+	r := renewal{script: e.values.renewEach, decode: decodeRenewed}
+	if !e.cfg.Fencing {
+		r.fill = e.plainFill
+	}
+	return e.renew(ctx, ttl, locks, r)
 }
 
 // RenewFields renews hash locks (Redisson's RLock, hashlock.go) as Renew
@@ -67,7 +71,11 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // A field that starts with a NUL byte, where the engine keeps its own
 // (hashlock.go), is refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	return e.renew(ctx, ttl, locks, renewal{script: hashRenewEachScript, fields: true})
+	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}
+	if !e.cfg.Fencing {
+		r.fill = e.hashFill
+	}
+	return e.renew(ctx, ttl, locks, r)
 }
 
 func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r renewal) []Renewed {
@@ -98,10 +106,25 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 // locks are.
 type renewal struct {
 	script *backend.Script
+	// decode reads the script's answer for a batch of n locks.
+	decode func(n int) func(*node, backend.Reply) (renewAnswer, error)
 	// fields: the locks are hash locks, their tokens owners' fields
 	// (RenewFields). A refused one is not rolled back; otherwise it is, as
 	// a refused extension is.
 	fields bool
+	// fill, when set, gives a renewed lock back to the backends that lost
+	// it (topup.go): a lock held for long, renewed all along, then keeps
+	// every backend through restarts one at a time. nil with fencing: a
+	// copy would need its fencing token written back with it.
+	fill func(key, token string) *fill
+}
+
+// renewAnswer is one backend's answer for a batch of renewals.
+type renewAnswer struct {
+	// renewed holds one byte per lock, '1' renewed, '0' not.
+	renewed string
+	// counts are hash locks' hold counts where renewed (RenewFields).
+	counts []int64
 }
 
 // renewBatch renews the locks at the positions batch with one script call
@@ -127,13 +150,24 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		keys[j] = locks[i].Key
 		args = append(args, locks[i].Token)
 	}
-	f := fanout(e, e.checkedCommand(r.script, keys, args...), decodeRenewed(len(sent)))
+	// Each lock's send mark, read before the renewal is queued: its
+	// release, queued after, stops the top-up that gives the lock back to
+	// a backend that lost it. The renewal itself ends no lock (a refused
+	// one is rolled back apart), so it leaves the keys' top-ups running.
+	var marks []uint64
+	if r.fill != nil {
+		marks = make([]uint64, len(keys))
+		for j, key := range keys {
+			marks[j] = e.sendMark(key)
+		}
+	}
+	f := fanoutKeeping(e, e.checkedCommand(r.script, keys, args...), r.decode(len(sent)))
 
 	// Every vote is waited for, which is simpler than deciding each lock
 	// as early as lockOp does; a lock's validity still counts only to its
 	// quorum-th yes, so each vote's arrival is kept.
 	total := len(e.nodes)
-	votes := make([]vote[string], 0, total)
+	votes := make([]vote[renewAnswer], 0, total)
 	arrived := make([]time.Time, 0, total)
 	var failures []*NodeError
 	for len(votes) < total {
@@ -157,7 +191,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		for k, v := range votes {
 			switch {
 			case v.err != nil:
-			case v.val[j] == '1':
+			case v.val.renewed[j] == '1':
 				if t.yes++; t.yes == t.quorum {
 					t.quorumAt = arrived[k]
 				}
@@ -168,6 +202,9 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		if t.succeeded() {
 			if validity := e.validity(ttl, t.quorumAt.Sub(f.start)); validity > 0 {
 				out[i].Validity = validity
+				if r.fill != nil {
+					e.refillLater(r.fill, locks[i], marks[j], votes, j, t.quorumAt.Add(validity))
+				}
 				continue
 			}
 			// Too slow: the lock may already be expiring.
@@ -186,15 +223,58 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	}
 }
 
+// refillLater gives the lock l, at position j of a renewed batch, back to
+// the backends whose votes say they lack it (topup.go), if any does; it
+// is valid until deadline, and mark is its key's send mark.
+func (e *Engine) refillLater(fill func(key, token string) *fill, l Held, mark uint64, votes []vote[renewAnswer], j int, deadline time.Time) {
+	missing := false
+	for _, v := range votes {
+		missing = missing || lacks(lockVote(v, j))
+	}
+	if !missing {
+		return
+	}
+	tu := e.newTopUp(fill(l.Key, l.Token), backend.HashKey(l.Key), mark, deadline)
+	for _, v := range votes {
+		tu.vote(lockVote(v, j))
+	}
+}
+
 // decodeRenewed reads lua/renew_each.lua's answer for a batch of n locks:
 // one byte per lock, '1' renewed, '0' not.
-func decodeRenewed(n int) func(*node, backend.Reply) (string, error) {
-	return func(_ *node, r backend.Reply) (string, error) {
+func decodeRenewed(n int) func(*node, backend.Reply) (renewAnswer, error) {
+	return func(_ *node, r backend.Reply) (renewAnswer, error) {
 		renewed, err := r.Bulk()
 		if err == nil && (len(renewed) != n || strings.Trim(renewed, "01") != "") {
 			err = fmt.Errorf("renewal of %d locks answered %q", n, renewed)
 		}
-		return renewed, err
+		return renewAnswer{renewed: renewed}, err
+	}
+}
+
+// decodeRenewedCounts reads lua/hash_renew_each.lua's answer for a batch
+// of n hash locks: each one's hold count where renewed, 0 where not.
+func decodeRenewedCounts(n int) func(*node, backend.Reply) (renewAnswer, error) {
+	return func(_ *node, r backend.Reply) (renewAnswer, error) {
+		a, err := r.Array()
+		if err == nil && len(a) != n {
+			err = fmt.Errorf("renewal of %d locks answered %d counts", n, len(a))
+		}
+		if err != nil {
+			return renewAnswer{}, err
+		}
+		renewed := make([]byte, n)
+		counts := make([]int64, n)
+		for i, c := range a {
+			if counts[i], err = c.Integer(); err != nil || counts[i] < 0 {
+				return renewAnswer{}, fmt.Errorf("renewal of %d locks answered a count %v (%v)", n, counts[i], err)
+			}
+			renewed[i] = '0'
+			if counts[i] > 0 {
+				renewed[i] = '1'
+			}
+		}
+		return renewAnswer{renewed: string(renewed), counts: counts}, nil
 	}
 }
 
@@ -204,7 +284,7 @@ func decodeRenewed(n int) func(*node, backend.Reply) (string, error) {
 // clear answer. The backends still pending, whose votes the batch did not
 // read, each reply once for the whole batch; their replies are handed to
 // every lock's rollback.
-func (e *Engine) rollBackRenewals(ctx context.Context, ttl time.Duration, locks []Held, sent, refused []int, votes []vote[string], f *flight[string], pending int) {
+func (e *Engine) rollBackRenewals(ctx context.Context, ttl time.Duration, locks []Held, sent, refused []int, votes []vote[renewAnswer], f *flight[renewAnswer], pending int) {
 	rests := make([]chan vote[ack], len(refused))
 	var wg sync.WaitGroup
 	for r, j := range refused {
@@ -238,7 +318,15 @@ func (e *Engine) rollBackRenewals(ctx context.Context, ttl time.Duration, locks 
 }
 
 // lockVote is the vote of one backend on the lock at position j of a
-// batch.
-func lockVote(v vote[string], j int) vote[ack] {
-	return vote[ack]{node: v.node, val: ack{yes: v.err == nil && v.val[j] == '1'}, err: v.err}
+// batch. A backend that answered but does not count (in quarantine) keeps
+// its answer, for a top-up (missedInQuarantine).
+func lockVote(v vote[renewAnswer], j int) vote[ack] {
+	out := vote[ack]{node: v.node, err: v.err}
+	if len(v.val.renewed) > j {
+		out.val.yes = v.val.renewed[j] == '1'
+		if v.val.counts != nil {
+			out.val.count = v.val.counts[j]
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package quorum
 
 import (
 	"cmp"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -47,6 +48,18 @@ import (
 // split, leaves the release undecidable. Only single-key, unfenced
 // acquisitions are topped up: a fenced one's copy would need its token
 // written back with it.
+//
+// Renewals are topped up the same way (extend, Renew, RenewFields): a
+// renewal granted by a quorum makes the lock valid on it until the new
+// validity ends, as a grant does, so the same argument holds. The
+// backends that answered without the lock are mostly ones that restarted
+// empty; one in quarantine is asked too, since it runs what it is sent,
+// so that it has the lock when its quarantine ends. A lock renewed all
+// along then keeps every backend through restarts one at a time, where
+// otherwise every restart would take a copy for good. A renewal's top-up
+// counts the key's sends from before the renewal is queued (sendMark),
+// since the owner's release may come from another thread while the
+// renewal is out (Redisson's watchdog runs beside the owner's code).
 
 // topUpDelays are the times after the grant at which the backends that
 // refused a lock are asked again.
@@ -128,13 +141,30 @@ type topUp struct {
 	finished bool
 }
 
+// newTopUp is a top-up of the lock on key by fill, valid until deadline,
+// that stops once a command on key is sent after the one that counted
+// sent (flight.sent, sendMark).
+func (e *Engine) newTopUp(fill *fill, key uint32, sent uint64, deadline time.Time) *topUp {
+	s, sends := e.stripe(key)
+	return &topUp{e: e, fill: fill, stripe: s, sends: sends, sent: sent, granted: time.Now(), deadline: deadline,
+		votes: make([]vote[ack], 0, len(e.nodes))}
+}
+
+// sendMark reads the send count of key's bucket under its send-order lock:
+// a command on key queued later moves it, and one queued earlier is on
+// every backend's pipe by then.
+func (e *Engine) sendMark(key string) uint64 {
+	s, sends := e.stripe(backend.HashKey(key))
+	s.Lock()
+	defer s.Unlock()
+	return sends.Load()
+}
+
 // topUpLater tops up the lock op was just granted, valid until deadline:
 // the backends that refused it among seen, and among the votes still to
 // come on f, each heard as it comes. Called before the grant is answered.
 func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending int, deadline time.Time) {
-	s, sends := e.stripe(op.cmd.KeyHash())
-	tu := &topUp{e: e, fill: op.fill, stripe: s, sends: sends, sent: sends.Load(), granted: time.Now(), deadline: deadline,
-		votes: make([]vote[ack], 0, len(e.nodes))}
+	tu := e.newTopUp(op.fill, op.cmd.KeyHash(), f.sent, deadline)
 	if pending > 0 {
 		// The votes still to come go to tu as they are cast: the caller
 		// reads no more of them.
@@ -158,11 +188,14 @@ func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending
 }
 
 // vote hears one backend's vote on the acquisition. A refusal, or a hold
-// count unlike another's, starts the top-up.
+// count unlike another's, starts the top-up. A quarantined backend's
+// answer does not count, but it did run the command: one that lacks the
+// lock (restarted empty, most often) is topped up too, so that it has the
+// lock when its quarantine ends.
 func (tu *topUp) vote(v vote[ack]) {
 	tu.mu.Lock()
 	defer tu.mu.Unlock()
-	if tu.finished || v.err != nil {
+	if tu.finished || v.err != nil && !missedInQuarantine(v) {
 		return
 	}
 	work := !v.val.yes
@@ -188,12 +221,13 @@ func (tu *topUp) vote(v vote[ack]) {
 // over yet). tu.mu is held.
 func (tu *topUp) toAsk() (ask []int, count int64, known bool) {
 	last := make(map[int]ack, len(tu.votes))
+	counting := make(map[int]bool, len(tu.votes))
 	for _, v := range tu.votes {
-		last[v.node] = v.val
+		last[v.node], counting[v.node] = v.val, v.err == nil
 	}
 	var counts []int64
-	for _, a := range last {
-		if a.yes {
+	for i, a := range last {
+		if a.yes && counting[i] {
 			counts = append(counts, a.count)
 		}
 	}
@@ -289,6 +323,20 @@ func (tu *topUp) once(ask []int, left time.Duration, count int64) (took []int, s
 	}
 	return took, false
 }
+
+// missedInQuarantine reports whether v is the answer of a backend in
+// quarantine that does not hold the lock.
+func missedInQuarantine(v vote[ack]) bool {
+	var q *QuarantineError
+	return v.err != nil && !v.val.yes && errors.As(v.err, &q)
+}
+
+// lacks reports whether v says its backend lacks the lock, counted or in
+// quarantine: a grant with such a vote is topped up.
+func lacks(v vote[ack]) bool { return v.err == nil && !v.val.yes || missedInQuarantine(v) }
+
+// missed reports whether some vote lacks the lock.
+func missed(votes []vote[ack]) bool { return slices.ContainsFunc(votes, lacks) }
 
 type fillReply struct {
 	node  int

@@ -1,0 +1,201 @@
+package quorum
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
+)
+
+// refillTTL is the lease of the locks that TestRenewalsRefillRestarts
+// holds through restarts, and its max_ttl: a restarted backend is
+// quarantined for as long.
+const refillTTL = 2 * time.Second
+
+// TestRenewalsRefillRestarts: a lock held for long, renewed all along,
+// keeps every backend while they restart empty one at a time, as the
+// README tells operators to restart them (each back in, its quarantine
+// over, before the next). A renewal gives the lock back to the backend
+// that lost it, even while it is quarantined. Without that, the third
+// restart of five would leave the lock on two backends, and its renewals
+// would fail: the holder would lose a lock nobody else took.
+// For each way a lock is renewed: an extension (redsync's Extend and most
+// libraries'), a batch renewal (session-bound locks), and a batch renewal
+// of Redisson's hash locks, whose hold count comes back as the quorum has
+// it.
+func TestRenewalsRefillRestarts(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		take  func(c *cluster, key string) error
+		renew func(c *cluster, key string) error
+		has   func(c *cluster, key string) []string // each backend's value, "" where absent
+		want  string
+	}{
+		{
+			name: "extend",
+			take: func(c *cluster, key string) error {
+				_, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
+				return err
+			},
+			renew: func(c *cluster, key string) error {
+				_, err := c.engine.Lock(t.Context(), Lock{Op: OpExtend, Keys: []string{key}, Token: "me", TTL: refillTTL})
+				return err
+			},
+			has:  func(c *cluster, key string) []string { return c.values(t, key) },
+			want: "me",
+		},
+		{
+			name: "renew",
+			take: func(c *cluster, key string) error {
+				_, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
+				return err
+			},
+			renew: func(c *cluster, key string) error {
+				return c.engine.Renew(t.Context(), refillTTL, []Held{{key, "me"}})[0].Err
+			},
+			has:  func(c *cluster, key string) []string { return c.values(t, key) },
+			want: "me",
+		},
+		{
+			name: "renew fields",
+			take: func(c *cluster, key string) error {
+				for range 2 { // a nested hold: the count must come back as 2
+					if _, err := hashAcquire(c.engine, t, key, "me:1", refillTTL); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+			renew: func(c *cluster, key string) error {
+				return c.engine.RenewFields(t.Context(), refillTTL, []Held{{key, "me:1"}})[0].Err
+			},
+			has:  func(c *cluster, key string) []string { return c.counts(t, key, "me:1") },
+			want: "2",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(t, 5, Config{MaxTTL: refillTTL})
+			waitAllCount(t, c.engine)
+			key := uniqueKey(t)
+			if err := tc.take(c, key); err != nil {
+				t.Fatal(err)
+			}
+			everywhere := slices.Repeat([]string{tc.want}, 5)
+			lastRenewal := time.Now()
+			// holdUntil renews the lock a few times per lease, as a
+			// watchdog does, until cond says nothing is wrong.
+			holdUntil := func(what string, cond func() string) {
+				t.Helper()
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					wrong := cond()
+					if wrong == "" {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: %s", what, wrong)
+					}
+					if time.Since(lastRenewal) > refillTTL/5 {
+						if err := tc.renew(c, key); err != nil {
+							t.Fatalf("%s: the renewal failed: %v; backends have %q", what, err, tc.has(c, key))
+						}
+						lastRenewal = time.Now()
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+			startCopies := c.engine.topUps.copies.Load()
+			for i := range 3 {
+				c.servers[i].Restart()
+				quarantined := false
+				holdUntil(fmt.Sprintf("backend %d restarted", i), func() string {
+					quarantined = quarantined || c.engine.Backends()[i].State == StateQuarantined
+					if got := tc.has(c, key); got[i] != tc.want {
+						return fmt.Sprintf("not given the lock back: backends have %q", got)
+					}
+					return ""
+				})
+				holdUntil(fmt.Sprintf("backend %d's quarantine", i), func() string {
+					st := c.engine.Backends()[i].State
+					quarantined = quarantined || st == StateQuarantined
+					if st != StateUp {
+						return "still " + st.String()
+					}
+					return ""
+				})
+				if !quarantined {
+					t.Fatalf("backend %d was never seen quarantined: the test restarted nothing", i)
+				}
+			}
+			holdUntil("after the restarts", func() string {
+				if got := tc.has(c, key); !slices.Equal(got, everywhere) {
+					return fmt.Sprintf("backends have %q, want %q", got, everywhere)
+				}
+				return ""
+			})
+			if got := c.engine.topUps.copies.Load() - startCopies; got < 3 {
+				t.Errorf("%d copies counted, want at least 3", got)
+			}
+			for i, d := range c.direct {
+				if left := d.PTTL(t.Context(), key).Val(); left <= 0 || left > refillTTL {
+					t.Errorf("backend %d: %v left, want within the lease %v", i, left, refillTTL)
+				}
+			}
+		})
+	}
+}
+
+// TestRenewalRefillStopsAtRelease: a renewal that finds a backend without
+// the lock tops it up there, unless the owner's release is sent first: no
+// copy may outlive the lock. Backend 4 holds the key for another token, as
+// a lock lost there and taken by a contender would; it frees the key only
+// after the owner's release, so a top-up that went on past the release
+// would leave the owner's copy there.
+func TestRenewalRefillStopsAtRelease(t *testing.T) {
+	for _, fields := range []bool{false, true} {
+		t.Run("fields="+strconv.FormatBool(fields), func(t *testing.T) {
+			c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true})
+			key := uniqueKey(t)
+			for i, d := range c.direct {
+				owner := "me"
+				if i == 4 {
+					owner = "other"
+				}
+				if fields {
+					c.hashHold(t, i, key, owner, 1, time.Minute)
+				} else if err := d.Set(t.Context(), key, owner, time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			if fields {
+				err = c.engine.RenewFields(t.Context(), 30*time.Second, []Held{{key, "me"}})[0].Err
+			} else {
+				err = c.engine.Renew(t.Context(), 30*time.Second, []Held{{key, "me"}})[0].Err
+			}
+			if err != nil {
+				t.Fatalf("renewal: %v", err)
+			}
+			if fields {
+				_, err = hashRelease(c.engine, t, key, "me", "")
+			} else {
+				_, err = c.engine.Unlock(t.Context(), Unlock{Op: OpRelease, Keys: []string{key}, Token: "me"})
+			}
+			if err != nil {
+				t.Fatalf("release: %v", err)
+			}
+			if err := c.direct[4].Del(t.Context(), key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			topUpsOver(t, c.engine)
+			redistest.Eventually(t, c.gone(t, key))
+			if c.engine.topUps.started.Load() != 1 || c.engine.topUps.copies.Load() != 0 {
+				t.Fatalf("started %d, copies %d: want one top-up, stopped before any copy", c.engine.topUps.started.Load(), c.engine.topUps.copies.Load())
+			}
+		})
+	}
+}
