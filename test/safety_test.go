@@ -256,24 +256,15 @@ func waitForQuorum(t *testing.T, p *proxyProcess) {
 // refuses it, sometimes extend, then release. It does not stop writing at
 // its own deadline: the resource's fencing has to.
 func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
-	cli := redis.NewClient(&redis.Options{
-		Addr: addr, MaxRetries: -1, PoolSize: 1,
-		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
-		// SET NX answers the lock's fencing token, which checkFences checks.
-		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.Do(ctx, "CLIENT", "FENCING", "ON").Err() },
-	})
+	cli := safetyClient(addr)
 	defer cli.Close()
 	h := run.h
 	rng := rand.New(rand.NewPCG(uint64(id), 42))
 	for n := 0; ctx.Err() == nil; n++ {
 		key := fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys))
 		token := fmt.Sprintf("c%d-%d", id, n)
-		acquire := h.call(id, key, token, opAcquire, lockTTL)
-		reply, err := cli.Do(ctx, "SET", key, token, "NX", "PX", lockTTL.Milliseconds()).Result()
-		if fence, ok := reply.(int64); ok && err == nil {
-			acquire.Fence, reply = fence, "OK"
-		}
-		if h.done(acquire, reply, err) != outOK {
+		acquire := tryAcquire(ctx, h, cli, id, key, token)
+		if acquire.Outcome != outOK {
 			// Back off as lock libraries do, so that the figures show the
 			// system, not a retry storm.
 			wait(ctx, time.Duration(10+rng.IntN(40))*time.Millisecond)
@@ -303,9 +294,32 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 			wait(ctx, 10*time.Millisecond)
 		}
 		release := h.call(id, key, token, opRelease, 0)
-		reply, err = cli.Eval(context.WithoutCancel(ctx), compareAndDelete, []string{key}, token).Result()
+		reply, err := cli.Eval(context.WithoutCancel(ctx), compareAndDelete, []string{key}, token).Result()
 		h.done(release, reply, err)
 	}
+}
+
+// safetyClient is a safety run's client of the proxy at addr: one
+// connection, no retries (a retry would hide what the proxy answered), and
+// SET NX answering the lock's fencing token, which checkFences checks.
+func safetyClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr: addr, MaxRetries: -1, PoolSize: 1,
+		DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: time.Second,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.Do(ctx, "CLIENT", "FENCING", "ON").Err() },
+	})
+}
+
+// tryAcquire asks cli for key with token for lockTTL, records it in h as
+// client id's, and returns the record.
+func tryAcquire(ctx context.Context, h *history, cli *redis.Client, id int, key, token string) *op {
+	acquire := h.call(id, key, token, opAcquire, lockTTL)
+	reply, err := cli.Do(ctx, "SET", key, token, "NX", "PX", lockTTL.Milliseconds()).Result()
+	if fence, ok := reply.(int64); ok && err == nil {
+		acquire.Fence, reply = fence, "OK"
+	}
+	h.done(acquire, reply, err)
+	return acquire
 }
 
 // call starts recording an operation.
