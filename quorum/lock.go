@@ -166,7 +166,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		}
 		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
 		if res.Validity > 0 {
-			if op.fill != nil && (t.no > 0 || t.pending() > 0 || missed(seen)) {
+			if op.fill != nil && (t.pending() > 0 || missed(seen)) {
 				e.topUpLater(op, f, seen, t.pending(), t.quorumAt.Add(res.Validity))
 			}
 			return res, nil

@@ -27,6 +27,10 @@ const refillTTL = 2 * time.Second
 // of Redisson's hash locks, whose hold count comes back as the quorum has
 // it.
 func TestRenewalsRefillRestarts(t *testing.T) {
+	acquire := func(c *cluster, key string) error {
+		_, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
+		return err
+	}
 	for _, tc := range []struct {
 		name  string
 		take  func(c *cluster, key string) error
@@ -36,10 +40,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 	}{
 		{
 			name: "extend",
-			take: func(c *cluster, key string) error {
-				_, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
-				return err
-			},
+			take: acquire,
 			renew: func(c *cluster, key string) error {
 				_, err := c.engine.Lock(t.Context(), Lock{Op: OpExtend, Keys: []string{key}, Token: "me", TTL: refillTTL})
 				return err
@@ -49,10 +50,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 		},
 		{
 			name: "renew",
-			take: func(c *cluster, key string) error {
-				_, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
-				return err
-			},
+			take: acquire,
 			renew: func(c *cluster, key string) error {
 				return c.engine.Renew(t.Context(), refillTTL, []Held{{key, "me"}})[0].Err
 			},

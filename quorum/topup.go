@@ -220,14 +220,15 @@ func (tu *topUp) vote(v vote[ack]) {
 // quorum's grants are heard (the granting caller may not have handed them
 // over yet). tu.mu is held.
 func (tu *topUp) toAsk() (ask []int, count int64, known bool) {
+	// A vote kept with its error is a quarantined backend's that lacks
+	// the lock (vote): never a yes, so never among the counts.
 	last := make(map[int]ack, len(tu.votes))
-	counting := make(map[int]bool, len(tu.votes))
 	for _, v := range tu.votes {
-		last[v.node], counting[v.node] = v.val, v.err == nil
+		last[v.node] = v.val
 	}
 	var counts []int64
-	for i, a := range last {
-		if a.yes && counting[i] {
+	for _, a := range last {
+		if a.yes {
 			counts = append(counts, a.count)
 		}
 	}
