@@ -432,8 +432,8 @@ func (e *Engine) presentTTL(v views) (time.Duration, error) {
 // where the key is free or the field counts fewer holds.
 func (e *Engine) hashFill(key, field string) *fill {
 	return &fill{
-		cmd: func(left time.Duration, count int64) *backend.Command {
-			return e.checkedCommand(hashFillScript, []string{key}, field, left.Milliseconds(), count)
+		cmd: func(left time.Duration, held ack) *backend.Command {
+			return e.checkedCommand(hashFillScript, []string{key}, field, left.Milliseconds(), held.count)
 		},
 		taken: func(r backend.Reply) bool {
 			taken, err := r.Integer()

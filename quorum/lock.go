@@ -50,20 +50,43 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 	} else {
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
 		op.decode = decodeStamp
-		op.fill = e.plainFill(key, token)
 	}
+	op.fill = e.valueFill(key, token)
 	return e.lockOp(ctx, op)
 }
 
-// plainFill tops up token's lock on key (topup.go) where the key is free.
-func (e *Engine) plainFill(key, token string) *fill {
+// valueFill tops up token's lock on key (topup.go) where the key is free:
+// with fencing, carrying the lock's fencing token.
+func (e *Engine) valueFill(key, token string) *fill {
+	if e.cfg.Fencing {
+		return e.fencedFill(key, token)
+	}
 	return &fill{
-		cmd: func(left time.Duration, _ int64) *backend.Command {
+		cmd: func(left time.Duration, _ ack) *backend.Command {
 			return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
 		},
 		taken: func(r backend.Reply) bool {
 			stamp, err := r.Integer()
 			return err == nil && stamp > 0
+		},
+	}
+}
+
+// fencedFill tops up token's fenced lock on key where the key is free,
+// with the fencing token the quorum holds it with, and raises the
+// backend's counter to that token (lua/fence_fill.lua). A lock taken
+// before fencing was turned on has none, and is not topped up.
+func (e *Engine) fencedFill(key, token string) *fill {
+	return &fill{
+		cmd: func(left time.Duration, held ack) *backend.Command {
+			if held.fence <= 0 {
+				return nil
+			}
+			return e.checkedCommand(fenceFillScript, []string{key, fenceCounterKey}, token, left.Milliseconds(), fenceText(held.fence))
+		},
+		taken: func(r backend.Reply) bool {
+			taken, err := r.Integer()
+			return err == nil && taken == 1
 		},
 	}
 }
@@ -129,7 +152,7 @@ type lockOp struct {
 	// (the fencing token's key beside the lock's).
 	scriptKeys []string
 	// fill, when set, tops up a lock granted while some backends refused
-	// it (topup.go): a single-key, unfenced acquisition or extension.
+	// it (topup.go): a single-key acquisition or extension.
 	fill *fill
 }
 
@@ -234,13 +257,33 @@ func decodeAllKeys(keys int) func(*node, backend.Reply) (ack, error) {
 // An undecided one (*NoQuorumError) is not: the lock may still be held on
 // a quorum, the silent backends included.
 func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duration) (Result, error) {
-	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true}
-	if !e.cfg.Fencing {
-		// A backend that lost the lock (restarted empty) gets it back:
-		// renewals keep a long hold on every backend (topup.go).
-		op.fill = e.plainFill(key, token)
-	}
+	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeExtended}
+	// A backend that lost the lock (restarted empty) gets it back:
+	// renewals keep a long hold on every backend (topup.go).
+	op.fill = e.valueFill(key, token)
 	return e.scriptOp(ctx, e.values.extend, op, token, ttl.Milliseconds())
+}
+
+// decodeExtended reads the answer of lua/extend.lua: the fencing token
+// the lock carries where it was extended, "" where it carries none (no
+// fencing), and 0 where it was not.
+func decodeExtended(_ *node, r backend.Reply) (ack, error) {
+	if r.IsInteger() {
+		none, err := r.Integer()
+		if none != 0 {
+			err = fmt.Errorf("extension answered %d", none)
+		}
+		return ack{}, err
+	}
+	text, err := r.Bulk()
+	if err != nil || text == "" {
+		return ack{yes: err == nil}, err
+	}
+	fence, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return ack{}, fmt.Errorf("extension answered %q, not a token", text)
+	}
+	return ack{yes: true, fence: fence}, nil
 }
 
 // acquireAll takes every key for token on a quorum of backends; a backend

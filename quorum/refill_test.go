@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,62 +28,63 @@ const refillTTL = 2 * time.Second
 // of Redisson's hash locks, whose hold count comes back as the quorum has
 // it.
 func TestRenewalsRefillRestarts(t *testing.T) {
-	acquire := func(c *cluster, key string) error {
-		_, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
+	// acquire takes the lock, and answers the value every backend should
+	// have: with fencing, the lock's token comes back with it.
+	acquire := func(c *cluster, key string) (string, error) {
+		res, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
+		if res.Fence > 0 {
+			return "me\x00" + fenceText(res.Fence), err
+		}
+		return "me", err
+	}
+	extend := func(c *cluster, key string) error {
+		_, err := c.engine.Lock(t.Context(), Lock{Op: OpExtend, Keys: []string{key}, Token: "me", TTL: refillTTL})
 		return err
 	}
+	renew := func(c *cluster, key string) error {
+		return c.engine.Renew(t.Context(), refillTTL, []Held{{key, "me"}})[0].Err
+	}
+	values := func(c *cluster, key string) []string { return c.values(t, key) }
 	for _, tc := range []struct {
-		name  string
-		take  func(c *cluster, key string) error
-		renew func(c *cluster, key string) error
-		has   func(c *cluster, key string) []string // each backend's value, "" where absent
-		want  string
+		name    string
+		fencing bool
+		take    func(c *cluster, key string) (want string, err error)
+		renew   func(c *cluster, key string) error
+		has     func(c *cluster, key string) []string // each backend's value, "" where absent
 	}{
-		{
-			name: "extend",
-			take: acquire,
-			renew: func(c *cluster, key string) error {
-				_, err := c.engine.Lock(t.Context(), Lock{Op: OpExtend, Keys: []string{key}, Token: "me", TTL: refillTTL})
-				return err
-			},
-			has:  func(c *cluster, key string) []string { return c.values(t, key) },
-			want: "me",
-		},
-		{
-			name: "renew",
-			take: acquire,
-			renew: func(c *cluster, key string) error {
-				return c.engine.Renew(t.Context(), refillTTL, []Held{{key, "me"}})[0].Err
-			},
-			has:  func(c *cluster, key string) []string { return c.values(t, key) },
-			want: "me",
-		},
+		{name: "extend", take: acquire, renew: extend, has: values},
+		{name: "renew", take: acquire, renew: renew, has: values},
+		{name: "fenced extend", fencing: true, take: acquire, renew: extend, has: values},
+		{name: "fenced renew", fencing: true, take: acquire, renew: renew, has: values},
 		{
 			name: "renew fields",
-			take: func(c *cluster, key string) error {
+			take: func(c *cluster, key string) (string, error) {
 				for range 2 { // a nested hold: the count must come back as 2
 					if _, err := hashAcquire(c.engine, t, key, "me:1", refillTTL); err != nil {
-						return err
+						return "", err
 					}
 				}
-				return nil
+				return "2", nil
 			},
 			renew: func(c *cluster, key string) error {
 				return c.engine.RenewFields(t.Context(), refillTTL, []Held{{key, "me:1"}})[0].Err
 			},
-			has:  func(c *cluster, key string) []string { return c.counts(t, key, "me:1") },
-			want: "2",
+			has: func(c *cluster, key string) []string { return c.counts(t, key, "me:1") },
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, 5, Config{MaxTTL: refillTTL})
+			c := newCluster(t, 5, Config{MaxTTL: refillTTL, Fencing: tc.fencing})
 			waitAllCount(t, c.engine)
 			key := uniqueKey(t)
-			if err := tc.take(c, key); err != nil {
+			want, err := tc.take(c, key)
+			if err != nil {
 				t.Fatal(err)
 			}
-			everywhere := slices.Repeat([]string{tc.want}, 5)
+			if tc.fencing && !strings.HasPrefix(want, "me\x00") {
+				t.Fatalf("the lock's value %q carries no fencing token", want)
+			}
+			everywhere := slices.Repeat([]string{want}, 5)
 			lastRenewal := time.Now()
 			// holdUntil renews the lock a few times per lease, as a
 			// watchdog does, until cond says nothing is wrong.
@@ -112,7 +114,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 				quarantined := false
 				holdUntil(fmt.Sprintf("backend %d restarted", i), func() string {
 					quarantined = quarantined || c.engine.Backends()[i].State == StateQuarantined
-					if got := tc.has(c, key); got[i] != tc.want {
+					if got := tc.has(c, key); got[i] != want {
 						return fmt.Sprintf("not given the lock back: backends have %q", got)
 					}
 					return ""
@@ -141,6 +143,16 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 			for i, d := range c.direct {
 				if left := d.PTTL(t.Context(), key).Val(); left <= 0 || left > refillTTL {
 					t.Errorf("backend %d: %v left, want within the lease %v", i, left, refillTTL)
+				}
+			}
+			if tc.fencing {
+				// A later lock on a refilled backend must mint more than
+				// this one: each counter is at least the lock's token.
+				fence := want[len("me\x00"):]
+				for i, d := range c.direct {
+					if counter := d.Get(t.Context(), fenceCounterKey).Val(); counter < fence {
+						t.Errorf("backend %d's fencing counter %q, below the lock's token %s", i, counter, fence)
+					}
 				}
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -52,10 +53,7 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: e.values.renewEach, decode: decodeRenewed}
-	if !e.cfg.Fencing {
-		r.fill = e.plainFill
-	}
+	r := renewal{script: e.values.renewEach, decode: decodeRenewed, fill: e.valueFill}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -114,8 +112,9 @@ type renewal struct {
 	fields bool
 	// fill, when set, gives a renewed lock back to the backends that lost
 	// it (topup.go): a lock held for long, renewed all along, then keeps
-	// every backend through restarts one at a time. nil with fencing: a
-	// copy would need its fencing token written back with it.
+	// every backend through restarts one at a time. nil for fenced hash
+	// locks, whose copy would need its fencing token written back with
+	// it.
 	fill func(key, token string) *fill
 }
 
@@ -125,6 +124,9 @@ type renewAnswer struct {
 	renewed string
 	// counts are hash locks' hold counts where renewed (RenewFields).
 	counts []int64
+	// fences are the fencing tokens that renewed locks carry, where any
+	// does (Renew, with fencing).
+	fences []int64
 }
 
 // renewBatch renews the locks at the positions batch with one script call
@@ -241,14 +243,46 @@ func (e *Engine) refillLater(fill func(key, token string) *fill, l Held, mark ui
 }
 
 // decodeRenewed reads lua/renew_each.lua's answer for a batch of n locks:
-// one byte per lock, '1' renewed, '0' not.
+// per lock, '1' renewed, '0' not, or 'f' and 19 digits, renewed and
+// carrying that fencing token.
 func decodeRenewed(n int) func(*node, backend.Reply) (renewAnswer, error) {
 	return func(_ *node, r backend.Reply) (renewAnswer, error) {
-		renewed, err := r.Bulk()
-		if err == nil && (len(renewed) != n || strings.Trim(renewed, "01") != "") {
-			err = fmt.Errorf("renewal of %d locks answered %q", n, renewed)
+		answer, err := r.Bulk()
+		if err != nil {
+			return renewAnswer{}, err
 		}
-		return renewAnswer{renewed: renewed}, err
+		if len(answer) == n && strings.Trim(answer, "01") == "" {
+			return renewAnswer{renewed: answer}, nil // no fencing tokens: the usual answer, kept as it came
+		}
+		bad := fmt.Errorf("renewal of %d locks answered %q", n, answer)
+		renewed := make([]byte, 0, n)
+		fences := make([]int64, n)
+		for rest := answer; rest != ""; {
+			if len(renewed) == n {
+				return renewAnswer{}, bad
+			}
+			switch rest[0] {
+			case '0', '1':
+				renewed, rest = append(renewed, rest[0]), rest[1:]
+				continue
+			case 'f':
+				if len(rest) < 1+fenceWidth {
+					return renewAnswer{}, bad
+				}
+				fence, err := strconv.ParseInt(rest[1:1+fenceWidth], 10, 64)
+				if err != nil {
+					return renewAnswer{}, bad
+				}
+				fences[len(renewed)] = fence
+				renewed, rest = append(renewed, '1'), rest[1+fenceWidth:]
+			default:
+				return renewAnswer{}, bad
+			}
+		}
+		if len(renewed) != n {
+			return renewAnswer{}, bad
+		}
+		return renewAnswer{renewed: string(renewed), fences: fences}, nil
 	}
 }
 
@@ -326,6 +360,9 @@ func lockVote(v vote[renewAnswer], j int) vote[ack] {
 		out.val.yes = v.val.renewed[j] == '1'
 		if v.val.counts != nil {
 			out.val.count = v.val.counts[j]
+		}
+		if v.val.fences != nil {
+			out.val.fence = v.val.fences[j]
 		}
 	}
 	return out

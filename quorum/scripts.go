@@ -50,6 +50,7 @@ var (
 	acquireOrRenewFencedScript  = fencedScript("acquire_or_renew_fenced", "mint")
 	fenceRaiseScript            = backend.NewScript(fencedValues.expand(luaSource("fence_raise")))
 	fenceReadScript             = backend.NewScript(fencedValues.expand(luaSource("fence_read")))
+	fenceFillScript             = fencedScript("fence_fill")
 
 	plainValues  = newValueScripts(false)
 	fencedValues = newValueScripts(true)
@@ -58,7 +59,7 @@ var (
 		acquireScript, releaseStampedScript, acquireAllScript, extendOrAcquireScript,
 		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, settleScript,
 		acquireFencedScript, releaseFencedScript, acquireAllFencedScript,
-		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript,
+		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript, fenceFillScript,
 		plainValues.release, plainValues.releaseAll, plainValues.extend, plainValues.extendAll,
 		plainValues.extendBy, plainValues.read, plainValues.renewEach,
 		fencedValues.release, fencedValues.releaseAll, fencedValues.extend, fencedValues.extendAll,

@@ -45,9 +45,10 @@ import (
 // hold (it refused a re-entry, or took it as a first hold, its key gone)
 // is raised to the count of the quorum, so that a release decrements the
 // same count everywhere; otherwise one backend's loss, with the counts
-// split, leaves the release undecidable. Only single-key, unfenced
-// acquisitions are topped up: a fenced one's copy would need its token
-// written back with it.
+// split, leaves the release undecidable. A fenced lock's copy carries the
+// lock's fencing token, and raises the backend's counter to it, as a
+// grant there would have (lua/fence_fill.lua). Only single-key
+// acquisitions are topped up.
 //
 // Renewals are topped up the same way (extend, Renew, RenewFields): a
 // renewal granted by a quorum makes the lock valid on it until the new
@@ -112,10 +113,11 @@ type topUpCounts struct {
 }
 
 // fill is how a top-up takes a lock on one more backend: the command, for
-// the validity left and the hold count of the quorum (ack.count), and
-// whether a reply says it was taken.
+// the validity left and the lock as the quorum holds it (ack.count,
+// ack.fence), nil when it cannot be written; and whether a reply says it
+// was taken.
 type fill struct {
-	cmd   func(left time.Duration, count int64) *backend.Command
+	cmd   func(left time.Duration, held ack) *backend.Command
 	taken func(r backend.Reply) bool
 }
 
@@ -215,34 +217,40 @@ func (tu *topUp) vote(v vote[ack]) {
 }
 
 // toAsk reads the votes: the backends to ask, those that refused the lock
-// or count fewer holds than the quorum, and the quorum's hold count (the
-// quorum-th largest of those that granted it); known is false until a
-// quorum's grants are heard (the granting caller may not have handed them
-// over yet). tu.mu is held.
-func (tu *topUp) toAsk() (ask []int, count int64, known bool) {
+// or count fewer holds than the quorum, and the lock as the quorum holds
+// it: its hold count and fencing token, each the quorum-th largest of
+// those that granted it (a fenced grant's token, which a quorum carries
+// and no quorum exceeds); known is false until a quorum's grants are
+// heard (the granting caller may not have handed them over yet). tu.mu
+// is held.
+func (tu *topUp) toAsk() (ask []int, held ack, known bool) {
 	// A vote kept with its error is a quarantined backend's that lacks
 	// the lock (vote): never a yes, so never among the counts.
 	last := make(map[int]ack, len(tu.votes))
 	for _, v := range tu.votes {
 		last[v.node] = v.val
 	}
-	var counts []int64
+	var counts, fences []int64
 	for _, a := range last {
 		if a.yes {
 			counts = append(counts, a.count)
+			fences = append(fences, a.fence)
 		}
 	}
-	if len(counts) < tu.e.quorum {
-		return nil, 0, false
+	q := tu.e.quorum
+	if len(counts) < q {
+		return nil, ack{}, false
 	}
-	slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
-	count = counts[tu.e.quorum-1]
+	descending := func(a, b int64) int { return cmp.Compare(b, a) }
+	slices.SortFunc(counts, descending)
+	slices.SortFunc(fences, descending)
+	held = ack{yes: true, count: counts[q-1], fence: fences[q-1]}
 	for i, a := range last {
-		if !a.yes || a.count < count {
+		if !a.yes || a.count < held.count {
 			ask = append(ask, i)
 		}
 	}
-	return ask, count, true
+	return ask, held, true
 }
 
 // run asks the backends that refused, or count fewer holds, at each of
@@ -263,7 +271,7 @@ func (tu *topUp) run() {
 			return
 		}
 		tu.mu.Lock()
-		ask, count, known := tu.toAsk()
+		ask, held, known := tu.toAsk()
 		tu.mu.Unlock()
 		left := time.Until(tu.deadline)
 		if left < topUpLeast {
@@ -272,25 +280,29 @@ func (tu *topUp) run() {
 		if len(ask) == 0 || !known {
 			continue // a refusal may still come
 		}
-		took, stop := tu.once(ask, left, count)
+		took, stop := tu.once(ask, left, held)
 		if stop {
 			return
 		}
 		tu.mu.Lock()
 		for _, i := range took {
-			tu.votes = append(tu.votes, vote[ack]{node: i, val: ack{yes: true, count: count}})
+			tu.votes = append(tu.votes, vote[ack]{node: i, val: held})
 		}
 		tu.mu.Unlock()
 	}
 }
 
-// once asks the backends of ask to take the lock with left of lease and
-// count holds, and returns those that did; stop when a command on the key
-// was sent since the grant, or a backend did not answer in time (what it
-// did is unknown, and one that slow is left alone).
-func (tu *topUp) once(ask []int, left time.Duration, count int64) (took []int, stop bool) {
+// once asks the backends of ask to take the lock with left of lease, as
+// held, and returns those that did; stop when a command on the key was
+// sent since the grant, a backend did not answer in time (what it did is
+// unknown, and one that slow is left alone), or the lock cannot be
+// written as held.
+func (tu *topUp) once(ask []int, left time.Duration, held ack) (took []int, stop bool) {
 	e := tu.e
-	cmd := tu.fill.cmd(left, count)
+	cmd := tu.fill.cmd(left, held)
+	if cmd == nil {
+		return nil, true
+	}
 	replies := make(fillReplies, len(ask))
 	reqs := make([]backend.Request, len(ask))
 	flushes := make([]backend.Flush, 0, len(ask))

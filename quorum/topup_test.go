@@ -73,6 +73,46 @@ func TestTopUpAfterSplit(t *testing.T) {
 	}
 }
 
+// TestTopUpFencedAfterSplit: with fencing, the copies carry the lock's
+// fencing token, and the two backends' counters, on which nothing was
+// minted, are raised to it: a later lock there mints more. The next
+// lock's token is larger.
+func TestTopUpFencedAfterSplit(t *testing.T) {
+	c := newCluster(t, 5, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true, Fencing: true})
+	key := uniqueKey(t)
+	splitFor(t, c, key)
+	res, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rollBackOther(t, c, key)
+	want := slices.Repeat([]string{"me\x00" + fenceText(res.Fence)}, 5)
+	redistest.Eventually(t, func() string {
+		if v := c.values(t, key); !slices.Equal(v, want) {
+			return fmt.Sprintf("values %q, want %q", v, want)
+		}
+		return ""
+	})
+	for _, i := range []int{3, 4} {
+		if counter := c.direct[i].Get(t.Context(), fenceCounterKey).Val(); counter != fenceText(res.Fence) {
+			t.Errorf("backend %d's fencing counter %q, want the lock's token %s", i, counter, fenceText(res.Fence))
+		}
+		if left := c.direct[i].PTTL(t.Context(), key).Val(); left <= 0 || left > res.Validity {
+			t.Errorf("backend %d's copy has %v left, want at most the lock's validity %v", i, left, res.Validity)
+		}
+	}
+	if _, err := c.engine.Unlock(t.Context(), Unlock{Op: OpRelease, Keys: []string{key}, Token: "me"}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "next", TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.Fence <= res.Fence {
+		t.Fatalf("the next lock's token %d, not above %d", next.Fence, res.Fence)
+	}
+}
+
 // TestTopUpStopsAtTheNextCommand: a lock released before its top-up could
 // take the backends that refused it leaves no copy there after the
 // release: the release stops the top-up.
