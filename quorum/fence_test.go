@@ -168,7 +168,7 @@ func TestFenceWithoutWriteBackRegresses(t *testing.T) {
 			// The first lock expires (here: is deleted where it is held,
 			// once its top-up, refused by 3 and 4, is over), and 0 and 1
 			// are stopped: the next holder is voted by 2, 3, 4.
-			topUpsOver(t, c.engine)
+			topUpStartedAndOver(t, c.engine)
 			for _, i := range []int{0, 1, 2, 3, 4} {
 				c.direct[i].Del(t.Context(), key)
 			}

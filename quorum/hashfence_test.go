@@ -198,8 +198,10 @@ func TestHashFenceWriteBack(t *testing.T) {
 			// 1 are lost: the next holder is voted by 2, 3 and 4. First
 			// every backend runs what the engine sent it, the slowest
 			// included (a PING answered by each on the same connection), lest
-			// a late acquisition of "me:1" take the lock after the delete.
+			// a late acquisition of "me:1" take the lock after the delete;
+			// and the lock's top-up is over.
 			waitAllCount(t, c.engine)
+			topUpStartedAndOver(t, c.engine)
 			for _, d := range c.direct {
 				d.Del(ctx, key)
 			}

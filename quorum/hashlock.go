@@ -101,8 +101,8 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 			}
 			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
 		}
-		op.fill = e.hashFill(key, field)
 	}
+	op.fill = e.hashFill(key, field)
 	res, err := e.lockOp(ctx, op)
 	if err != nil {
 		res.HolderTTL = holder.get()
@@ -140,7 +140,7 @@ func decodeHashFenced(r backend.Reply) (ack, time.Duration, error) {
 	if err != nil || fence <= 0 {
 		return ack{}, 0, fmt.Errorf("acquisition answered %q, not a token", text)
 	}
-	return ack{yes: true, fresh: n == 1, fence: fence}, 0, nil
+	return ack{yes: true, fresh: n == 1, count: n, fence: fence}, 0, nil
 }
 
 // heldFor is the lease left to a holder whose key answered PTTL pttl (ms).
@@ -429,11 +429,15 @@ func (e *Engine) presentTTL(v views) (time.Duration, error) {
 }
 
 // hashFill tops up the owner field's hold of the hash lock key (topup.go)
-// where the key is free or the field counts fewer holds.
+// where the key is free, with the lock's fencing token where it has one,
+// or where the field counts fewer holds.
 func (e *Engine) hashFill(key, field string) *fill {
 	return &fill{
 		cmd: func(left time.Duration, held ack) *backend.Command {
-			return e.checkedCommand(hashFillScript, []string{key}, field, left.Milliseconds(), held.count)
+			if held.fence > 0 {
+				return e.checkedCommand(hashFillScript, []string{key, fenceCounterKey}, field, left.Milliseconds(), held.count, fenceText(held.fence))
+			}
+			return e.checkedCommand(hashFillScript, []string{key}, field, left.Milliseconds(), held.count, "")
 		},
 		taken: func(r backend.Reply) bool {
 			taken, err := r.Integer()

@@ -367,6 +367,9 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 			return ack{yes: ms > 0, ttl: time.Duration(ms) * time.Millisecond}, err
 		},
 		undo: func(ctx context.Context, n *node, _ ack) { n.release(ctx, key, token) },
+		// A backend that lost the lock gets it back, as after Extend; not
+		// with fencing, since this answer carries no token.
+		fill: e.valueFill(key, token),
 	})
 	if errors.Is(err, ErrNotHeld) {
 		select {

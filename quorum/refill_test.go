@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,21 +23,44 @@ const refillTTL = 2 * time.Second
 // restart of five would leave the lock on two backends, and its renewals
 // would fail: the holder would lose a lock nobody else took.
 // For each way a lock is renewed: an extension (redsync's Extend and most
-// libraries'), a batch renewal (session-bound locks), and a batch renewal
-// of Redisson's hash locks, whose hold count comes back as the quorum has
-// it.
+// libraries'), one that adds to the TTL left (redis-py's), a batch
+// renewal (session-bound locks), and a batch renewal of Redisson's hash
+// locks, whose hold count comes back as the quorum has it; and, with
+// fencing, the copies carry the lock's fencing token.
 func TestRenewalsRefillRestarts(t *testing.T) {
 	// acquire takes the lock, and answers the value every backend should
 	// have: with fencing, the lock's token comes back with it.
-	acquire := func(c *cluster, key string) (string, error) {
+	acquire := func(c *cluster, key string) (string, int64, error) {
 		res, err := c.engine.Lock(t.Context(), Lock{Op: OpAcquire, Keys: []string{key}, Token: "me", TTL: refillTTL})
 		if res.Fence > 0 {
-			return "me\x00" + fenceText(res.Fence), err
+			return "me\x00" + fenceText(res.Fence), res.Fence, err
 		}
-		return "me", err
+		return "me", 0, err
 	}
+	// holdTwice takes a Redisson lock with a nested hold: the count must
+	// come back as 2.
+	holdTwice := func(c *cluster, key string) (string, int64, error) {
+		var res Result
+		for range 2 {
+			var err error
+			if res, err = hashAcquire(c.engine, t, key, "me:1", refillTTL); err != nil {
+				return "", 0, err
+			}
+		}
+		return "2", res.Fence, nil
+	}
+	renewFields := func(c *cluster, key string) error {
+		return c.engine.RenewFields(t.Context(), refillTTL, []Held{{key, "me:1"}})[0].Err
+	}
+	counts := func(c *cluster, key string) []string { return c.counts(t, key, "me:1") }
 	extend := func(c *cluster, key string) error {
 		_, err := c.engine.Lock(t.Context(), Lock{Op: OpExtend, Keys: []string{key}, Token: "me", TTL: refillTTL})
+		return err
+	}
+	// extendBy adds a fifth of the lease, renewed every fifth: redis-py's
+	// extend, which keeps the TTL within max_ttl.
+	extendBy := func(c *cluster, key string) error {
+		_, err := c.engine.Lock(t.Context(), Lock{Op: OpExtendBy, Keys: []string{key}, Token: "me", TTL: refillTTL / 5})
 		return err
 	}
 	renew := func(c *cluster, key string) error {
@@ -48,41 +70,31 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		fencing bool
-		take    func(c *cluster, key string) (want string, err error)
-		renew   func(c *cluster, key string) error
-		has     func(c *cluster, key string) []string // each backend's value, "" where absent
+		// take answers what has should find on every backend, and the
+		// lock's fencing token.
+		take  func(c *cluster, key string) (want string, fence int64, err error)
+		renew func(c *cluster, key string) error
+		has   func(c *cluster, key string) []string // each backend's value, "" where absent
 	}{
 		{name: "extend", take: acquire, renew: extend, has: values},
+		{name: "extend by", take: acquire, renew: extendBy, has: values},
 		{name: "renew", take: acquire, renew: renew, has: values},
+		{name: "renew fields", take: holdTwice, renew: renewFields, has: counts},
 		{name: "fenced extend", fencing: true, take: acquire, renew: extend, has: values},
 		{name: "fenced renew", fencing: true, take: acquire, renew: renew, has: values},
-		{
-			name: "renew fields",
-			take: func(c *cluster, key string) (string, error) {
-				for range 2 { // a nested hold: the count must come back as 2
-					if _, err := hashAcquire(c.engine, t, key, "me:1", refillTTL); err != nil {
-						return "", err
-					}
-				}
-				return "2", nil
-			},
-			renew: func(c *cluster, key string) error {
-				return c.engine.RenewFields(t.Context(), refillTTL, []Held{{key, "me:1"}})[0].Err
-			},
-			has: func(c *cluster, key string) []string { return c.counts(t, key, "me:1") },
-		},
+		{name: "fenced renew fields", fencing: true, take: holdTwice, renew: renewFields, has: counts},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t, 5, Config{MaxTTL: refillTTL, Fencing: tc.fencing})
 			waitAllCount(t, c.engine)
 			key := uniqueKey(t)
-			want, err := tc.take(c, key)
+			want, fence, err := tc.take(c, key)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.fencing && !strings.HasPrefix(want, "me\x00") {
-				t.Fatalf("the lock's value %q carries no fencing token", want)
+			if tc.fencing != (fence > 0) {
+				t.Fatalf("the lock's fencing token is %d, with fencing %v", fence, tc.fencing)
 			}
 			everywhere := slices.Repeat([]string{want}, 5)
 			lastRenewal := time.Now()
@@ -146,12 +158,17 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 				}
 			}
 			if tc.fencing {
-				// A later lock on a refilled backend must mint more than
-				// this one: each counter is at least the lock's token.
-				fence := want[len("me\x00"):]
+				// The copies carry the lock's token, and a later lock on a
+				// refilled backend must mint more: each counter is at
+				// least the token.
 				for i, d := range c.direct {
-					if counter := d.Get(t.Context(), fenceCounterKey).Val(); counter < fence {
-						t.Errorf("backend %d's fencing counter %q, below the lock's token %s", i, counter, fence)
+					if counter := d.Get(t.Context(), fenceCounterKey).Val(); counter < fenceText(fence) {
+						t.Errorf("backend %d's fencing counter %q, below the lock's token %d", i, counter, fence)
+					}
+					if d.Type(t.Context(), key).Val() == "hash" {
+						if got := d.HGet(t.Context(), key, "\x00fence").Val(); got != fenceText(fence) {
+							t.Errorf("backend %d's hash carries the token %q, want %d", i, got, fence)
+						}
 					}
 				}
 			}

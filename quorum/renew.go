@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,10 +70,7 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // A field that starts with a NUL byte, where the engine keeps its own
 // (hashlock.go), is refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}
-	if !e.cfg.Fencing {
-		r.fill = e.hashFill
-	}
+	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true, fill: e.hashFill}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -112,9 +110,7 @@ type renewal struct {
 	fields bool
 	// fill, when set, gives a renewed lock back to the backends that lost
 	// it (topup.go): a lock held for long, renewed all along, then keeps
-	// every backend through restarts one at a time. nil for fenced hash
-	// locks, whose copy would need its fencing token written back with
-	// it.
+	// every backend through restarts one at a time.
 	fill func(key, token string) *fill
 }
 
@@ -287,7 +283,8 @@ func decodeRenewed(n int) func(*node, backend.Reply) (renewAnswer, error) {
 }
 
 // decodeRenewedCounts reads lua/hash_renew_each.lua's answer for a batch
-// of n hash locks: each one's hold count where renewed, 0 where not.
+// of n hash locks: each one's hold count where renewed, 0 where not, or
+// {count, fencing token} where the renewed lock carries a token.
 func decodeRenewedCounts(n int) func(*node, backend.Reply) (renewAnswer, error) {
 	return func(_ *node, r backend.Reply) (renewAnswer, error) {
 		a, err := r.Array()
@@ -299,8 +296,18 @@ func decodeRenewedCounts(n int) func(*node, backend.Reply) (renewAnswer, error) 
 		}
 		renewed := make([]byte, n)
 		counts := make([]int64, n)
+		var fences []int64
 		for i, c := range a {
-			if counts[i], err = c.Integer(); err != nil || counts[i] < 0 {
+			if !c.IsInteger() {
+				var fence int64
+				if counts[i], fence, err = countAndFence(c); err != nil {
+					return renewAnswer{}, fmt.Errorf("renewal of %d locks: %w", n, err)
+				}
+				if fences == nil {
+					fences = make([]int64, n)
+				}
+				fences[i] = fence
+			} else if counts[i], err = c.Integer(); err != nil || counts[i] < 0 {
 				return renewAnswer{}, fmt.Errorf("renewal of %d locks answered a count %v (%v)", n, counts[i], err)
 			}
 			renewed[i] = '0'
@@ -308,8 +315,29 @@ func decodeRenewedCounts(n int) func(*node, backend.Reply) (renewAnswer, error) 
 				renewed[i] = '1'
 			}
 		}
-		return renewAnswer{renewed: string(renewed), counts: counts}, nil
+		return renewAnswer{renewed: string(renewed), counts: counts, fences: fences}, nil
 	}
+}
+
+// countAndFence reads a renewed fenced hash lock's {count, token}.
+func countAndFence(r backend.Reply) (count, fence int64, err error) {
+	pair, err := r.Array()
+	if err == nil && len(pair) != 2 {
+		err = fmt.Errorf("answered %d items for a lock, not {count, token}", len(pair))
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	count, err = pair[0].Integer()
+	text, textErr := pair[1].Bulk()
+	if err = cmp.Or(err, textErr); err != nil {
+		return 0, 0, err
+	}
+	fence, err = strconv.ParseInt(text, 10, 64)
+	if err != nil || count <= 0 || fence <= 0 {
+		return 0, 0, fmt.Errorf("answered {%d, %q}, not a renewed lock's count and token", count, text)
+	}
+	return count, fence, nil
 }
 
 // rollBackRenewals undoes the renewals of a batch at the positions refused

@@ -37,6 +37,14 @@ func topUpsOver(t *testing.T, e *Engine) {
 	waitFor(t, func() bool { return e.topUps.running.Load() == 0 })
 }
 
+// topUpStartedAndOver waits until a top-up of e has started, as one does
+// once a refusal is heard, which may be after the grant is answered, and
+// none is running.
+func topUpStartedAndOver(t *testing.T, e *Engine) {
+	t.Helper()
+	waitFor(t, func() bool { return e.topUps.started.Load() > 0 && e.topUps.running.Load() == 0 })
+}
+
 // TestTopUpAfterSplit: a lock granted by three backends of five, refused by
 // two that a contender held, is taken on those two as well once the
 // contender rolled back: one backend's loss then leaves it decidable. The
