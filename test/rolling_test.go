@@ -20,10 +20,17 @@ import (
 // left its quarantine. Each extension gives the lock back to the backend
 // that lost it, so the lock is on all five at the end and nobody else can
 // take it. Without that, the third restart would leave it on two backends,
-// and redsync's Extend would fail from then on.
+// and redsync's Extend would fail from then on. With fencing, the copies
+// carry the lock's fencing token, and FENCE answers it to the end.
 func TestRollingRestartKeepsExtendedLock(t *testing.T) {
+	for _, fencing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) { rollWhileExtending(t, fencing) })
+	}
+}
+
+func rollWhileExtending(t *testing.T, fencing bool) {
 	const lease = 2 * time.Second // and max_ttl: each restart's quarantine
-	c := newCluster(t, 5, "-restart-quarantine=true", "-max-ttl", lease.String())
+	c := newCluster(t, 5, "-restart-quarantine=true", "-max-ttl", lease.String(), fmt.Sprintf("-fencing=%v", fencing))
 	cli := redis.NewClient(&redis.Options{Addr: c.proxy.Addr})
 	t.Cleanup(func() { cli.Close() })
 	rs := redsync.New(redsyncgoredis.NewPool(cli))
@@ -34,6 +41,17 @@ func TestRollingRestartKeepsExtendedLock(t *testing.T) {
 	m := rs.NewMutex(key, redsync.WithExpiry(lease), redsync.WithTries(200), redsync.WithRetryDelay(50*time.Millisecond))
 	if err := m.LockContext(ctx); err != nil {
 		t.Fatalf("Lock: %v", err)
+	}
+	// What each backend holds: the holder's value, and with fencing the
+	// lock's token after a NUL byte, 19 digits.
+	want := m.Value()
+	var fence int64
+	if fencing {
+		var err error
+		if fence, err = cli.Do(ctx, "FENCE", key, m.Value()).Int64(); err != nil || fence <= 0 {
+			t.Fatalf("FENCE: %d, %v", fence, err)
+		}
+		want = fmt.Sprintf("%s\x00%019d", m.Value(), fence)
 	}
 	state := func(i int) string {
 		info := redisCLI(t, c.proxy.Addr, "INFO", "backends")
@@ -70,8 +88,8 @@ func TestRollingRestartKeepsExtendedLock(t *testing.T) {
 		quarantined := false
 		holdUntil(fmt.Sprintf("backend %d restarted", i), func() string {
 			quarantined = quarantined || state(i) == "quarantined"
-			if got := c.held(t, key)[i]; got != m.Value() {
-				return fmt.Sprintf("it holds %q, not the lock's value", got)
+			if got := c.held(t, key)[i]; got != want {
+				return fmt.Sprintf("it holds %q, not the lock's value %q", got, want)
 			}
 			return ""
 		})
@@ -87,8 +105,13 @@ func TestRollingRestartKeepsExtendedLock(t *testing.T) {
 			t.Fatalf("backend %d was never seen quarantined: the restart was not noticed", i)
 		}
 	}
-	if got, want := c.held(t, key), slices.Repeat([]string{m.Value()}, 5); !slices.Equal(got, want) {
+	if got, want := c.held(t, key), slices.Repeat([]string{want}, 5); !slices.Equal(got, want) {
 		t.Fatalf("after the roll the backends hold %q, want %q", got, want)
+	}
+	if fencing {
+		if got, err := cli.Do(ctx, "FENCE", key, m.Value()).Int64(); err != nil || got != fence {
+			t.Fatalf("FENCE after the roll: %d, %v; want the lock's %d", got, err, fence)
+		}
 	}
 	var taken *redsync.ErrTaken
 	if err := rs.NewMutex(key, redsync.WithExpiry(lease)).TryLockContext(ctx); !errors.As(err, &taken) {
