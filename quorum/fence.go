@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -263,4 +264,25 @@ func (e *Engine) Fences() FenceStats {
 		WriteBacks: e.fences.writeBacks.Load(),
 		Reseeds:    e.fences.reseeds.Load(),
 	}
+}
+
+// numberAndFence reads a script's {n, fencing token} for one lock, n > 0:
+// a renewed lock's TTL or hold count, and the token it carries.
+func numberAndFence(r backend.Reply) (n, fence int64, err error) {
+	pair, err := r.Array()
+	if err == nil && len(pair) != 2 {
+		err = fmt.Errorf("answered %d items for a lock, not {n, token}", len(pair))
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err = pair[0].Integer()
+	text, textErr := pair[1].Bulk()
+	if err = cmp.Or(err, textErr); err != nil {
+		return 0, 0, err
+	}
+	if fence, err = strconv.ParseInt(text, 10, 64); err != nil || n <= 0 || fence <= 0 {
+		return 0, 0, fmt.Errorf("answered {%d, %q}, not a lock's number and token", n, text)
+	}
+	return n, fence, nil
 }

@@ -360,15 +360,14 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 		renews:  true,
 		cmd:     e.checkedCommand(e.values.extendBy, keys, token, add.Milliseconds(), e.cfg.MaxTTL.Milliseconds()),
 		decode: func(_ *node, r backend.Reply) (ack, error) {
-			ms, err := r.Integer()
+			ms, fence, err := decodeExtendedBy(r)
 			if ms < 0 {
 				tooLong <- time.Duration(-ms) * time.Millisecond
 			}
-			return ack{yes: ms > 0, ttl: time.Duration(ms) * time.Millisecond}, err
+			return ack{yes: ms > 0, ttl: time.Duration(ms) * time.Millisecond, fence: fence}, err
 		},
 		undo: func(ctx context.Context, n *node, _ ack) { n.release(ctx, key, token) },
-		// A backend that lost the lock gets it back, as after Extend; not
-		// with fencing, since this answer carries no token.
+		// A backend that lost the lock gets it back, as after Extend.
 		fill: e.valueFill(key, token),
 	})
 	if errors.Is(err, ErrNotHeld) {
@@ -379,6 +378,20 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 		}
 	}
 	return res, err
+}
+
+// decodeExtendedBy reads the answer of lua/extend_by.lua: the new TTL in
+// ms (0 not held, negative too long), or {TTL, fencing token} where the
+// extended lock carries one.
+func decodeExtendedBy(r backend.Reply) (ms, fence int64, err error) {
+	if r.IsInteger() {
+		ms, err = r.Integer()
+		return ms, 0, err
+	}
+	if ms, fence, err = numberAndFence(r); err != nil {
+		return 0, 0, fmt.Errorf("extension: %w", err)
+	}
+	return ms, fence, nil
 }
 
 // extendOrAcquire sets key's TTL where token holds it and takes it where it

@@ -81,6 +81,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 		{name: "renew", take: acquire, renew: renew, has: values},
 		{name: "renew fields", take: holdTwice, renew: renewFields, has: counts},
 		{name: "fenced extend", fencing: true, take: acquire, renew: extend, has: values},
+		{name: "fenced extend by", fencing: true, take: acquire, renew: extendBy, has: values},
 		{name: "fenced renew", fencing: true, take: acquire, renew: renew, has: values},
 		{name: "fenced renew fields", fencing: true, take: holdTwice, renew: renewFields, has: counts},
 	} {

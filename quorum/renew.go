@@ -1,7 +1,6 @@
 package quorum
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -300,7 +299,7 @@ func decodeRenewedCounts(n int) func(*node, backend.Reply) (renewAnswer, error) 
 		for i, c := range a {
 			if !c.IsInteger() {
 				var fence int64
-				if counts[i], fence, err = countAndFence(c); err != nil {
+				if counts[i], fence, err = numberAndFence(c); err != nil {
 					return renewAnswer{}, fmt.Errorf("renewal of %d locks: %w", n, err)
 				}
 				if fences == nil {
@@ -317,27 +316,6 @@ func decodeRenewedCounts(n int) func(*node, backend.Reply) (renewAnswer, error) 
 		}
 		return renewAnswer{renewed: string(renewed), counts: counts, fences: fences}, nil
 	}
-}
-
-// countAndFence reads a renewed fenced hash lock's {count, token}.
-func countAndFence(r backend.Reply) (count, fence int64, err error) {
-	pair, err := r.Array()
-	if err == nil && len(pair) != 2 {
-		err = fmt.Errorf("answered %d items for a lock, not {count, token}", len(pair))
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	count, err = pair[0].Integer()
-	text, textErr := pair[1].Bulk()
-	if err = cmp.Or(err, textErr); err != nil {
-		return 0, 0, err
-	}
-	fence, err = strconv.ParseInt(text, 10, 64)
-	if err != nil || count <= 0 || fence <= 0 {
-		return 0, 0, fmt.Errorf("answered {%d, %q}, not a renewed lock's count and token", count, text)
-	}
-	return count, fence, nil
 }
 
 // rollBackRenewals undoes the renewals of a batch at the positions refused
