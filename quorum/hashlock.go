@@ -102,7 +102,7 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
 		}
 	}
-	op.fill = e.hashFill(key, field)
+	op.fill = (*Engine).hashFill
 	res, err := e.lockOp(ctx, op)
 	if err != nil {
 		res.HolderTTL = holder.get()

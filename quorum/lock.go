@@ -51,7 +51,7 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
 		op.decode = decodeStamp
 	}
-	op.fill = e.valueFill(key, token)
+	op.fill = (*Engine).valueFill
 	return e.lockOp(ctx, op)
 }
 
@@ -101,22 +101,32 @@ func decodeStamp(_ *node, r backend.Reply) (ack, error) {
 // decodeFenced reads the answer of lua/acquire_fenced.lua: the token it
 // minted when the key was set, as text, 0 when not.
 func decodeFenced(_ *node, r backend.Reply) (ack, error) {
+	done, fence, err := fenceAnswer(r, "acquisition")
+	if err == nil && done && fence == 0 {
+		err = errors.New(`acquisition answered "", not a token`)
+	}
+	return ack{yes: err == nil && done, fresh: err == nil && done, fence: fence}, err
+}
+
+// fenceAnswer reads a script's answer that is 0 when it did nothing, and
+// otherwise the lock's fencing token as text, "" for a lock without one.
+func fenceAnswer(r backend.Reply, what string) (done bool, fence int64, err error) {
 	if r.IsInteger() {
 		none, err := r.Integer()
 		if none != 0 {
-			err = fmt.Errorf("acquisition answered %d, not a token", none)
+			err = fmt.Errorf("%s answered %d, not a token", what, none)
 		}
-		return ack{}, err
+		return false, 0, err
 	}
 	text, err := r.Bulk()
-	if err != nil {
-		return ack{}, err
+	if err != nil || text == "" {
+		return err == nil, 0, err
 	}
-	fence, err := strconv.ParseInt(text, 10, 64)
+	fence, err = strconv.ParseInt(text, 10, 64)
 	if err != nil || fence <= 0 {
-		return ack{}, fmt.Errorf("acquisition answered %q, not a token", text)
+		return false, 0, fmt.Errorf("%s answered %q, not a token", what, text)
 	}
-	return ack{yes: true, fresh: true, fence: fence}, nil
+	return true, fence, nil
 }
 
 // lockOp is an acquisition or extension: it holds with a quorum of yes
@@ -153,7 +163,7 @@ type lockOp struct {
 	scriptKeys []string
 	// fill, when set, tops up a lock granted while some backends refused
 	// it (topup.go): a single-key acquisition or extension.
-	fill *fill
+	fill filler
 }
 
 // acquires reports whether op is an acquisition (one that may renew the
@@ -260,7 +270,7 @@ func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duratio
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeExtended}
 	// A backend that lost the lock (restarted empty) gets it back:
 	// renewals keep a long hold on every backend (topup.go).
-	op.fill = e.valueFill(key, token)
+	op.fill = (*Engine).valueFill
 	return e.scriptOp(ctx, e.values.extend, op, token, ttl.Milliseconds())
 }
 
@@ -268,22 +278,8 @@ func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duratio
 // the lock carries where it was extended, "" where it carries none (no
 // fencing), and 0 where it was not.
 func decodeExtended(_ *node, r backend.Reply) (ack, error) {
-	if r.IsInteger() {
-		none, err := r.Integer()
-		if none != 0 {
-			err = fmt.Errorf("extension answered %d", none)
-		}
-		return ack{}, err
-	}
-	text, err := r.Bulk()
-	if err != nil || text == "" {
-		return ack{yes: err == nil}, err
-	}
-	fence, err := strconv.ParseInt(text, 10, 64)
-	if err != nil {
-		return ack{}, fmt.Errorf("extension answered %q, not a token", text)
-	}
-	return ack{yes: true, fence: fence}, nil
+	done, fence, err := fenceAnswer(r, "extension")
+	return ack{yes: err == nil && done, fence: fence}, err
 }
 
 // acquireAll takes every key for token on a quorum of backends; a backend
@@ -368,7 +364,7 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 		},
 		undo: func(ctx context.Context, n *node, _ ack) { n.release(ctx, key, token) },
 		// A backend that lost the lock gets it back, as after Extend.
-		fill: e.valueFill(key, token),
+		fill: (*Engine).valueFill,
 	})
 	if errors.Is(err, ErrNotHeld) {
 		select {

@@ -53,7 +53,7 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: e.values.renewEach, decode: decodeRenewed, fill: e.valueFill}
+	r := renewal{script: e.values.renewEach, decode: decodeRenewed, fill: (*Engine).valueFill}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -69,7 +69,7 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // A field that starts with a NUL byte, where the engine keeps its own
 // (hashlock.go), is refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true, fill: e.hashFill}
+	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true, fill: (*Engine).hashFill}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -110,7 +110,7 @@ type renewal struct {
 	// fill, when set, gives a renewed lock back to the backends that lost
 	// it (topup.go): a lock held for long, renewed all along, then keeps
 	// every backend through restarts one at a time.
-	fill func(key, token string) *fill
+	fill filler
 }
 
 // renewAnswer is one backend's answer for a batch of renewals.
@@ -223,7 +223,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 // refillLater gives the lock l, at position j of a renewed batch, back to
 // the backends whose votes say they lack it (topup.go), if any does; it
 // is valid until deadline, and mark is its key's send mark.
-func (e *Engine) refillLater(fill func(key, token string) *fill, l Held, mark uint64, votes []vote[renewAnswer], j int, deadline time.Time) {
+func (e *Engine) refillLater(fill filler, l Held, mark uint64, votes []vote[renewAnswer], j int, deadline time.Time) {
 	missing := false
 	for _, v := range votes {
 		missing = missing || lacks(lockVote(v, j))
@@ -231,7 +231,7 @@ func (e *Engine) refillLater(fill func(key, token string) *fill, l Held, mark ui
 	if !missing {
 		return
 	}
-	tu := e.newTopUp(fill(l.Key, l.Token), backend.HashKey(l.Key), mark, deadline)
+	tu := e.newTopUp(fill(e, l.Key, l.Token), backend.HashKey(l.Key), mark, deadline)
 	for _, v := range votes {
 		tu.vote(lockVote(v, j))
 	}

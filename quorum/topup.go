@@ -121,6 +121,11 @@ type fill struct {
 	taken func(r backend.Reply) bool
 }
 
+// filler makes the fill of token's lock on key, once a top-up starts: a
+// method expression such as (*Engine).valueFill, so that an operation
+// that needs none allocates nothing for it.
+type filler func(e *Engine, key, token string) *fill
+
 // topUp is one granted lock's top-up.
 type topUp struct {
 	e        *Engine
@@ -166,7 +171,7 @@ func (e *Engine) sendMark(key string) uint64 {
 // the backends that refused it among seen, and among the votes still to
 // come on f, each heard as it comes. Called before the grant is answered.
 func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending int, deadline time.Time) {
-	tu := e.newTopUp(op.fill, op.cmd.KeyHash(), f.sent, deadline)
+	tu := e.newTopUp(op.fill(e, op.keys[0], op.token), op.cmd.KeyHash(), f.sent, deadline)
 	if pending > 0 {
 		// The votes still to come go to tu as they are cast: the caller
 		// reads no more of them.

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -29,6 +28,13 @@ func rollBackOther(t *testing.T, c *cluster, key string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// eventuallyEverywhere waits until every backend holds key with value.
+func (c *cluster) eventuallyEverywhere(t *testing.T, key, value string) {
+	t.Helper()
+	want := slices.Repeat([]string{value}, len(c.direct))
+	redistest.Eventually(t, func() string { return expectValues(c.values(t, key), want...) })
 }
 
 // topUpsOver waits until no top-up of e is running.
@@ -58,12 +64,7 @@ func TestTopUpAfterSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rollBackOther(t, c, key)
-	redistest.Eventually(t, func() string {
-		if v := c.values(t, key); !slices.Equal(v, []string{"me", "me", "me", "me", "me"}) {
-			return fmt.Sprintf("values %q", v)
-		}
-		return ""
-	})
+	c.eventuallyEverywhere(t, key, "me")
 	for _, i := range []int{3, 4} {
 		if left := c.direct[i].PTTL(t.Context(), key).Val(); left <= 0 || left > res.Validity {
 			t.Errorf("backend %d's copy has %v left, want at most the lock's validity %v", i, left, res.Validity)
@@ -94,13 +95,7 @@ func TestTopUpFencedAfterSplit(t *testing.T) {
 		t.Fatal(err)
 	}
 	rollBackOther(t, c, key)
-	want := slices.Repeat([]string{"me\x00" + fenceText(res.Fence)}, 5)
-	redistest.Eventually(t, func() string {
-		if v := c.values(t, key); !slices.Equal(v, want) {
-			return fmt.Sprintf("values %q, want %q", v, want)
-		}
-		return ""
-	})
+	c.eventuallyEverywhere(t, key, "me\x00"+fenceText(res.Fence))
 	for _, i := range []int{3, 4} {
 		if counter := c.direct[i].Get(t.Context(), fenceCounterKey).Val(); counter != fenceText(res.Fence) {
 			t.Errorf("backend %d's fencing counter %q, want the lock's token %s", i, counter, fenceText(res.Fence))
@@ -162,12 +157,7 @@ func TestTopUpPastContenders(t *testing.T) {
 		t.Fatalf("the owner's read: %v", err)
 	}
 	rollBackOther(t, c, key)
-	redistest.Eventually(t, func() string {
-		if v := c.values(t, key); !slices.Equal(v, []string{"me", "me", "me", "me", "me"}) {
-			return fmt.Sprintf("values %q", v)
-		}
-		return ""
-	})
+	c.eventuallyEverywhere(t, key, "me")
 }
 
 // TestTopUpHashLock: Redisson's lock too, with the hold count of the
