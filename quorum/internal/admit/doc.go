@@ -1,0 +1,19 @@
+// Package admit holds the decisions about which backends count toward a
+// quorum, as pure functions of what the backends' records say: whether a
+// backend's set record names this proxy's set (Relate), which backends a
+// proxy may record its set on (Claims), what lockproxy adopt writes when
+// the set changes (PlanAdopt), the quarantine marker that a greeting
+// writes (Mark), whether a backend's vote counts (Counts), and whether a
+// re-seed of a fencing counter may go ahead (Seed).
+//
+// It knows nothing of connections, time sources or Redis: package quorum
+// reads the facts and applies these decisions, and the model checker in
+// this package's tests explores every interleaving of small deployments
+// with the same functions, so that what is checked is what runs. The Lua
+// that carries two of them out on the backends (the marker in
+// lua/identity.lua, the set check in lua/setcheck.lua) is compared with
+// Mark and Allows against real redis-servers by quorum's tests.
+//
+// docs/design/membership.md gives the argument; its safety and liveness
+// are what the model checks.
+package admit

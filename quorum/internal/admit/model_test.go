@@ -1,0 +1,1105 @@
+package admit
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// A model of lockproxy deployments small enough to explore every
+// interleaving of: backends that hold one lock key, their set records and
+// quarantine markers, proxies that greet them, count their votes, record
+// their set on them, re-seed their fencing counters and take, extend and
+// release the lock, and an operator who runs lockproxy adopt. Faults:
+// restarts without persistence, failovers to a replica that missed
+// writes, partitions between a proxy and a backend, clocks that run fast,
+// proxy restarts (with the same configuration or the next epoch's), an
+// adopt that stops halfway. Time moves in ticks; max_ttl, every lock's TTL
+// and every quarantine, is scenario.ttl ticks, and there is no drift.
+//
+// Every decision about which backends count is the package's own
+// function, called as quorum calls it (the decisions field, which the
+// negative controls replace); what runs on a backend (the lock script and
+// its set check, the greeting's marker, adopt's writes) is written here
+// as lua/ does it, and quorum's tests compare the two on real
+// redis-servers.
+//
+// The explorer checks, on every transition, that no two holders' validity
+// overlaps, that fencing tokens only grow, and that a proxy of a stray
+// configuration writes no record; and, from every state reached, that
+// once faults stop (partitions heal, clocks run true, an adopt that
+// stopped is run again), every backend of the current set counts for every
+// proxy of the current configuration within max_ttl.
+
+// scenario is a deployment, its history's bounds and its faults' budget.
+type scenario struct {
+	name     string
+	backends int     // the real backends, 0..backends-1
+	sets     [][]int // the members of epoch 1, 2, ...: sets[e-1]
+	initial  int     // the epoch whose record the backends carry at the start
+	adopts   []int   // the epochs the operator adopts, in turn
+	proxies  []int   // each proxy's configuration at the start: an epoch, or stray
+	// stray is the list of a proxy started by mistake with strayEpoch:
+	// real backends, and others (>= backends) that do not answer.
+	stray      []int
+	strayEpoch int
+	ttl        int // max_ttl in ticks
+	horizon    int // the last tick explored, with fencing (whose tokens grow with time)
+	fencing    bool
+	// persist: the backends persist every write, and restart quarantine is
+	// off; a restart keeps the data set.
+	persist bool
+	// skew is how far each proxy's clock is behind, in the units of the
+	// fencing tokens' clock floor (4 a tick).
+	skew []int
+	budget     budget
+}
+
+// budget bounds each kind of event in one history.
+type budget struct {
+	restarts, failovers, cuts, clocks, proxyRestarts, adopts, grants, extends uint8
+}
+
+// decisions are the functions the model decides with: the package's own,
+// or a negative control's mutation of one.
+type decisions struct {
+	claims func(Set, []View) []int
+	counts func(Relation, bool, bool, bool) bool
+	mark   func(Marker, string, int64, int64, int64, bool) Marker
+	plan   func([]Set, []Member) (Plan, error)
+	seed   func(int, int, int) (bool, bool)
+}
+
+var ours = decisions{Claims, Counts, Mark, PlanAdopt, Seed}
+
+const (
+	maxB = 6 // backends, the stray's phantoms included
+	maxP = 3 // proxies
+	maxH = 3 // lock values: holders and attempts in flight
+	anon = 255
+)
+
+// bdata is a backend's data set.
+type bdata struct {
+	mOwner  uint8 // the marker's run_id (an incarnation), 0 without a marker
+	mReason uint8
+	mUntil  int8
+	rec     uint8 // the record, an index into model.recs; 0 none
+	holder  uint8 // the lock's value: 1+slot, anon, 0 free
+	exp     int8
+	counter uint8 // the fencing counter
+	seed    uint8 // the incarnation whose counter was re-seeded
+}
+
+type bstate struct {
+	inc      uint8 // the process: its run_id
+	upAt     int8  // when it started
+	promoted bool
+	clockOff bool
+	healedAt int8 // when its clock last ran true again
+	data     bdata
+	replica  bdata // what its replica holds
+}
+
+// view is a proxy's node: what its greeting and refreshes read.
+type view struct {
+	up      bool
+	refused bool // a lock script's set check refused its set since
+	seeded  bool
+	inc     uint8
+	until   int8
+	upAt    int8
+	rec     uint8
+}
+
+type pstate struct {
+	cfg   uint8 // 0: stopped; an epoch; or the stray configuration
+	views [maxB]view
+}
+
+type holderState struct {
+	state uint8 // 0 free, 2 held
+	end   int8
+	token uint8
+	proxy uint8
+}
+
+type adoptState struct {
+	phase uint8 // 0 idle, 1 first pass, 2 second pass
+	next  uint8 // index into scenario.adopts of the run to make
+	step  uint8
+	write uint8 // by position in the list
+	wait  uint8
+	read  [maxB]uint8
+}
+
+// world is one state. It holds only one-byte fields, so that its memory is
+// its identity.
+type world struct {
+	now      int8
+	maxToken uint8
+	cut      [maxP]uint8 // partitions: bit b, proxy p cannot reach backend b
+	b        [maxB]bstate
+	p        [maxP]pstate
+	h        [maxH]holderState
+	adopt    adoptState
+	used     budget
+}
+
+// model is a scenario prepared for exploration.
+type model struct {
+	scenario
+	d      decisions
+	stray  uint8    // the stray's configuration number
+	recs   []Record // by record index
+	cfgSet []Set    // by configuration
+	lists  [][]int  // by configuration
+	// classes are the backends that no list tells apart (each list has all
+	// of them or none), which the exploration treats as one up to order.
+	classes [][]int
+}
+
+func newModel(s scenario, d decisions) *model {
+	m := &model{scenario: s, d: d, recs: []Record{{}}, cfgSet: []Set{{}}, lists: [][]int{nil}}
+	add := func(set Set, list []int) {
+		m.cfgSet, m.lists = append(m.cfgSet, set), append(m.lists, list)
+		m.recs = append(m.recs, Final(set), PendingFor(set, false), PendingFor(set, true))
+	}
+	for e, list := range s.sets {
+		add(Set{Epoch: e + 1, N: len(list), Fingerprint: fmt.Sprintf("s%d", e+1), Slots: "-"}, list)
+	}
+	m.stray = uint8(len(m.cfgSet))
+	if s.stray != nil {
+		add(Set{Epoch: s.strayEpoch, N: len(s.stray), Fingerprint: "stray", Slots: "-"}, s.stray)
+	}
+	bySignature := map[string][]int{}
+	var order []string
+	for b := range s.backends {
+		var sig strings.Builder
+		for _, list := range m.lists[1:] {
+			fmt.Fprint(&sig, slices.Contains(list, b), ",")
+		}
+		if _, ok := bySignature[sig.String()]; !ok {
+			order = append(order, sig.String())
+		}
+		bySignature[sig.String()] = append(bySignature[sig.String()], b)
+	}
+	for _, sig := range order {
+		m.classes = append(m.classes, bySignature[sig])
+	}
+	return m
+}
+
+// same is 1 for the process inc, 0 for none, 2 for another.
+func same(x, inc uint8) uint8 {
+	switch x {
+	case 0:
+		return 0
+	case inc:
+		return 1
+	}
+	return 2
+}
+
+// column is what a state says of one backend.
+type column struct {
+	status uint8
+	b      bstate
+	views  [maxP]view
+	cut    [maxP]uint8
+}
+
+// canonical is w with the backends of each class in a fixed order (of
+// what each holds and what the proxies know of it), so that states that
+// differ only by which of two interchangeable backends is which are
+// explored once. Not while adopt writes: it goes through them in order.
+func (m *model) canonical(w *world) world {
+	c := *w
+	if !m.fencing {
+		c.now = 0 // time is relative: the same state at another tick is the same
+	}
+	for b := range m.backends {
+		bs := &c.b[b]
+		// Which process a backend runs matters only as "the one the marker,
+		// the re-seed mark and a proxy's connection name, or another": a
+		// connection that is down is greeted afresh before it is used, and
+		// a promotion matters only until the marker names the new process.
+		for _, d := range []*bdata{&bs.data, &bs.replica} {
+			d.mOwner = same(d.mOwner, bs.inc)
+			d.seed = same(d.seed, bs.inc)
+			d.mReason = 0 // shown, never decided by
+		}
+		for p := range c.p {
+			if v := &c.p[p].views[b]; !v.up {
+				*v = view{}
+			} else {
+				v.inc = same(v.inc, bs.inc)
+			}
+		}
+		bs.inc = 1
+		if bs.data.mOwner == 1 {
+			bs.promoted = false
+		}
+		if w.used.failovers == m.budget.failovers {
+			bs.replica = bdata{} // nobody will be promoted
+		}
+	}
+	src := c
+	var posOf [maxB]int
+	for b := range posOf {
+		posOf[b] = -1
+	}
+	if src.adopt.phase != 0 {
+		for i, b := range m.lists[m.adopts[src.adopt.next]] {
+			posOf[b] = i
+		}
+	}
+	// Adopt goes through its list in order: a backend it wrote, the one it
+	// writes next and those after are told apart. Status only grows with
+	// the position, so sorting by it first keeps each where it is.
+	status := func(b int) uint8 {
+		switch pos := posOf[b]; {
+		case pos < 0:
+			return 3
+		case pos < int(src.adopt.step):
+			return 0
+		case pos == int(src.adopt.step):
+			return 1
+		}
+		return 2
+	}
+	var columns [maxB]column
+	for b := range m.backends {
+		columns[b] = column{status: status(b), b: src.b[b]}
+		for p := range src.p {
+			columns[b].views[p] = src.p[p].views[b]
+			columns[b].cut[p] = src.cut[p] >> b & 1
+		}
+	}
+	bytes := func(c *column) string {
+		return unsafe.String((*byte)(unsafe.Pointer(c)), unsafe.Sizeof(*c))
+	}
+	var sorted [maxB]int
+	for _, class := range m.classes {
+		if len(class) < 2 {
+			continue
+		}
+		copy(sorted[:], class)
+		slices.SortFunc(sorted[:len(class)], func(a, b int) int { return strings.Compare(bytes(&columns[a]), bytes(&columns[b])) })
+		for i, to := range class {
+			from := sorted[i]
+			c.b[to] = src.b[from]
+			for p := range src.p {
+				c.p[p].views[to] = src.p[p].views[from]
+				c.cut[p] = c.cut[p]&^(1<<to) | (src.cut[p]>>from&1)<<to
+			}
+			if f, t := posOf[from], posOf[to]; f >= 0 {
+				a := &c.adopt
+				a.read[t] = src.adopt.read[f]
+				a.write = a.write&^(1<<t) | (src.adopt.write>>f&1)<<t
+				a.wait = a.wait&^(1<<t) | (src.adopt.wait>>f&1)<<t
+			}
+		}
+	}
+	return c
+}
+
+// recOf is the record index of configuration c's record.
+func recOf(c uint8, pending, wait bool) uint8 {
+	r := 1 + (c-1)*3
+	if pending {
+		r++
+		if wait {
+			r++
+		}
+	}
+	return r
+}
+
+func (m *model) start() world {
+	var w world
+	for b := range m.backends {
+		w.b[b] = bstate{inc: 1, upAt: m.long(), healedAt: m.long()}
+		w.b[b].data.mOwner = 1
+		w.b[b].data.seed = 1
+	}
+	for _, b := range m.sets[m.initial-1] {
+		w.b[b].data.rec = recOf(uint8(m.initial), false, false)
+	}
+	for b := range m.backends {
+		w.b[b].replica = w.b[b].data
+	}
+	for p, c := range m.proxies {
+		w.p[p].cfg = uint8(c)
+	}
+	m.redial(&w)
+	return w
+}
+
+// Actions.
+const (
+	aTick uint8 = iota
+	aAcquire
+	aRelease
+	aExtend
+	aRestart
+	aFailover
+	aReplicate
+	aCut
+	aHeal
+	aClockOff
+	aClockHeal
+	aProxyRestart
+	aAdoptStart
+	aAdoptStep
+	aAdoptCrash
+)
+
+var actionNames = [...]string{"tick", "acquire", "release", "extend",
+	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash"}
+
+type action struct{ kind, p, b, x uint8 }
+
+func (a action) String() string {
+	return fmt.Sprintf("%s(p%d b%d x%d)", actionNames[a.kind], a.p, a.b, a.x)
+}
+
+// q is the restart quarantine; qFailover that of a failover, which is
+// never off.
+func (m *model) q() int64 {
+	if m.persist {
+		return 0
+	}
+	return int64(m.ttl)
+}
+
+func (m *model) qFailover() int64 { return int64(m.ttl) }
+
+// floor is proxy p's clock as a fencing token's floor.
+func (m *model) floor(w *world, p int) uint8 {
+	f := int(w.now) * 4
+	if p < len(m.skew) {
+		f -= m.skew[p]
+	}
+	return uint8(max(f, 0))
+}
+
+// long is a time longer ago than any wait: times are kept relative to now,
+// and all such are one.
+func (m *model) long() int8 { return int8(-m.ttl - 1) }
+
+// tick moves time on: every time kept is relative to now, what expires
+// does, and what lies further back than any wait is "long ago".
+func (m *model) tick(w *world) {
+	w.now++
+	back := func(t *int8, floor int8) { *t = max(*t-1, floor) }
+	for s := range w.h {
+		if w.h[s].state == 2 {
+			if back(&w.h[s].end, 0); w.h[s].end == 0 {
+				anonymize(w, uint8(s))
+			}
+		}
+	}
+	for b := range m.backends {
+		bs := &w.b[b]
+		back(&bs.upAt, m.long())
+		back(&bs.healedAt, m.long())
+		for _, d := range []*bdata{&bs.data, &bs.replica} {
+			back(&d.mUntil, 0)
+			if d.holder != 0 {
+				if back(&d.exp, 0); d.exp == 0 {
+					d.holder = 0
+				}
+			}
+		}
+		for p := range w.p {
+			v := &w.p[p].views[b]
+			back(&v.until, 0)
+			back(&v.upAt, m.long())
+		}
+	}
+}
+
+func (m *model) cutOff(w *world, p, b int) bool { return w.cut[p]&(1<<b) != 0 }
+
+func (m *model) real(b int) bool { return b < m.backends }
+
+// standing decides whether backend b's vote counts for proxy p now, as
+// quorum's node does.
+func (m *model) standing(w *world, p, b int) bool {
+	v := w.p[p].views[b]
+	if !v.up {
+		return false
+	}
+	rel := Relate(m.cfgSet[w.p[p].cfg], m.recs[v.rec])
+	if v.refused {
+		rel = Other
+	}
+	quarantined := m.quarantined(w, v)
+	bs := &w.b[b]
+	clockOff := bs.clockOff || -int(bs.healedAt) < m.ttl
+	return m.d.counts(rel, quarantined, clockOff, m.fencing && !v.seeded)
+}
+
+func (m *model) quarantined(w *world, v view) bool {
+	return Left(time.Duration(-v.upAt), time.Duration(m.q()), time.Duration(v.until)) > 0
+}
+
+var reasons = []string{"", ReasonRestart, ReasonFailover, ReasonUnmarked, ReasonEpoch}
+
+func reasonCode(r string) uint8 {
+	for i, s := range reasons {
+		if s == r {
+			return uint8(i)
+		}
+	}
+	panic("reason " + r)
+}
+
+// runIDs names the processes (incarnations) as run_ids.
+var runIDs = func() (ids [256]string) {
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	return ids
+}()
+
+func runID(inc uint8) string { return runIDs[inc] }
+
+func marker(d bdata) Marker {
+	if d.mOwner == 0 {
+		return Marker{}
+	}
+	return Marker{Present: true, Owner: runID(d.mOwner), Until: int64(d.mUntil), Reason: reasons[d.mReason]}
+}
+
+func setMarker(d *bdata, mk Marker, inc uint8) {
+	if mk.Owner != runID(inc) {
+		panic("a marker names another process than the one that wrote it")
+	}
+	d.mOwner, d.mUntil, d.mReason = inc, int8(mk.Until), reasonCode(mk.Reason)
+}
+
+// identity is lua/identity.lua on backend b: the marker's greeting.
+func (m *model) identity(w *world, b int) {
+	bs := &w.b[b]
+	mk := m.d.mark(marker(bs.data), runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
+	setMarker(&bs.data, mk, bs.inc)
+}
+
+func (m *model) greet(w *world, p, b int) {
+	m.identity(w, b)
+	bs := &w.b[b]
+	w.p[p].views[b] = view{up: true, inc: bs.inc, until: bs.data.mUntil, upAt: bs.upAt, rec: bs.data.rec, seeded: bs.data.seed == bs.inc}
+}
+
+// down drops every proxy's connection to b, and each redials and greets it
+// at once where it can: a proxy redials a lost backend within about a
+// second, well within a tick.
+func (m *model) down(w *world, b int) {
+	for p := range w.p {
+		w.p[p].views[b].up = false
+	}
+	m.redial(w)
+}
+
+// redial greets every member that a running proxy reaches and is not
+// connected to.
+func (m *model) redial(w *world) {
+	for p := range m.proxies {
+		ps := &w.p[p]
+		if ps.cfg == 0 {
+			continue
+		}
+		for _, b := range m.lists[ps.cfg] {
+			if m.real(b) && !ps.views[b].up && !m.cutOff(w, p, b) {
+				m.greet(w, p, b)
+			}
+		}
+	}
+}
+
+// anonymize gives the copies of lock value slot+1 to nobody in particular:
+// its holder's time is over, its copies stay until they expire.
+func anonymize(w *world, slot uint8) {
+	for b := range w.b {
+		for _, d := range []*bdata{&w.b[b].data, &w.b[b].replica} {
+			if d.holder == slot+1 {
+				d.holder = anon
+			}
+		}
+	}
+	w.h[slot] = holderState{}
+}
+
+// needsRefresh is whether proxy p has a member whose record does not let
+// it count, or whose set check refused it: it reads every member's record
+// again, about every second.
+func (m *model) needsRefresh(w *world, p int) bool {
+	for _, b := range m.lists[w.p[p].cfg] {
+		if !m.real(b) {
+			continue
+		}
+		v := w.p[p].views[b]
+		if v.up && (v.refused || Relate(m.cfgSet[w.p[p].cfg], m.recs[v.rec]) != Ours) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *model) refresh(w *world, p int) string {
+	ps := &w.p[p]
+	list := m.lists[ps.cfg]
+	views := make([]View, len(list))
+	for i, b := range list {
+		if !m.real(b) || !ps.views[b].up {
+			continue
+		}
+		d := w.b[b].data
+		v := &ps.views[b]
+		v.rec, v.until, v.refused, v.seeded = d.rec, d.mUntil, false, d.seed == v.inc
+		views[i] = View{Answered: true, Record: m.recs[v.rec], Quarantined: m.quarantined(w, *v)}
+	}
+	// The claims: each a compare-and-set of the record read (lua/claim.lua),
+	// made in the same round here; a write between the read and it fails it.
+	for _, i := range m.d.claims(m.cfgSet[ps.cfg], views) {
+		b := list[i]
+		if ps.cfg == m.stray {
+			return "a proxy of a stray configuration wrote its record"
+		}
+		w.b[b].data.rec = recOf(ps.cfg, false, false)
+		ps.views[b].rec = w.b[b].data.rec
+	}
+	return ""
+}
+
+func popcount(x uint8) int { return bits.OnesCount8(x) }
+
+// successors lists the actions enabled in w.
+func (m *model) successors(w *world) []action {
+	var as []action
+	add := func(kind uint8, p, b, x int) { as = append(as, action{kind, uint8(p), uint8(b), uint8(x)}) }
+	for p := range m.proxies {
+		ps := &w.p[p]
+		if ps.cfg == 0 {
+			continue
+		}
+
+		if w.used.grants < m.budget.grants {
+			for s := range w.h {
+				if w.h[s].state == 0 {
+					add(aAcquire, p, 0, s)
+					break
+				}
+			}
+		}
+		if w.used.proxyRestarts < m.budget.proxyRestarts {
+			add(aProxyRestart, p, 0, int(ps.cfg))
+			for _, e := range m.adopts {
+				if uint8(e) != ps.cfg {
+					add(aProxyRestart, p, 0, e)
+				}
+			}
+		}
+		for b := range m.backends {
+			if m.cutOff(w, p, b) {
+				add(aHeal, p, b, 0)
+			} else if w.used.cuts < m.budget.cuts {
+				add(aCut, p, b, 0)
+			}
+		}
+	}
+	for s, h := range w.h {
+		if h.state == 2 && w.p[h.proxy].cfg != 0 {
+			add(aRelease, 0, 0, s)
+			if w.used.extends < m.budget.extends {
+				add(aExtend, 0, 0, s)
+			}
+		}
+	}
+	if !m.fencing || int(w.now) < m.horizon {
+		add(aTick, 0, 0, 0)
+	}
+	for b := range m.backends {
+		bs := &w.b[b]
+		if w.used.restarts < m.budget.restarts {
+			add(aRestart, 0, b, 0)
+		}
+		if w.used.failovers < m.budget.failovers {
+			add(aFailover, 0, b, 0)
+			if bs.replica != bs.data {
+				add(aReplicate, 0, b, 0)
+			}
+		}
+		if bs.clockOff {
+			add(aClockHeal, 0, b, 0)
+		} else if w.used.clocks < m.budget.clocks {
+			add(aClockOff, 0, b, 0)
+		}
+	}
+	switch {
+	case w.adopt.phase != 0:
+		add(aAdoptStep, 0, 0, 0)
+		add(aAdoptCrash, 0, 0, 0)
+	case int(w.adopt.next) < len(m.adopts) && w.used.adopts < m.budget.adopts:
+		add(aAdoptStart, 0, 0, 0)
+	}
+	return as
+}
+
+// apply makes action a in w, and what the proxies do by themselves
+// within a second of it (settle); it returns a violation of an invariant,
+// or "".
+func (m *model) apply(w *world, a action) string {
+	if why := m.act(w, a); why != "" {
+		return why
+	}
+	return m.settle(w)
+}
+
+// settle is what every running proxy does by itself, about every second:
+// it reads the records again where one does not let a member count, and
+// records its set where Claims says so; it re-seeds the fencing counter
+// of a member whose quarantine is over.
+func (m *model) settle(w *world) string {
+	for p := range m.proxies {
+		if w.p[p].cfg == 0 {
+			continue
+		}
+		if m.needsRefresh(w, p) {
+			if why := m.refresh(w, p); why != "" {
+				return why
+			}
+		}
+		if !m.fencing {
+			continue
+		}
+		for _, b := range m.lists[w.p[p].cfg] {
+			if !m.real(b) || m.cutOff(w, p, b) {
+				continue
+			}
+			if v := w.p[p].views[b]; v.up && !v.seeded && !m.quarantined(w, v) {
+				m.reseed(w, p, b)
+			}
+		}
+	}
+	return ""
+}
+
+func (m *model) act(w *world, a action) string {
+	p, b := int(a.p), int(a.b)
+	switch a.kind {
+	case aTick:
+		m.tick(w)
+	case aAcquire:
+		w.used.grants++
+		return m.acquire(w, p, a.x)
+	case aRelease:
+		h := w.h[a.x]
+		for _, b := range m.lists[w.p[h.proxy].cfg] {
+			if m.real(b) && w.p[h.proxy].views[b].up && !m.cutOff(w, int(h.proxy), b) && w.b[b].data.holder == a.x+1 {
+				w.b[b].data.holder, w.b[b].data.exp = 0, 0
+			}
+		}
+		anonymize(w, a.x)
+	case aExtend:
+		m.extend(w, a.x)
+	case aRestart:
+		w.used.restarts++
+		bs := &w.b[b]
+		if m.persist {
+			bs.inc, bs.upAt = bs.inc+1, 0 // the data set persisted is loaded again
+		} else {
+			*bs = bstate{inc: bs.inc + 1, clockOff: bs.clockOff, healedAt: bs.healedAt}
+		}
+		m.down(w, b)
+	case aFailover:
+		w.used.failovers++
+		bs := &w.b[b]
+		bs.data, bs.inc, bs.promoted, bs.upAt = bs.replica, bs.inc+1, true, m.long()
+		m.down(w, b)
+	case aReplicate:
+		w.b[b].replica = w.b[b].data
+	case aCut:
+		w.used.cuts++
+		w.cut[p] |= 1 << b
+		w.p[p].views[b].up = false
+	case aHeal:
+		w.cut[p] &^= 1 << b
+		m.redial(w)
+	case aClockOff:
+		w.used.clocks++
+		bs := &w.b[b]
+		bs.clockOff = true
+		bs.data.holder, bs.data.exp = 0, 0 // a clock that ran fast expired it early
+	case aClockHeal:
+		w.b[b].clockOff, w.b[b].healedAt = false, 0
+	case aProxyRestart:
+		w.used.proxyRestarts++
+		w.p[p] = pstate{cfg: a.x}
+		m.redial(w)
+	case aAdoptStart:
+		w.used.adopts++
+		m.adoptStart(w)
+	case aAdoptStep:
+		m.adoptStep(w)
+	case aAdoptCrash:
+		w.adopt = adoptState{next: w.adopt.next}
+	}
+	return ""
+}
+
+func (m *model) reseed(w *world, p, n int) {
+	ps := &w.p[p]
+	if ps.views[n].seeded || !ps.views[n].up {
+		return
+	}
+	list := m.lists[ps.cfg]
+	counting := 0
+	var high uint8
+	for _, b := range list {
+		if b == n || !m.real(b) {
+			continue
+		}
+		if m.standing(w, p, b) {
+			counting++
+		}
+		if ps.views[b].up && !m.cutOff(w, p, b) {
+			high = max(high, w.b[b].data.counter)
+		}
+	}
+	if ok, _ := m.d.seed(counting, counting, m.cfgSet[ps.cfg].Quorum()); !ok {
+		return
+	}
+	bs := &w.b[n]
+	bs.data.counter = max(bs.data.counter, high)
+	bs.data.seed = bs.inc
+	ps.views[n].seeded = true
+}
+
+// acquire is proxy p's acquisition, as lock value slot+1: on every member
+// the lock script (the set check, SET NX PX, and with fencing the token
+// minted, lua/acquire_fenced.lua), then the decision, and with fencing the
+// token written back to every holder that minted less. The votes are taken
+// in one step: whose votes count is what the model is about, and it
+// changes between acquisitions.
+func (m *model) acquire(w *world, p int, slot uint8) string {
+	ps := &w.p[p]
+	set := m.cfgSet[ps.cfg]
+	list := m.lists[ps.cfg]
+	var yes []int
+	var token uint8
+	for _, b := range list {
+		if !m.real(b) || !ps.views[b].up || m.cutOff(w, p, b) {
+			continue
+		}
+		d := &w.b[b].data
+		if !Allows(set, m.recs[d.rec]) {
+			ps.views[b].refused = true
+			continue
+		}
+		if d.holder != 0 {
+			continue
+		}
+		d.holder, d.exp = slot+1, int8(m.ttl)
+		var minted uint8
+		if m.fencing {
+			minted = max(d.counter+1, m.floor(w, p))
+			d.counter = minted
+		}
+		if m.standing(w, p, b) {
+			yes = append(yes, b)
+			token = max(token, minted)
+		}
+	}
+	if len(yes) < set.Quorum() {
+		anonymize(w, slot) // no rollback: its copies expire
+		return ""
+	}
+	for s, h := range w.h {
+		if h.state == 2 && h.end > 0 {
+			return fmt.Sprintf("two holders: proxy %d granted the lock while lock value %d (proxy %d) holds it for %d more ticks", p, s+1, h.proxy, h.end)
+		}
+	}
+	if m.fencing {
+		if token <= w.maxToken {
+			return fmt.Sprintf("a fencing token went back: %d after %d", token, w.maxToken)
+		}
+		w.maxToken = token
+		for _, b := range yes {
+			w.b[b].data.counter = max(w.b[b].data.counter, token)
+		}
+	}
+	w.h[slot] = holderState{state: 2, end: int8(m.ttl), token: token, proxy: uint8(p)}
+	return ""
+}
+
+// extend is the holder's extension (lua/extend.lua on every member, at
+// once).
+func (m *model) extend(w *world, slot uint8) {
+	w.used.extends++
+	h := &w.h[slot]
+	p := int(h.proxy)
+	ps := &w.p[p]
+	yes := 0
+	for _, b := range m.lists[ps.cfg] {
+		if !m.real(b) || !ps.views[b].up || m.cutOff(w, p, b) {
+			continue
+		}
+		d := &w.b[b].data
+		if !Allows(m.cfgSet[ps.cfg], m.recs[d.rec]) {
+			ps.views[b].refused = true
+			continue
+		}
+		if d.holder != slot+1 {
+			continue
+		}
+		d.exp = int8(m.ttl)
+		if m.standing(w, p, b) {
+			yes++
+		}
+	}
+	if yes >= m.cfgSet[ps.cfg].Quorum() {
+		h.end = int8(m.ttl)
+	}
+}
+
+// adoptStart is lockproxy adopt's reading: it greets every member of the
+// epoch it adopts and plans.
+func (m *model) adoptStart(w *world) {
+	e := uint8(m.adopts[w.adopt.next])
+	list := m.lists[e]
+	members := make([]Member, len(list))
+	for i, b := range list {
+		m.identity(w, b)
+		members[i] = Member{Record: m.recs[w.b[b].data.rec]}
+	}
+	plan, err := m.d.plan([]Set{m.cfgSet[e]}, members)
+	if err != nil {
+		return
+	}
+	if plan.Done {
+		w.adopt.next++
+		return
+	}
+	w.adopt.phase, w.adopt.step, w.adopt.write, w.adopt.wait = 1, 0, 0, 0
+	for i, b := range list {
+		if plan.Write[i] {
+			w.adopt.write |= 1 << i
+		}
+		if plan.Wait[i] {
+			w.adopt.wait |= 1 << i
+		}
+		w.adopt.read[i] = w.b[b].data.rec
+	}
+}
+
+// adoptStep is one write of adopt (lua/adopt.lua), followed by WAIT for the
+// backend's replicas.
+func (m *model) adoptStep(w *world) {
+	a := &w.adopt
+	e := uint8(m.adopts[a.next])
+	list := m.lists[e]
+	i := int(a.step)
+	b := list[i]
+	bs := &w.b[b]
+	if a.write&(1<<i) != 0 {
+		switch a.phase {
+		case 1:
+			if bs.data.rec != a.read[i] {
+				*a = adoptState{next: a.next}
+				return
+			}
+			bs.data.rec = recOf(e, true, a.wait&(1<<i) != 0)
+		case 2:
+			if rel := Relate(m.cfgSet[e], m.recs[bs.data.rec]); rel != Adopting && rel != Absent {
+				*a = adoptState{next: a.next}
+				return
+			}
+			bs.data.rec = recOf(e, false, false)
+			if a.wait&(1<<i) != 0 {
+				mk := m.d.mark(marker(bs.data), runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
+				setMarker(&bs.data, Wait(mk, 0, int64(m.ttl)), bs.inc)
+			}
+		}
+		bs.replica = bs.data
+	}
+	a.step++
+	if int(a.step) < len(list) {
+		return
+	}
+	a.step = 0
+	if a.phase == 1 {
+		a.phase = 2
+		return
+	}
+	a.phase = 0
+	a.next++
+	a.read, a.write, a.wait = [maxB]uint8{}, 0, 0
+}
+
+// current is the configuration whose proxies must count every member once
+// faults stop: the last epoch adopted to the end, else the initial one.
+func (m *model) current(w *world) uint8 {
+	e := uint8(m.initial)
+	for _, t := range m.adopts[:w.adopt.next] {
+		e = uint8(t)
+	}
+	return e
+}
+
+// quiet runs w on with no more faults, and returns why a member of the
+// current set does not count for a proxy of it max_ttl later, or "".
+func (m *model) quiet(w world) string {
+	w.cut = [maxP]uint8{}
+	m.redial(&w)
+	for b := range m.backends {
+		if w.b[b].clockOff {
+			w.b[b].clockOff, w.b[b].healedAt = false, 0
+		}
+	}
+	// The operator runs again an adopt that stopped, and every one that was
+	// to be run; one refused writes nothing, and the deployment stays where
+	// it is.
+	for runs := 0; ; runs++ {
+		if runs > 4*len(m.adopts)+4 {
+			return "adopt does not finish"
+		}
+		if w.adopt.phase != 0 {
+			for w.adopt.phase != 0 {
+				m.adoptStep(&w)
+			}
+			continue
+		}
+		next := w.adopt.next
+		if int(next) >= len(m.adopts) {
+			break
+		}
+		m.adoptStart(&w)
+		if w.adopt.phase == 0 && w.adopt.next == next {
+			break
+		}
+	}
+	cur := m.current(&w)
+	if why := m.settle(&w); why != "" {
+		return why
+	}
+	for range m.ttl {
+		if why := m.apply(&w, action{kind: aTick}); why != "" {
+			return why
+		}
+	}
+	for p, ps := range w.p {
+		if ps.cfg != cur {
+			continue
+		}
+		for _, b := range m.lists[cur] {
+			if !m.standing(&w, p, b) {
+				v := ps.views[b]
+				return fmt.Sprintf("backend %d does not count for proxy %d at tick %d, max_ttl after faults stopped (view: up %v, record %q, marker until %d, up since %d, seeded %v, refused %v)",
+					b, p, w.now, v.up, m.recs[v.rec], v.until, v.upAt, v.seeded, v.refused)
+			}
+		}
+	}
+	return ""
+}
+
+// result is what an exploration found.
+type result struct {
+	states, transitions int
+	violation           string
+	kind                string // "safety" or "liveness"
+	trace               []string
+	elapsed             time.Duration
+}
+
+type key [2]uint64
+
+// explore visits every state reachable from the scenario's initial one,
+// breadth first, checking the invariants on every transition and liveness
+// from every state; it stops at the first violation, with the shortest
+// trace to it, or at limit states.
+func (m *model) explore(limit int) result {
+	start := time.Now()
+	seeds := [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+	hash := func(w *world) key {
+		c := m.canonical(w)
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(&c)), unsafe.Sizeof(c))
+		return key{maphash.Bytes(seeds[0], raw), maphash.Bytes(seeds[1], raw)}
+	}
+	type node struct {
+		parent int32
+		act    action
+	}
+	init := m.start()
+	seen := map[key]int32{hash(&init): 0}
+	nodes := []node{{parent: -1}}
+	queue := []world{init}
+	index := []int32{0}
+	head := 0
+	res := result{}
+	fail := func(at int32, last *action, kind, why string) result {
+		res.violation, res.kind = why, kind
+		var acts []action
+		for i := at; nodes[i].parent >= 0; i = nodes[i].parent {
+			acts = append(acts, nodes[i].act)
+		}
+		if last != nil {
+			acts = append([]action{*last}, acts...)
+		}
+		w := m.start()
+		for j := len(acts) - 1; j >= 0; j-- {
+			m.apply(&w, acts[j])
+			res.trace = append(res.trace, fmt.Sprintf("t%d %s", w.now, acts[j]))
+		}
+		res.elapsed = time.Since(start)
+		return res
+	}
+	for head < len(queue) {
+		w, at := queue[head], index[head]
+		head++
+		if head > 1<<16 && head > len(queue)/2 {
+			queue, index = append(queue[:0], queue[head:]...), append(index[:0], index[head:]...)
+			head = 0
+		}
+		res.states++
+		if why := m.quiet(w); why != "" {
+			return fail(at, nil, "liveness", why)
+		}
+		for _, a := range m.successors(&w) {
+			next := w
+			res.transitions++
+			if why := m.apply(&next, a); why != "" {
+				return fail(at, &a, "safety", why)
+			}
+			k := hash(&next)
+			if _, ok := seen[k]; ok {
+				continue
+			}
+			if len(seen) >= limit {
+				res.violation, res.kind = fmt.Sprintf("more than %d states: raise the limit or lower the scenario's bounds", limit), "bound"
+				res.elapsed = time.Since(start)
+				return res
+			}
+			seen[k] = int32(len(nodes))
+			nodes = append(nodes, node{parent: at, act: a})
+			queue = append(queue, next)
+			index = append(index, int32(len(nodes)-1))
+		}
+	}
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func (r result) String() string {
+	if r.violation == "" {
+		return fmt.Sprintf("%d states, %d transitions, no violation (%v)", r.states, r.transitions, r.elapsed.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%s violation after %d states: %s\n  %s", r.kind, r.states, r.violation, strings.Join(r.trace, "\n  "))
+}

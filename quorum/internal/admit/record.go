@@ -1,0 +1,156 @@
+package admit
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Set names a backend set: the members that proxies of one configuration
+// count, and the epoch of that configuration.
+type Set struct {
+	Epoch int
+	// N is the number of members; Fingerprint a digest of their
+	// addresses (and of what the set serves), in any order.
+	N           int
+	Fingerprint string
+	// Slots is a digest of the hash slots the set serves, "-" for all of
+	// them: adopt tells a shard group whose slots changed by it.
+	Slots string
+}
+
+// Quorum is N/2+1.
+func (s Set) Quorum() int { return s.N/2 + 1 }
+
+// Token is what every record of the set starts with, "epoch:N:fingerprint:":
+// the lock scripts' set check compares it (lua/setcheck.lua).
+func (s Set) Token() string {
+	return fmt.Sprintf("%d:%d:%s:", s.Epoch, s.N, s.Fingerprint)
+}
+
+// Name is the set as INFO and logs show it, "epoch:N:fingerprint".
+func (s Set) Name() string { return strings.TrimSuffix(s.Token(), ":") }
+
+// Record is a backend's set record ({lockproxy}:set): the set whose
+// proxies may take locks there. A data set without one has the zero
+// Record.
+type Record struct {
+	Set
+	// Present is false for a data set that has no record: a new or emptied
+	// server.
+	Present bool
+	// Pending marks a record that lockproxy adopt's first pass wrote and
+	// its second has not finished: the set's proxies do not count it yet.
+	// Wait is what adopt decided for the member: it waits for the old
+	// epoch's locks to be gone (the epoch wait) once adopt finishes.
+	Pending, Wait bool
+}
+
+// String is the record as stored: "epoch:N:fingerprint:slots", and
+// ":adopting:0" or ":adopting:1" after it while Pending.
+func (r Record) String() string {
+	if !r.Present {
+		return ""
+	}
+	s := r.Token() + r.Slots
+	if r.Pending {
+		s += ":adopting:" + bit(r.Wait)
+	}
+	return s
+}
+
+func bit(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Final is the record of set s, as adopt's second pass and claims write it.
+func Final(s Set) Record { return Record{Set: s, Present: true} }
+
+// PendingFor is the record of set s that adopt's first pass writes.
+func PendingFor(s Set, wait bool) Record {
+	return Record{Set: s, Present: true, Pending: true, Wait: wait}
+}
+
+// ParseRecord reads a stored record; "" is no record. Records written by
+// earlier versions ("epoch:N:fingerprint:since:previous:previousN", and
+// ":previousSlots:slots" after it) are read as final records of their
+// set.
+func ParseRecord(raw string) (Record, error) {
+	if raw == "" {
+		return Record{}, nil
+	}
+	f := strings.Split(raw, ":")
+	r := Record{Present: true, Set: Set{Slots: "-"}}
+	switch {
+	case len(f) == 4:
+		r.Slots = f[3]
+	case len(f) == 6 && f[4] == "adopting" && (f[5] == "0" || f[5] == "1"):
+		r.Slots, r.Pending, r.Wait = f[3], true, f[5] == "1"
+	case len(f) == 6:
+	case len(f) == 8:
+		r.Slots = f[7]
+	default:
+		return Record{}, fmt.Errorf("admit: malformed set record %q", raw)
+	}
+	var err error
+	r.Fingerprint = f[2]
+	if r.Epoch, err = strconv.Atoi(f[0]); err != nil || r.Epoch < 0 {
+		return Record{}, fmt.Errorf("admit: malformed set record %q", raw)
+	}
+	if r.N, err = strconv.Atoi(f[1]); err != nil || r.N <= 0 {
+		return Record{}, fmt.Errorf("admit: malformed set record %q", raw)
+	}
+	return r, nil
+}
+
+// Relation is how a backend's record stands to a proxy's set.
+type Relation uint8
+
+// The relations.
+const (
+	// Absent: the data set has no record (a new or emptied server).
+	Absent Relation = iota
+	// Ours: the record names the proxy's set, final.
+	Ours
+	// Adopting: the record names the proxy's set, written by an adopt
+	// that has not finished.
+	Adopting
+	// Older: the record names an older epoch, which adopt has not yet
+	// replaced here.
+	Older
+	// Other: a newer epoch (this proxy runs an old configuration), or the
+	// same epoch with other members (two configurations).
+	Other
+)
+
+var relationNames = [...]string{"absent", "ours", "adopting", "older", "other"}
+
+func (r Relation) String() string { return relationNames[r] }
+
+// Relate tells how record r stands to set ours.
+func Relate(ours Set, r Record) Relation {
+	switch {
+	case !r.Present:
+		return Absent
+	case r.Epoch == ours.Epoch && r.N == ours.N && r.Fingerprint == ours.Fingerprint:
+		if r.Pending {
+			return Adopting
+		}
+		return Ours
+	case r.Epoch < ours.Epoch:
+		return Older
+	}
+	return Other
+}
+
+// Allows tells whether the lock scripts' set check lets a proxy of set ours
+// take or extend a lock on a backend that records r: where the record
+// names the set (adopting or not), or where there is none. It is what
+// lua/setcheck.lua does.
+func Allows(ours Set, r Record) bool {
+	rel := Relate(ours, r)
+	return rel == Absent || rel == Ours || rel == Adopting
+}
