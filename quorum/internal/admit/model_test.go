@@ -56,8 +56,8 @@ type scenario struct {
 	persist bool
 	// skew is how far each proxy's clock is behind, in the units of the
 	// fencing tokens' clock floor (4 a tick).
-	skew []int
-	budget     budget
+	skew   []int
+	budget budget
 }
 
 // budget bounds each kind of event in one history.
