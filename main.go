@@ -54,6 +54,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	if len(args) > 0 && args[0] == "adopt" {
+		return adopt(args[1:], stdout)
+	}
 	build := buildInfo()
 	cfg, err := loadConfig(args, os.LookupEnv, stdout)
 	switch {
@@ -179,10 +182,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 // whose groups differ are refused where the other's records are, rather
 // than each granting a key in another group.
 func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
-	sets := cfg.groups
-	if len(sets) == 0 {
-		sets = [][]string{cfg.quorum.Backends}
-	}
 	var engines []*quorum.Engine
 	fail := func(err error) (*shard.Groups, error) {
 		for _, e := range engines {
@@ -190,22 +189,14 @@ func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
 		}
 		return nil, err
 	}
-	var layout *quorum.Layout
-	if len(sets) > 1 {
-		layout = quorum.NewLayout()
-	}
-	for i, backends := range sets {
-		qc := cfg.quorum
-		qc.Backends = backends
-		if len(sets) > 1 {
-			first, last := shard.Range(i, len(sets))
-			qc.SetLabel = fmt.Sprintf("group %d of %d, slots %d-%d", i+1, len(sets), first, last)
-			qc.Layout = layout
+	configs := groupConfigs(cfg)
+	for i, qc := range configs {
+		if len(configs) > 1 {
 			qc.Logger = log.With("group", i)
 		}
 		e, err := quorum.New(qc)
 		if err != nil {
-			if len(sets) > 1 {
+			if len(configs) > 1 {
 				return fail(fmt.Errorf("group %d: %w", i+1, err))
 			}
 			return fail(fmt.Errorf("backends: %w", err))
@@ -217,6 +208,26 @@ func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
 		return fail(err)
 	}
 	return g, nil
+}
+
+// groupConfigs is the engine configuration of each shard group, or of the
+// one set of backends.
+func groupConfigs(cfg *config) []quorum.Config {
+	sets := cfg.groups
+	if len(sets) == 0 {
+		sets = [][]string{cfg.quorum.Backends}
+	}
+	configs := make([]quorum.Config, len(sets))
+	for i, backends := range sets {
+		qc := cfg.quorum
+		qc.Backends = backends
+		if len(sets) > 1 {
+			first, last := shard.Range(i, len(sets))
+			qc.SetLabel = fmt.Sprintf("group %d of %d, slots %d-%d", i+1, len(sets), first, last)
+		}
+		configs[i] = qc
+	}
+	return configs
 }
 
 // openListeners opens the plain listener, the TLS one and the metrics

@@ -2,7 +2,6 @@ package quorum
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
@@ -54,11 +54,6 @@ func (n *node) admit(g backend.Greeting) error {
 			return n.refuse(&DuplicateError{Addr: other.addr, RunID: g.RunID})
 		}
 	}
-	if id.record.raw != "" {
-		if err := n.members.admit(n, id.record); err != nil {
-			return n.refuse(err)
-		}
-	}
 	n.mu.Lock()
 	n.refusal, n.serverID, n.setRefused = "", g.RunID, nil
 	evictionNews := id.eviction != n.eviction
@@ -100,8 +95,9 @@ type identity struct {
 	runID    string
 	previous string        // the process the marker named; "" when unmarked
 	left     time.Duration // until the marker's quarantine is over, by the server's clock
+	reason   string        // why the marker's quarantine was written (admit.Reason...)
 	promoted bool          // a replica promoted since it started
-	record   record        // the backend set record, as it is now; none on a replica
+	record   string        // the backend set record, as it is now; none on a replica
 	eviction string        // the maxmemory-policy when it may evict locks, else ""
 	seeded   bool          // its fencing counter was re-seeded since the process started (seed.go)
 }
@@ -111,27 +107,24 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, errors.New("no identity reply")
 	}
 	a, err := replies[0].Array()
-	if err != nil || len(a) != 9 {
+	if err != nil || len(a) != 10 {
 		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
 	f := fields{replies: a}
 	id := identity{role: f.bulk(), runID: f.bulk(), previous: f.bulk()}
 	until, now, promoted := f.integer(), f.integer(), f.integer()
-	rec := f.bulk()
-	id.eviction = f.bulk()
+	id.record, id.eviction = f.bulk(), f.bulk()
 	seeded := f.integer()
-	err = f.err
-	if err != nil {
-		return identity{}, fmt.Errorf("identity script: %w", err)
+	id.reason = f.bulk()
+	if f.err != nil {
+		return identity{}, fmt.Errorf("identity script: %w", f.err)
+	}
+	if _, err := admit.ParseRecord(id.record); err != nil {
+		return identity{}, err
 	}
 	id.left = time.Duration(until-now) * time.Millisecond
 	id.promoted = promoted == 1
 	id.seeded = seeded == 1
-	if rec != "" {
-		if id.record, err = parseRecord(rec, time.Now(), now); err != nil {
-			return identity{}, err
-		}
-	}
 	return id, nil
 }
 
@@ -276,29 +269,29 @@ const (
 var changeReasons = [...]string{ChangeRestart, ChangeFailover, ChangeUnmarked, ChangeReplica}
 
 // observe records that the backend reached the server of the greeting,
-// with the identity its marker told (id.runID is "" when there was none to
-// tell): its replies count once that server has been up for the restart
-// quarantine and the marker's quarantine is over. Each change of server is
-// logged, once, with its reason.
+// with the identity its marker and record told (id.runID is "" when there
+// was none to tell: a server that cannot carry them, counted by its
+// connection alone): its replies count once that server has been up for
+// the restart quarantine and the marker's quarantine is over, while its
+// record names the engine's set. Each change of server is logged, once,
+// with its reason.
 func (n *node) observe(g backend.Greeting, id identity) {
 	now := time.Now()
-	eligibleAt := now
-	if n.quarantine > 0 {
-		// uptime_in_seconds is rounded down, so this errs towards a longer wait.
-		eligibleAt = now.Add(n.quarantine - g.Uptime)
-	}
-	if id.left > 0 && now.Add(id.left).After(eligibleAt) {
-		eligibleAt = now.Add(id.left)
-	}
 	n.mu.Lock()
 	previous := n.runID
 	n.runID = g.RunID
-	n.eligibleAt = eligibleAt
+	// uptime_in_seconds is rounded down, so this errs towards a longer wait.
+	n.upSince = now.Add(-g.Uptime)
+	n.markerUntil, n.reason = now.Add(id.left), id.reason
+	n.setRecordLocked(id.record, id.runID == "")
 	// Without the identity script's word (a server that is not Redis, or
 	// the tests' control) there is nothing to re-seed by.
 	n.unseeded = n.fencing && !n.skipIdentity && id.runID != "" && !id.seeded
+	eligibleAt := n.eligibleLocked()
+	n.eligibleAt = eligibleAt
 	n.mu.Unlock()
 	n.scheduleCount(eligibleAt)
+	n.noteRelation()
 	if previous == g.RunID {
 		return
 	}
@@ -326,9 +319,123 @@ func (n *node) observe(g backend.Greeting, id identity) {
 		n.log.Info("backend counts toward quorum", attrs...)
 	case left <= 0:
 		n.log.Warn("backend's server changed; it counts toward quorum at once (restart_quarantine is off, or it has been up longer than max_ttl)", attrs...)
+	case id.reason == admit.ReasonEpoch && reason == "":
+		n.logEpochWait(left)
 	default:
 		n.log.Warn("backend quarantined: it may lack locks granted before; its replies count toward quorum from then on",
 			append(attrs, "counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))...)
+	}
+}
+
+// learn records what the identity script told of the backend when its
+// records were read again (readRecords): its record, its marker's end and
+// whether its counter was re-seeded. It reports false when the reply came
+// from another process than the one greeted (it restarted since: its next
+// greeting tells).
+func (n *node) learn(id identity) bool {
+	n.mu.Lock()
+	if id.runID != n.runID {
+		n.mu.Unlock()
+		return false
+	}
+	until := time.Now().Add(id.left)
+	// The same end, read again, moves by a round trip: only a new one is news.
+	moved := until.Sub(n.markerUntil).Abs() > time.Second || id.reason != n.reason
+	if moved {
+		n.markerUntil, n.reason = until, id.reason
+	}
+	n.setRecordLocked(id.record, false)
+	if id.seeded {
+		n.unseeded = false
+	}
+	eligibleAt := n.eligibleLocked()
+	later := eligibleAt.After(n.eligibleAt) && moved
+	n.eligibleAt = eligibleAt
+	n.mu.Unlock()
+	if moved {
+		n.scheduleCount(eligibleAt)
+	}
+	if later && id.reason == admit.ReasonEpoch {
+		n.logEpochWait(time.Until(eligibleAt))
+	}
+	n.noteRelation()
+	return true
+}
+
+// logEpochWait logs that the backend waits for the old epoch's locks.
+func (n *node) logEpochWait(left time.Duration) {
+	n.log.Warn("backend in epoch wait: the backend set changed, and locks granted in the old epoch may still be held; its replies count toward quorum from then on",
+		"counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))
+}
+
+// setRecordLocked records the backend's set record, raw ("" none). A
+// server that cannot carry one (exempt: one without INFO, as the embedded
+// ones, or the tests' control) counts by its connection alone. n.mu is
+// held.
+func (n *node) setRecordLocked(raw string, exempt bool) {
+	rec, err := admit.ParseRecord(raw)
+	if err != nil {
+		rec = admit.Record{Present: true, Set: admit.Set{Epoch: int(^uint(0) >> 1)}} // unreadable: another's, and newer
+	}
+	n.record, n.recordRaw = rec, raw
+	n.relation = admit.Relate(n.set, rec)
+	if exempt {
+		n.relation = admit.Ours
+	}
+}
+
+// setRecord records that the backend now records rec (a claim wrote it).
+func (n *node) setRecord(raw string) {
+	n.mu.Lock()
+	n.setRecordLocked(raw, false)
+	n.mu.Unlock()
+	n.noteRelation()
+}
+
+// eligibleLocked is when the backend's waits are over: the restart
+// quarantine since its server started, and its marker's. n.mu is held.
+func (n *node) eligibleLocked() time.Time {
+	at := n.markerUntil
+	if q := n.upSince.Add(n.quarantine); n.quarantine > 0 && q.After(at) {
+		at = q
+	}
+	return at
+}
+
+// waitLeft is how long until the backend's waits are over (admit.Left).
+// n.mu is held.
+func (n *node) waitLeft() time.Duration {
+	return admit.Left(time.Since(n.upSince), n.quarantine, time.Until(n.markerUntil))
+}
+
+// noteRelation logs, once per change, how the backend's record stands to
+// the engine's set when that keeps it from counting, and when it counts
+// again; and tells the engine, whose quorum may have changed.
+func (n *node) noteRelation() {
+	n.mu.Lock()
+	rel, was, recorded := n.relation, n.noted, n.recordRaw
+	n.noted = rel
+	n.mu.Unlock()
+	if rel == was {
+		return
+	}
+	defer n.changed()
+	if rel != admit.Ours && rel != admit.Absent {
+		n.readRecords()
+	}
+	ours := n.set.Name()
+	switch rel {
+	case admit.Ours:
+		if was != admit.Absent {
+			n.log.Info("backend records this proxy's backend set: it counts toward quorum once any quarantine is over", "backend_set", ours)
+		}
+	case admit.Other:
+		n.log.Error(otherSetLog, "recorded", recorded, "ours", ours)
+	case admit.Older:
+		n.log.Warn("backend does not count toward quorum: it records an older epoch than this proxy's; a new epoch counts once lockproxy adopt has written it to every backend (README: Changing the backend set)",
+			"recorded", recorded, "ours", ours)
+	case admit.Adopting:
+		n.log.Info("backend does not count toward quorum until lockproxy adopt finishes writing this proxy's backend set", "ours", ours)
 	}
 }
 
@@ -384,87 +491,37 @@ func (n *node) startSeedLocked() {
 	}
 }
 
-// quarantined returns a *QuarantineError while the backend's replies must
-// not count toward any quorum, and nil otherwise.
-func (n *node) quarantined() error {
-	n.mu.Lock()
-	left := time.Until(n.eligibleAt)
-	refused := n.setRefused
-	unseeded := n.unseeded
-	n.mu.Unlock()
-	if refused != nil {
-		return refused
-	}
-	switch at, known := n.members.eligibleAt(n); {
-	case !known:
-		left = max(left, n.members.maxTTL) // at least: the old set's end is not in sight
-	case time.Until(at) > left:
-		left = time.Until(at)
-	}
-	if left > 0 {
-		return &QuarantineError{Left: left}
-	}
-	if unseeded {
-		return &QuarantineError{Seeding: true}
-	}
-	if n.members.layout != nil {
-		n.trySettle()
-	}
-	return nil
-}
-
-// trySettle marks the change of the backend set over in the backend's
-// record once it is (membership.settleDue), asking at most once a second:
-// it runs on the request path.
-func (n *node) trySettle() {
-	n.mu.Lock()
-	if n.settling || time.Since(n.settleTried) < time.Second {
-		n.mu.Unlock()
-		return
-	}
-	n.settleTried = time.Now()
-	n.mu.Unlock()
-	rec, due := n.members.settleDue(n)
-	if !due {
-		return
-	}
-	n.mu.Lock()
-	n.settling = true
-	n.mu.Unlock()
-	go func() {
-		defer func() {
-			n.mu.Lock()
-			n.settling = false
-			n.mu.Unlock()
-		}()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		r, err := n.run(ctx, settleScript, []string{setKey}, rec.raw, rec.settledRaw())
-		if err != nil {
-			return // asked again in a second
-		}
-		if done, _ := r.Integer(); done == 1 {
-			n.members.settle(n, rec)
-			n.log.Info("backend set change over: the backend's record says so, for proxies started later", "record", rec.settledRaw())
-		}
-	}()
-}
-
-// otherSetLog is logged once when a backend's set record refuses this
-// proxy, at its greeting or by a lock script.
-const otherSetLog = "backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends raises it (README: Changing the backend set)"
+// otherSetLog is logged once when a backend's set record names another
+// set than this proxy's, of a newer epoch or of the same one.
+const otherSetLog = "backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends is adopted (lockproxy adopt; README: Changing the backend set)"
 
 // noteSetRefusal records that a script's set check refused the engine's
-// set: the backend does not count until its next greeting admits it. It is
-// logged once until then.
+// set, and showed the record that refused it: read as a record read.
 func (n *node) noteSetRefusal(err *SetError) {
 	n.mu.Lock()
-	news := n.setRefused == nil
-	n.setRefused = err
+	n.setRecordLocked(err.Recorded, false)
 	n.mu.Unlock()
-	if news {
-		n.log.Error(otherSetLog,
-			"recorded", err.Recorded, "ours", err.Ours)
-		n.changed()
+	n.noteRelation()
+}
+
+// verdict is nil when backend i's votes count toward quorum now
+// (admit.Counts), else why not: a *SetError, a *QuarantineError or a
+// *ClockError.
+func (e *Engine) verdict(i int, n *node) error {
+	n.mu.Lock()
+	rel, recorded := n.relation, n.recordRaw
+	left, reason, unseeded := n.waitLeft(), n.reason, n.unseeded
+	n.mu.Unlock()
+	clock := e.clocks.err(i)
+	switch {
+	case admit.Counts(rel, left > 0, clock != nil, unseeded):
+		return nil
+	case rel != admit.Ours:
+		return setError(rel, recorded, e.set)
+	case left > 0:
+		return &QuarantineError{Left: left, Reason: reason}
+	case clock != nil:
+		return clock
 	}
+	return &QuarantineError{Seeding: true}
 }

@@ -18,17 +18,21 @@ type State uint8
 const (
 	StateUp          State  = iota // connected, and its replies count
 	StateQuarantined               // connected, but in quarantine: its data set may lack locks granted less than max_ttl ago
+	StateEpochWait                 // connected, but the backend set changed and the old epoch's locks may still be held (members.go)
 	StateDown                      // no connection: the last dial or connection failed
 	StateIdle                      // not dialled yet
 	StateUnsupported               // answered, but lacks PEXPIRETIME (older than Redis 7.0): sent nothing
 	StateDuplicate                 // answered, but another backend reaches the same server: sent nothing
 	StateReplica                   // answered, but is a replica: sent nothing
-	StateOtherSet                  // answered, but records another backend set (members.go)
+	StateOtherSet                  // answered, but records another backend set: a newer epoch, or other members (members.go)
+	StateNotAdopted                // answered, but records an older epoch: this proxy's has not been adopted
+	StateAdopting                  // answered, but lockproxy adopt is writing this proxy's set and has not finished
+	StateUnrecorded                // answered, but records no set yet (a new or emptied server)
 	StateClock                     // connected, but its clock runs at a rate beyond drift_factor (clock.go)
 	NumStates        = iota        // how many States there are
 )
 
-var stateNames = [NumStates]string{"up", "quarantined", "down", "idle", "unsupported", "duplicate", "replica", "other_set", "clock"}
+var stateNames = [NumStates]string{"up", "quarantined", "epoch_wait", "down", "idle", "unsupported", "duplicate", "replica", "other_set", "not_adopted", "adopting", "unrecorded", "clock"}
 
 // String is the state's name, e.g. "quarantined", as INFO and /readyz
 // show it.
@@ -125,8 +129,11 @@ type BackendState struct {
 	// which tells a restart or another server behind the address; empty
 	// before the first connection, or when the server gave none.
 	RunID string
-	// QuarantineLeft is, for StateQuarantined, how long until it counts.
+	// QuarantineLeft is, for StateQuarantined and StateEpochWait, how long
+	// until it counts; Reason, for StateQuarantined, why it waits: restart,
+	// failover or unmarked (ChangeRestart, ...).
 	QuarantineLeft time.Duration
+	Reason         string
 	// ClockRate is the rate of its clock relative to the proxy's monotonic
 	// clock, as last measured (1: the same); NaN until measured.
 	ClockRate float64
@@ -198,20 +205,19 @@ func (e *Engine) Backends() []BackendState {
 		n.mu.Unlock()
 		var (
 			q *QuarantineError
+			c *ClockError
 			u *UnsupportedError
 			d *DuplicateError
 			r *ReplicaError
 			o *SetError
 		)
-		switch qe := n.quarantined(); {
-		case st.State == StateUp && errors.As(qe, &o):
-			st.State = StateOtherSet
-		case st.State == StateUp && errors.As(qe, &q):
-			st.State, st.QuarantineLeft = StateQuarantined, q.Left
-		case st.State == StateUp && e.clocks.err(i) != nil:
+		switch v := e.verdict(i, n); {
+		case st.State == StateUp && errors.As(v, &o):
+			st.State = o.State
+		case st.State == StateUp && errors.As(v, &q):
+			st.State, st.QuarantineLeft, st.Reason = q.State(), q.Left, q.Reason
+		case st.State == StateUp && errors.As(v, &c):
 			st.State = StateClock
-		case st.State == StateDown && errors.As(downErr, &o):
-			st.State = StateOtherSet
 		case st.State == StateDown && errors.As(downErr, &u):
 			st.State = StateUnsupported
 		case st.State == StateDown && errors.As(downErr, &d):

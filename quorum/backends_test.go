@@ -95,12 +95,14 @@ func TestBackendMistakes(t *testing.T) {
 			// Their own: a backend set is recorded in every backend's data.
 			good := redistest.StartN(t, 2)
 			var logged syncBuffer
-			e := newEngine(t, Config{
+			cfg := Config{
 				Backends:                 []string{good[0].URL(), good[1].URL(), tc.url},
 				DisableRestartQuarantine: true,
 				NodeTimeout:              time.Second,
 				Logger:                   slog.New(slog.NewTextHandler(&logged, nil)),
-			})
+			}
+			recordSet(t, cfg, good...)
+			e := newEngine(t, cfg)
 			if _, err := e.acquire(t.Context(), uniqueKey(t), "tok", 10*time.Second); err != nil {
 				t.Fatalf("acquire on the two good backends: %v", err)
 			}

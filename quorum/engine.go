@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
 
+	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
@@ -43,9 +43,9 @@ type Config struct {
 	// Default: false.
 	Fencing bool
 	// BackendSetEpoch numbers the backend set: every proxy of an epoch must
-	// have the same Backends, and a change of them raises it by one, which
-	// makes the proxies of the older epoch refused by the backends
-	// (members.go). At least 1. Default: 1.
+	// have the same Backends, and a change of them raises it and is written
+	// to the backends by Adopt, from when the proxies of the older epoch
+	// are refused by them (members.go). At least 1. Default: 1.
 	BackendSetEpoch int
 	// SetLabel names what the backend set serves beyond its members, such
 	// as a shard group's range of hash slots. It is part of the set's
@@ -53,11 +53,6 @@ type Config struct {
 	// ranges count different sets, and each is refused where the other's
 	// record is (members.go). Default: none.
 	SetLabel string
-	// Layout, shared by the engines of every shard group of a deployment,
-	// keeps a group whose keys moved (a change of the groups) from
-	// counting until the old groups' locks are gone (members.go). None
-	// for a deployment of one set. Default: none.
-	Layout *Layout
 	// TLSConfig, when set, is used for the rediss:// backends in place of
 	// go-redis's default (the system's CAs, no client certificate): its CAs,
 	// client certificate and minimum version. Its ServerName, when empty,
@@ -176,7 +171,7 @@ type Engine struct {
 	order     [64]orderStripe // fanout's send order, striped by key
 	topUps    topUpCounts     // locks granted on a bare quorum, topped up (topup.go)
 	splits    splitCounts     // split acquisitions tried again (split.go)
-	members   membership      // the backend set, and its changes
+	set       admit.Set       // the backend set the engine counts (members.go)
 	values    *valueScripts   // the scripts that read locks' values, fenced or not
 	fences    fenceCounts
 	waits     waits      // callers waiting for held keys (waits.go)
@@ -189,15 +184,22 @@ type Engine struct {
 	// acquisition's second try, and returns it (tests: to act in it).
 	splitPaused func() time.Duration
 
-	closed    chan struct{} // closed by Close: background work ends
-	closeOnce sync.Once
-	seedNews  chan struct{} // a re-seed ended (seed.go)
+	closed      chan struct{} // closed by Close: background work ends
+	closeOnce   sync.Once
+	running     sync.WaitGroup // the background work
+	recordsNews chan struct{}  // askRecords
+	// superseded is set once the records showed another set's final
+	// record (admit.Claims); only readRecords, one at a time, uses it.
+	superseded      bool
+	unrecordedNoted string        // the last noteUnrecorded logged
+	seedNews        chan struct{} // a re-seed ended (seed.go)
 
 	// Whether a quorum of backends counts, as last logged (quorum.go).
-	built      atomic.Bool // New has returned: the nodes are all there
-	countingMu sync.Mutex
-	hasQuorum  atomic.Bool
-	noted      bool
+	built         atomic.Bool // New has returned: the nodes are all there
+	countingMu    sync.Mutex
+	hasQuorum     atomic.Bool
+	noted         bool
+	countedBefore []bool // which backends counted, as last noted
 }
 
 // New validates cfg, connects to every backend at once and returns an
@@ -211,7 +213,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1, closed: make(chan struct{}), seedNews: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1, closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
 	where := make([]string, len(cfg.Backends))
 	for i, u := range cfg.Backends {
 		var err error
@@ -220,12 +222,9 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.values = valuesOf(cfg.Fencing)
-	e.members = membership{set: newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel), maxTTL: cfg.MaxTTL, drift: e.drift, quorum: e.quorum, layout: cfg.Layout}
-	if cfg.Layout != nil {
-		cfg.Layout.add(&e.members)
-	}
+	e.set = newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)
 	for i, u := range cfg.Backends {
-		n, err := newNode(i, u, cfg, &e.servers, &e.members, e.noteCounting, e.seed)
+		n, err := newNode(i, u, e)
 		if err != nil {
 			e.Close()
 			return nil, err
@@ -238,6 +237,15 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.clocks.start(e.nodes)
+	// A first start records the set on backends that have none, before
+	// the engine serves: then its first lock is as quick as any.
+	if !e.recordsSettled() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.NodeTimeout)
+		e.readRecords(ctx)
+		cancel()
+	}
+	e.running.Add(1)
+	go e.watchRecords()
 	e.subscribe()
 	e.awaitSeeds(2 * cfg.NodeTimeout)
 	e.built.Store(true)
@@ -278,6 +286,7 @@ func (e *Engine) connectAll() error {
 // connection.
 func (e *Engine) Close() error {
 	e.closeOnce.Do(func() { close(e.closed) })
+	e.running.Wait()
 	e.clocks.close()
 	e.waits.close()
 	// Concurrently: a backend being dialled holds its close for up to the
@@ -307,7 +316,7 @@ func (e *Engine) MaxTTL() time.Duration { return e.cfg.MaxTTL }
 // on the backends name it: "epoch:N:fingerprint", the fingerprint being
 // of the members' host:port/db, in any order. Every proxy of one
 // deployment shows the same.
-func (e *Engine) BackendSet() string { return strings.TrimSuffix(e.members.set.token, ":") }
+func (e *Engine) BackendSet() string { return e.set.Name() }
 
 // Quorum returns how many backends must agree: N/2+1.
 func (e *Engine) Quorum() int { return e.quorum }

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/quorum/internal/admit"
+	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
 func TestMain(m *testing.M) {
@@ -59,6 +62,26 @@ func newEngine(t *testing.T, cfg Config) *Engine {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// recordSet records cfg's backend set on servers, as an earlier start with
+// every backend answering did: a deployment one of whose backends broke
+// since (a first start records nothing until every backend answers).
+func recordSet(t *testing.T, cfg Config, servers ...*redistest.Server) {
+	t.Helper()
+	where := make([]string, len(cfg.Backends))
+	for i, u := range cfg.Backends {
+		var err error
+		if where[i], err = backend.Where(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record := admit.Final(newBackendSet(cmp.Or(cfg.BackendSetEpoch, 1), where, cfg.SetLabel)).String()
+	for _, s := range servers {
+		if err := s.Client(t).Set(t.Context(), setKey, record, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 var keySeq atomic.Int64

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
@@ -97,13 +98,13 @@ func (e *NoQuorumError) Reason() string {
 
 // groups counts the backends that did not count by kind, in the order
 // first seen: "2 timeout", "1 connection refused"; answered is how many of
-// them answered. Quarantines are one group, with the longest time left, so
-// that a restart of every backend reads as one.
+// them answered. Each kind of wait is one group, with the longest time
+// left, so that a restart of every backend reads as one.
 func (e *NoQuorumError) groups() (groups []string, answered int) {
 	var (
 		order []string
 		count = map[string]int{}
-		left  time.Duration
+		left  = map[string]time.Duration{}
 	)
 	for _, n := range e.Nodes {
 		if n == nil {
@@ -112,7 +113,8 @@ func (e *NoQuorumError) groups() (groups []string, answered int) {
 		k := n.Kind()
 		var q *QuarantineError
 		if errors.As(n.Err, &q) && !q.Seeding {
-			k, left = quarantineKind, max(left, q.Left)
+			k = q.kind()
+			left[k] = max(left[k], q.Left)
 		}
 		if count[k] == 0 {
 			order = append(order, k)
@@ -124,8 +126,8 @@ func (e *NoQuorumError) groups() (groups []string, answered int) {
 	}
 	for _, k := range order {
 		label := k
-		if k == quarantineKind {
-			label += " for up to " + seconds(left) + " more"
+		if l, ok := left[k]; ok {
+			label += " for up to " + seconds(l) + " more"
 		}
 		groups = append(groups, fmt.Sprintf("%d %s", count[k], label))
 	}
@@ -187,8 +189,12 @@ func (e *NodeError) answered() bool {
 }
 
 // quarantineKind is how a quarantine that has time left starts, in
-// QuarantineError's text and in NoQuorumError's groups.
-const quarantineKind = "quarantined after a restart"
+// QuarantineError's text and in NoQuorumError's groups; epochWaitKind the
+// epoch wait.
+const (
+	quarantineKind = "quarantined after a restart"
+	epochWaitKind  = "in the epoch wait"
+)
 
 // seconds writes d as whole seconds, rounded up: "12 s". A quarantine
 // shown as "0 s" while it lasts would read as over.
@@ -201,7 +207,11 @@ func seconds(d time.Duration) string {
 // ago (a restart, a failover, an unmarked data set), or, with fencing on,
 // the fencing counter, until it is re-seeded from the other backends.
 type QuarantineError struct {
-	Left    time.Duration
+	Left time.Duration
+	// Reason is why it waits, as its marker says: restart, unmarked,
+	// failover, or epoch (the epoch wait: the backend set changed, and the
+	// old epoch's locks may still be held).
+	Reason  string
 	Seeding bool // Left is over; the fencing counter is not re-seeded yet
 }
 
@@ -209,7 +219,27 @@ func (e *QuarantineError) Error() string {
 	if e.Seeding {
 		return "quarantined after a restart until its fencing counter is re-seeded from the other backends"
 	}
-	return fmt.Sprintf("%s for %s more", quarantineKind, seconds(e.Left))
+	return fmt.Sprintf("%s for %s more", e.kind(), seconds(e.Left))
+}
+
+// kind is how the wait is named, in its text and in NoQuorumError's
+// groups.
+func (e *QuarantineError) kind() string {
+	switch e.Reason {
+	case admit.ReasonEpoch:
+		return epochWaitKind
+	case admit.ReasonFailover:
+		return "quarantined after a failover"
+	}
+	return quarantineKind
+}
+
+// State is StateEpochWait for the epoch wait, else StateQuarantined.
+func (e *QuarantineError) State() State {
+	if e.Reason == admit.ReasonEpoch {
+		return StateEpochWait
+	}
+	return StateQuarantined
 }
 
 // ClockError marks a backend whose clock runs at a rate outside the drift

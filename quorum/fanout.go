@@ -136,7 +136,7 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	}
 	n := f.e.nodes[i]
 	var val T
-	if refused := setRefusal(err, f.e.members.set); refused != nil {
+	if refused := setRefusal(err, f.e.set); refused != nil {
 		n.noteSetRefusal(refused)
 		err = refused
 	}
@@ -146,10 +146,7 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	if err == nil {
 		// Judged after the reply: the connection it came on may have just
 		// revealed a restart.
-		err = n.quarantined()
-	}
-	if err == nil {
-		err = f.e.clocks.err(i)
+		err = f.e.verdict(i, n)
 	}
 	kind := ""
 	if err != nil {

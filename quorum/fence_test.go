@@ -299,15 +299,16 @@ func TestFenceReseedOnce(t *testing.T) {
 	lockFence(t, later, uniqueKey(t), "me")
 }
 
-// TestFenceReseedFromTooFew: a backend restarted while another is down
-// finds only one other that counts, fewer than a quorum; it is re-seeded
-// from that one rather than wait for the one that is down, and says so.
+// TestFenceReseedFromTooFew: a backend restarted with another finds only
+// one other that counts, fewer than a quorum; it is re-seeded from that
+// one (and whatever else answers) rather than wait for the other, which
+// waits for its own re-seed, and says so.
 func TestFenceReseedFromTooFew(t *testing.T) {
 	var logs syncBuffer
 	c := newCluster(t, 3, Config{DisableRestartQuarantine: true, Fencing: true,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	waitAllCount(t, c.engine)
-	c.servers[1].Kill()
+	c.servers[1].Restart()
 	c.servers[0].Restart()
 	redistest.Eventually(t, func() string {
 		if err := c.engine.Probe(t.Context())[0].Err; err != nil {
@@ -429,7 +430,7 @@ func TestFenceOtherOperations(t *testing.T) {
 func TestFencedRollbackSparesRetry(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true, Fencing: true})
 	n, key := c.engine.nodes[0], uniqueKey(t)
-	set := c.engine.members.set.token
+	set := c.engine.set.Token()
 	acquire := func(token string, clock int64) int64 {
 		t.Helper()
 		r, err := n.run(t.Context(), acquireFencedScript, []string{key, fenceCounterKey}, token, 10000, fenceText(clock), set)

@@ -552,7 +552,7 @@ func TestReleaseTally(t *testing.T) {
 func TestHashUndoOwnFields(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
 	n, d, ctx := c.engine.nodes[0], c.direct[0], t.Context()
-	set := c.engine.members.set.token
+	set := c.engine.set.Token()
 	acquire := func(key, attempt string) {
 		t.Helper()
 		if _, err := n.run(ctx, hashAcquireScript, []string{key}, "me:1", 10000, attempt, set); err != nil {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
@@ -19,16 +20,17 @@ type node struct {
 	pipe    *backend.Pipe
 	log     *slog.Logger
 	stats   nodeStats
-	servers *servers    // the engine's: which backend counts which server
-	members *membership // the engine's: the backend set, and its changes
+	servers *servers  // the engine's: which backend counts which server
+	set     admit.Set // the engine's backend set
 
 	// quarantine is off when the backends persist every write. A failover
 	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV).
 	quarantine time.Duration
 	// changes counts the server changes seen, by changeReasons.
 	changes [len(changeReasons)]atomic.Uint64
-	// changed tells the engine that what counts may have changed.
-	changed func()
+	// changed tells the engine that what counts may have changed;
+	// readRecords asks it to read every member's record again now.
+	changed, readRecords func()
 	// skipIdentity is Config.skipIdentity.
 	skipIdentity bool
 	// fencing is Config.Fencing: a server whose data set may have lost the
@@ -37,19 +39,27 @@ type node struct {
 	fencing bool
 	reseed  func(*node)
 
-	mu         sync.Mutex
-	runID      string      // the backend process last seen
-	eligibleAt time.Time   // its replies count from then on (monotonic clock)
-	countTimer *time.Timer // logs when it counts again, after a quarantine
-	values     *valueScripts
-	// settleTried is when settleDue was last asked; settling while the
-	// mark is being written (membership.settle).
-	settleTried time.Time
-	settling    bool
-	refusal     string // why the last greeting refused the backend, as logged
-	serverID    string // the run_id of the server connected to; "" if it gave none
+	mu    sync.Mutex
+	runID string // the backend process last seen
+	// upSince is when that process started, by the proxy's monotonic
+	// clock (its uptime at the greeting); markerUntil when its marker's
+	// quarantine ends, and reason why it was written (admit.Reason...).
+	upSince, markerUntil time.Time
+	reason               string
+	eligibleAt           time.Time   // when both are over: its replies count from then on
+	countTimer           *time.Timer // logs when it counts again, after a quarantine
+	values               *valueScripts
+	// record is its backend set record as last read, relation how that
+	// stands to the engine's set; noted, the relation last logged.
+	record    admit.Record
+	recordRaw string
+	relation  admit.Relation
+	noted     admit.Relation
+	refusal   string // why the last greeting refused the backend, as logged
+	serverID  string // the run_id of the server connected to; "" if it gave none
 	// setRefused is set when the set check of a script refused the
-	// engine's set since the last greeting: another epoch took the backend.
+	// engine's set since the record was last read: another epoch took the
+	// backend.
 	setRefused *SetError
 	eviction   string // the server's maxmemory-policy, when it may evict locks (logged once)
 	// unseeded is set while the fencing counter of the server runID must be
@@ -58,14 +68,11 @@ type node struct {
 	seeding  bool
 }
 
-func newNode(index int, rawURL string, cfg Config, srv *servers, members *membership, changed func(), reseed func(*node)) (*node, error) {
-	n := &node{index: index, values: valuesOf(cfg.Fencing), servers: srv, members: members, changed: changed, fencing: cfg.Fencing && !cfg.skipReseed, reseed: reseed}
-	if !cfg.DisableRestartQuarantine {
-		n.quarantine = cfg.MaxTTL
-	}
-	set := members.set
-	hello := []*backend.Command{backend.ScriptCommand(identityScript, []string{markerKey, setKey, fenceSeedKey},
-		n.quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds(), set.epoch, set.n, set.fingerprint, set.slots)}
+func newNode(index int, rawURL string, e *Engine) (*node, error) {
+	cfg := e.cfg
+	n := &node{index: index, values: valuesOf(cfg.Fencing), servers: &e.servers, set: e.set, changed: e.noteCounting,
+		readRecords: e.askRecords, fencing: cfg.Fencing && !cfg.skipReseed, reseed: e.seed, quarantine: e.quarantine()}
+	hello := []*backend.Command{e.identityCommand()}
 	if cfg.skipIdentity {
 		hello = nil
 	}

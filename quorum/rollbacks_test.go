@@ -84,7 +84,7 @@ func TestRetryWaitsForRollback(t *testing.T) {
 func TestStampedRollbackSparesRetry(t *testing.T) {
 	c := newCluster(t, 1, Config{DisableRestartQuarantine: true})
 	n, key := c.engine.nodes[0], uniqueKey(t)
-	set := c.engine.members.set.token // the last argument of the scripts that take locks
+	set := c.engine.set.Token() // the last argument of the scripts that take locks
 	run := func(s *backend.Script, args ...any) (int64, error) {
 		r, err := n.run(t.Context(), s, []string{key}, args...)
 		if err != nil {

@@ -24,7 +24,8 @@ var (
 	identityScript        = luaScript("identity")
 	fenceSeedScript       = luaScript("fence_seed")
 	deleteScript          = luaScript("delete")
-	settleScript          = luaScript("settle")
+	claimScript           = luaScript("claim")
+	adoptScript           = luaScript("adopt")
 
 	// The scripts of hash locks (Redisson's RLock, hashlock.go).
 	hashAcquireScript   = checkedScript("hash_acquire")
@@ -57,7 +58,7 @@ var (
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseStampedScript, acquireAllScript, extendOrAcquireScript,
-		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, settleScript,
+		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, claimScript,
 		acquireFencedScript, releaseFencedScript, acquireAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript, fenceFillScript,
 		plainValues.release, plainValues.releaseAll, plainValues.extend, plainValues.extendAll,

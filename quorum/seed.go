@@ -193,5 +193,5 @@ func (e *Engine) seedOnce(n *node, runID string) error {
 // counts reports whether backend i counts toward quorum now.
 func (e *Engine) counts(i int, n *node) bool {
 	st, _ := n.pipe.Status()
-	return stateOf(st) == StateUp && n.quarantined() == nil && e.clocks.err(i) == nil
+	return stateOf(st) == StateUp && e.verdict(i, n) == nil
 }

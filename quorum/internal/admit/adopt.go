@@ -19,8 +19,8 @@ import (
 //     max_ttl and its drift allowance from now in its marker (Wait).
 //
 // Why it is safe. The old epoch takes no lock after pass 1: adopt requires
-// that the new sets keep enough members of each old set that the rest are
-// no quorum of it (Blocking), and claims never give an old epoch's record
+// that the new sets keep enough members of each old set (by the member
+// list its records carry) that the rest are no quorum of it (Blocking), and claims never give an old epoch's record
 // back to a member once a newer one exists (Claims). Its last locks expire
 // within max_ttl and the drift after that, so by the end of an epoch wait
 // written in pass 2 they are gone. Until then the new epoch's proxies count
@@ -33,8 +33,10 @@ import (
 
 // Member is one member of a new set as adopt's reading found it.
 type Member struct {
-	// Set is the index of its set in the new layout.
+	// Set is the index of its set in the new layout; Addr its address
+	// ("host:port/db"), as the sets list their members.
 	Set    int
+	Addr   string
 	Record Record
 }
 
@@ -101,9 +103,12 @@ func PlanAdopt(sets []Set, members []Member) (Plan, error) {
 	old := oldSets(members)
 	plan.Old = old
 	for _, o := range old {
+		// The old set's members that adopt rewrites: by its list, where
+		// its records carry one, so that a member that lost its data set
+		// counts as one; else those that record it.
 		keep := 0
 		for _, m := range members {
-			if final(m.Record) && m.Record.Set == o {
+			if o.Has(m.Addr) || o.Members == "" && final(m.Record) && m.Record.Name() == o.Name() {
 				keep++
 			}
 		}
@@ -120,7 +125,7 @@ func PlanAdopt(sets []Set, members []Member) (Plan, error) {
 			if m.Set != s {
 				continue
 			}
-			oldMember := final(m.Record) && m.Record.Set == from
+			oldMember := final(m.Record) && m.Record.Name() == from.Name()
 			plan.Wait[i] = moved || !oldMember || set.Quorum()+from.Quorum() <= from.N
 		}
 	}
@@ -144,8 +149,15 @@ func oldSets(members []Member) []Set {
 	}
 	var old []Set
 	for _, m := range members {
-		if final(m.Record) && m.Record.Epoch == epoch && !slices.Contains(old, m.Record.Set) {
+		if !final(m.Record) || m.Record.Epoch != epoch {
+			continue
+		}
+		i := slices.IndexFunc(old, func(o Set) bool { return o.Name() == m.Record.Name() })
+		switch {
+		case i < 0:
 			old = append(old, m.Record.Set)
+		case old[i].Members == "":
+			old[i].Members = m.Record.Members // a record of an earlier version lists none
 		}
 	}
 	return old
@@ -161,7 +173,7 @@ func oldSetOf(set Set, s int, members []Member, epoch int) (Set, bool) {
 		if m.Set != s || !final(m.Record) || m.Record.Epoch != epoch {
 			continue
 		}
-		if found && m.Record.Set != from {
+		if found && m.Record.Name() != from.Name() {
 			return Set{}, true
 		}
 		from, found = m.Record.Set, true

@@ -18,24 +18,31 @@ type View struct {
 // lost its record (a restart without persistence) get it back, so that
 // they count again once their quarantine is over, and a new deployment's
 // members get it first. No other write of a record is a proxy's own
-// decision: a new epoch is written only by lockproxy adopt (PlanAdopt).
+// decision: a new epoch is written by lockproxy adopt alone (PlanAdopt).
 //
-// A proxy records its set on a member without a record when a quorum of
-// the set records it (the set is established); or every member answered
-// and at least one records it (the set lost the records of a majority:
-// what is left of them is still its own); or every member answered and
-// none has a record (a first start). It records its set over an older
-// epoch's record only on a member in quarantine (a failover to a replica
-// that missed adopt's write) and only while the set is established: its
-// votes have counted for nobody since, and it counts for this set from the
-// end of its quarantine, like any member that lost data.
+// A proxy records its set on a member without a record where a quorum of
+// the members records the set (it is established); where every member
+// answered and at least one records it (a majority lost their data set,
+// and what is left still names it); or where every member answered and
+// none has a record (a first start). Where fewer than a quorum record it
+// and some member does not answer, the proxy cannot tell itself from a
+// proxy of an old epoch cut off from the members adopt rewrote, and waits
+// (the model checker finds two holders otherwise). It records its set over an older epoch's record only on a
+// member in quarantine (a failover to a replica that missed adopt's
+// write) and only while a quorum of the members records the set: its
+// votes have counted for nobody since, and it counts for this set from
+// the end of its quarantine, like any member that lost data.
 //
 // It records nothing while any member answers with a record of another
 // set (a newer epoch: this proxy runs an old configuration; the same
-// epoch with other members: two configurations), or with a record that
-// adopt is writing: a proxy of an old or mistaken configuration writes
-// nothing.
-func Claims(ours Set, views []View) []int {
+// epoch with other members: two configurations) or one that adopt is
+// writing, and nothing ever again once it has seen another set's final
+// record (superseded, which Claims returns updated and the proxy keeps for
+// as long as it runs): a proxy of an old or mistaken configuration writes
+// nothing, and an old epoch's proxy that learnt of the new one does not
+// take back a member that lost the new record. An adopt that never
+// finished supersedes nobody: the old epoch goes on.
+func Claims(ours Set, views []View, superseded bool) (claims []int, stillSuperseded bool) {
 	mine, answered, absent := 0, 0, 0
 	for _, v := range views {
 		if !v.Answered {
@@ -43,19 +50,25 @@ func Claims(ours Set, views []View) []int {
 		}
 		answered++
 		switch Relate(ours, v.Record) {
-		case Other, Adopting:
-			return nil
+		case Other:
+			// Another set's final record means its adoption finished: a
+			// proxy that saw it is of an old configuration for good.
+			return nil, superseded || !v.Record.Pending
+		case Adopting:
+			return nil, superseded
 		case Ours:
 			mine++
 		case Absent:
 			absent++
 		}
 	}
+	if superseded {
+		return nil, true
+	}
 	all := answered == len(views)
 	established := mine >= ours.Quorum()
 	recovering := all && mine >= 1
 	first := all && absent == len(views)
-	var claims []int
 	for i, v := range views {
 		if !v.Answered {
 			continue
@@ -71,7 +84,7 @@ func Claims(ours Set, views []View) []int {
 			}
 		}
 	}
-	return claims
+	return claims, false
 }
 
 // Counts tells whether a member's vote counts toward a quorum of set

@@ -91,6 +91,16 @@ var scenarios = []struct {
 		deep: budget{restarts: 2, adopts: 2, grants: 2, failovers: 1},
 	},
 	{
+		// Backend 0 is lost for good, and backend 1 restarts empty: the
+		// proxies cannot record the set again on backend 1 (they cannot
+		// tell themselves from an old epoch's proxies cut off), and the
+		// operator replaces backend 0 by backend 3, which adopt allows by
+		// the old set's member list.
+		scenario: scenario{name: "replace a dead one", backends: 4, sets: [][]int{{0, 1, 2}, {1, 2, 3}}, initial: 1, adopts: []int{2}, dead: []int{0},
+			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 1, grants: 2}},
+		deep: budget{restarts: 2, adopts: 2, grants: 2, cuts: 1},
+	},
+	{
 		// Replacing two of three at once is refused: nothing is written, and
 		// the deployment goes on at its epoch.
 		scenario: scenario{name: "replace two of 3", backends: 5, sets: [][]int{{0, 1, 2}, {0, 3, 4}}, initial: 1, adopts: []int{2},
@@ -115,7 +125,7 @@ var controls = []struct {
 		name: "claims only where a quorum records the set", scenario: "wedge", kind: "liveness",
 		d: func() decisions {
 			d := ours
-			d.claims = func(s Set, v []View) []int {
+			d.claims = func(s Set, v []View, superseded bool) ([]int, bool) {
 				mine := 0
 				for _, x := range v {
 					if x.Answered && Relate(s, x.Record) == Ours {
@@ -123,9 +133,9 @@ var controls = []struct {
 					}
 				}
 				if mine < s.Quorum() {
-					return nil
+					return nil, superseded
 				}
-				return Claims(s, v)
+				return Claims(s, v, superseded)
 			}
 			return d
 		},
@@ -167,14 +177,14 @@ var controls = []struct {
 		name: "a stray proxy records its set", scenario: "stray proxy", kind: "safety",
 		d: func() decisions {
 			d := ours
-			d.claims = func(s Set, v []View) []int {
+			d.claims = func(s Set, v []View, _ bool) ([]int, bool) {
 				var all []int
 				for i, x := range v {
 					if x.Answered && x.Quarantined {
 						all = append(all, i)
 					}
 				}
-				return all
+				return all, false
 			}
 			return d
 		},

@@ -56,7 +56,9 @@ type scenario struct {
 	persist bool
 	// skew is how far each proxy's clock is behind, in the units of the
 	// fencing tokens' clock floor (4 a tick).
-	skew   []int
+	skew []int
+	// dead are backends that never answer anyone (a host lost for good).
+	dead   []int
 	budget budget
 }
 
@@ -68,7 +70,7 @@ type budget struct {
 // decisions are the functions the model decides with: the package's own,
 // or a negative control's mutation of one.
 type decisions struct {
-	claims func(Set, []View) []int
+	claims func(Set, []View, bool) ([]int, bool)
 	counts func(Relation, bool, bool, bool) bool
 	mark   func(Marker, string, int64, int64, int64, bool) Marker
 	plan   func([]Set, []Member) (Plan, error)
@@ -118,8 +120,9 @@ type view struct {
 }
 
 type pstate struct {
-	cfg   uint8 // 0: stopped; an epoch; or the stray configuration
-	views [maxB]view
+	cfg        uint8 // 0: stopped; an epoch; or the stray configuration
+	superseded bool  // it has seen another set's record (admit.Claims)
+	views      [maxB]view
 }
 
 type holderState struct {
@@ -170,12 +173,20 @@ func newModel(s scenario, d decisions) *model {
 		m.cfgSet, m.lists = append(m.cfgSet, set), append(m.lists, list)
 		m.recs = append(m.recs, Final(set), PendingFor(set, false), PendingFor(set, true))
 	}
+	names := func(list []int) string {
+		var n []string
+		for _, b := range list {
+			n = append(n, addr(b))
+		}
+		slices.Sort(n)
+		return strings.Join(n, ",")
+	}
 	for e, list := range s.sets {
-		add(Set{Epoch: e + 1, N: len(list), Fingerprint: fmt.Sprintf("s%d", e+1), Slots: "-"}, list)
+		add(Set{Epoch: e + 1, N: len(list), Fingerprint: fmt.Sprintf("s%d", e+1), Slots: "-", Members: names(list)}, list)
 	}
 	m.stray = uint8(len(m.cfgSet))
 	if s.stray != nil {
-		add(Set{Epoch: s.strayEpoch, N: len(s.stray), Fingerprint: "stray", Slots: "-"}, s.stray)
+		add(Set{Epoch: s.strayEpoch, N: len(s.stray), Fingerprint: "stray", Slots: "-", Members: names(s.stray)}, s.stray)
 	}
 	bySignature := map[string][]int{}
 	var order []string
@@ -309,6 +320,9 @@ func (m *model) canonical(w *world) world {
 	return c
 }
 
+// addr is backend b's address, as sets list their members.
+func addr(b int) string { return fmt.Sprintf("b%d", b) }
+
 // recOf is the record index of configuration c's record.
 func recOf(c uint8, pending, wait bool) uint8 {
 	r := 1 + (c-1)*3
@@ -425,7 +439,9 @@ func (m *model) tick(w *world) {
 	}
 }
 
-func (m *model) cutOff(w *world, p, b int) bool { return w.cut[p]&(1<<b) != 0 }
+func (m *model) cutOff(w *world, p, b int) bool {
+	return w.cut[p]&(1<<b) != 0 || slices.Contains(m.dead, b)
+}
 
 func (m *model) real(b int) bool { return b < m.backends }
 
@@ -537,22 +553,8 @@ func anonymize(w *world, slot uint8) {
 	w.h[slot] = holderState{}
 }
 
-// needsRefresh is whether proxy p has a member whose record does not let
-// it count, or whose set check refused it: it reads every member's record
-// again, about every second.
-func (m *model) needsRefresh(w *world, p int) bool {
-	for _, b := range m.lists[w.p[p].cfg] {
-		if !m.real(b) {
-			continue
-		}
-		v := w.p[p].views[b]
-		if v.up && (v.refused || Relate(m.cfgSet[w.p[p].cfg], m.recs[v.rec]) != Ours) {
-			return true
-		}
-	}
-	return false
-}
-
+// refresh is a proxy's reading of every member's record, about every
+// second, and the records it writes then (Claims).
 func (m *model) refresh(w *world, p int) string {
 	ps := &w.p[p]
 	list := m.lists[ps.cfg]
@@ -568,7 +570,9 @@ func (m *model) refresh(w *world, p int) string {
 	}
 	// The claims: each a compare-and-set of the record read (lua/claim.lua),
 	// made in the same round here; a write between the read and it fails it.
-	for _, i := range m.d.claims(m.cfgSet[ps.cfg], views) {
+	claims, superseded := m.d.claims(m.cfgSet[ps.cfg], views, ps.superseded)
+	ps.superseded = superseded
+	for _, i := range claims {
 		b := list[i]
 		if ps.cfg == m.stray {
 			return "a proxy of a stray configuration wrote its record"
@@ -608,9 +612,11 @@ func (m *model) successors(w *world) []action {
 			}
 		}
 		for b := range m.backends {
-			if m.cutOff(w, p, b) {
+			switch {
+			case slices.Contains(m.dead, b):
+			case m.cutOff(w, p, b):
 				add(aHeal, p, b, 0)
-			} else if w.used.cuts < m.budget.cuts {
+			case w.used.cuts < m.budget.cuts:
 				add(aCut, p, b, 0)
 			}
 		}
@@ -672,10 +678,8 @@ func (m *model) settle(w *world) string {
 		if w.p[p].cfg == 0 {
 			continue
 		}
-		if m.needsRefresh(w, p) {
-			if why := m.refresh(w, p); why != "" {
-				return why
-			}
+		if why := m.refresh(w, p); why != "" {
+			return why
 		}
 		if !m.fencing {
 			continue
@@ -878,7 +882,7 @@ func (m *model) adoptStart(w *world) {
 	members := make([]Member, len(list))
 	for i, b := range list {
 		m.identity(w, b)
-		members[i] = Member{Record: m.recs[w.b[b].data.rec]}
+		members[i] = Member{Addr: addr(b), Record: m.recs[w.b[b].data.rec]}
 	}
 	plan, err := m.d.plan([]Set{m.cfgSet[e]}, members)
 	if err != nil {

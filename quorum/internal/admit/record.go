@@ -1,7 +1,11 @@
 package admit
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,6 +21,39 @@ type Set struct {
 	// Slots is a digest of the hash slots the set serves, "-" for all of
 	// them: adopt tells a shard group whose slots changed by it.
 	Slots string
+	// Members lists the members' addresses, sorted, each query-escaped,
+	// joined by commas: adopt reads an old set's members from any of them
+	// ("" in a record of an earlier version).
+	Members string
+}
+
+// NewSet names the set of members (each "host:port/db") in epoch, serving
+// what label says: the fingerprint is a digest of both; the slots digest
+// one of label ("-" with none).
+func NewSet(epoch int, members []string, label string) Set {
+	sorted := slices.Clone(members)
+	slices.Sort(sorted)
+	text := strings.Join(sorted, "\n")
+	if label != "" { // none keeps the fingerprints that sets without one recorded
+		text += "\n" + label
+	}
+	sum := sha256.Sum256([]byte(text))
+	s := Set{Epoch: epoch, N: len(members), Fingerprint: hex.EncodeToString(sum[:8]), Slots: "-"}
+	if label != "" {
+		digest := sha256.Sum256([]byte(label))
+		s.Slots = hex.EncodeToString(digest[:4])
+	}
+	for i, m := range sorted {
+		sorted[i] = url.QueryEscape(m)
+	}
+	s.Members = strings.Join(sorted, ",")
+	return s
+}
+
+// Has tells whether the set's members include addr; false when the set
+// does not list them.
+func (s Set) Has(addr string) bool {
+	return s.Members != "" && slices.Contains(strings.Split(s.Members, ","), url.QueryEscape(addr))
 }
 
 // Quorum is N/2+1.
@@ -47,7 +84,8 @@ type Record struct {
 }
 
 // String is the record as stored: "epoch:N:fingerprint:slots", and
-// ":adopting:0" or ":adopting:1" after it while Pending.
+// ":adopting:0" or ":adopting:1" after it while Pending, then a space and
+// the members.
 func (r Record) String() string {
 	if !r.Present {
 		return ""
@@ -55,6 +93,9 @@ func (r Record) String() string {
 	s := r.Token() + r.Slots
 	if r.Pending {
 		s += ":adopting:" + bit(r.Wait)
+	}
+	if r.Members != "" {
+		s += " " + r.Members
 	}
 	return s
 }
@@ -82,8 +123,9 @@ func ParseRecord(raw string) (Record, error) {
 	if raw == "" {
 		return Record{}, nil
 	}
+	raw, members, _ := strings.Cut(raw, " ")
 	f := strings.Split(raw, ":")
-	r := Record{Present: true, Set: Set{Slots: "-"}}
+	r := Record{Present: true, Set: Set{Slots: "-", Members: members}}
 	switch {
 	case len(f) == 4:
 		r.Slots = f[3]

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
+
+// adopt is lockproxy adopt: it writes the backend set of the configuration
+// that args give (the proxy's own flags and file) to every one of its
+// backends, the explicit step of a change of backends (README: Changing the
+// backend set), and says what it wrote. -dry-run says what it would write.
+func adopt(args []string, stdout io.Writer) error {
+	dryRun := false
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {
+		found := a == "-dry-run" || a == "--dry-run"
+		dryRun = dryRun || found
+		return found
+	})
+	cfg, err := loadConfig(args, os.LookupEnv, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stdout, "\nlockproxy adopt [-dry-run] takes the same settings, and writes the backend set they name (backends or groups, backend_set_epoch) to every one of its backends.")
+		return nil
+	case err != nil:
+		return err
+	case cfg.embedded:
+		return &usageError{"adopt needs the backends of the configuration to adopt: backends, or groups, with backend_set_epoch"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	report, err := quorum.Adopt(ctx, groupConfigs(cfg), dryRun)
+	if err != nil {
+		return fmt.Errorf("adopt: %w", err)
+	}
+	printAdopt(stdout, report)
+	return nil
+}
+
+// printAdopt writes what adopt found and wrote, a line a backend.
+func printAdopt(w io.Writer, r *quorum.AdoptReport) {
+	for g, s := range r.Sets {
+		name := "backend set"
+		if len(r.Sets) > 1 {
+			name = fmt.Sprintf("group %d's backend set", g+1)
+		}
+		fmt.Fprintf(w, "%s %s\n", name, s)
+	}
+	if r.Done {
+		fmt.Fprintln(w, "every backend records it already: nothing written")
+		return
+	}
+	for _, s := range r.Stopped {
+		fmt.Fprintf(w, "stops the set %s: its proxies are refused from the first write on\n", s)
+	}
+	end := time.Now()
+	for _, m := range r.Members {
+		before := m.Before
+		if before == "" {
+			before = "(none)"
+		}
+		counts := "counts at once (after any quarantine of its own)"
+		if m.Wait > 0 {
+			counts = fmt.Sprintf("epoch wait %s: counts from %s", m.Wait.Round(time.Second), end.Add(m.Wait).UTC().Format(time.RFC3339))
+		}
+		line := fmt.Sprintf("  %s: %s -> %s, %s", m.Addr, before, m.After, counts)
+		if m.Replicas > 0 {
+			line += fmt.Sprintf("; %d of %d replicas acknowledged", m.Acked, m.Replicas)
+		}
+		fmt.Fprintln(w, line)
+	}
+	if r.DryRun {
+		fmt.Fprintln(w, "dry run: nothing written")
+		return
+	}
+	fmt.Fprintln(w, "adopted: restart every proxy with this configuration now; those of the old one answer NOQUORUM from here on")
+}
