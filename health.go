@@ -19,8 +19,11 @@ import (
 
 // backendState is one backend in the /readyz body.
 type backendState struct {
-	Addr  string `json:"addr"`
-	State string `json:"state"` // up, quarantined, down, unsupported, duplicate, replica, other_set or clock
+	Addr string `json:"addr"`
+	// State is one of quorum's states: up, quarantined, epoch_wait, down,
+	// idle, unsupported, duplicate, replica, other_set, not_adopted,
+	// adopting, unrecorded or clock.
+	State string `json:"state"`
 	// RunID names the redis-server process behind the address, as its INFO
 	// server says: another one there is a restart or a failover.
 	RunID     string  `json:"run_id,omitempty"`
@@ -30,8 +33,11 @@ type backendState struct {
 	Error string `json:"error,omitempty"`
 	// Detail says, for a mistake in the configuration (auth, not_redis),
 	// what is wrong and what to check.
-	Detail          string  `json:"detail,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// QuarantineLeftS is, for quarantined and epoch_wait, how long until it
+	// counts; Reason why it waits: restart, unmarked, failover or epoch.
 	QuarantineLeftS float64 `json:"quarantine_left_s,omitempty"`
+	Reason          string  `json:"reason,omitempty"`
 	// Group is its shard group, with several.
 	Group *int `json:"group,omitempty"`
 	// ClockRate is its clock's rate relative to the proxy's, for a backend
@@ -47,14 +53,17 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	for i, s := range probed {
 		st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), RunID: known[i].RunID, LatencyMS: float64(s.Latency.Microseconds()) / 1000}
 		var (
-			q *quorum.QuarantineError
-			c *quorum.ClockError
+			q   *quorum.QuarantineError
+			c   *quorum.ClockError
+			set *quorum.SetError
 		)
 		switch {
 		case s.Err == nil:
 			counting++
 		case errors.As(s.Err, &q):
-			st.State, st.Error, st.QuarantineLeftS = quorum.StateQuarantined.String(), quorum.KindQuarantined, math.Ceil(q.Left.Seconds())
+			st.State, st.Error, st.QuarantineLeftS, st.Reason = q.State().String(), quorum.KindQuarantined, math.Ceil(q.Left.Seconds()), q.Reason
+		case errors.As(s.Err, &set):
+			st.State, st.Error, st.Detail = set.State.String(), quorum.KindOtherSet, set.Error()
 		case errors.As(s.Err, &c):
 			st.State, st.Error, st.ClockRate = quorum.StateClock.String(), quorum.KindClock, c.Rate
 		default:
@@ -66,7 +75,7 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 				st.Error = quorum.KindError
 			}
 			// Refused when connected: it answers, but must not count.
-			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica || k == quorum.StateOtherSet {
+			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica {
 				st.State = k.String()
 			}
 		}

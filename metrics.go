@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -39,6 +40,10 @@ var (
 		"1 when the proxy is connected to the backend and its replies count toward quorum.", []string{"backend"}, nil)
 	descQuarantined = prometheus.NewDesc("lockproxy_backend_quarantined",
 		"1 when the backend answers but is in quarantine (a restart, a failover or an unmarked data set, less than max_ttl ago), so its replies do not count.", []string{"backend"}, nil)
+	descState = prometheus.NewDesc("lockproxy_backend_state",
+		"1 for the backend's state now, 0 for the others: up, quarantined, epoch_wait, down, idle, unsupported, duplicate, replica, other_set, not_adopted, adopting, unrecorded, clock.", []string{"backend", "state"}, nil)
+	descWaitSeconds = prometheus.NewDesc("lockproxy_backend_wait_seconds",
+		"Seconds until a backend that answers counts toward quorum: its quarantine (state quarantined) or the epoch wait after a change of the backend set (state epoch_wait); 0 when it does not wait.", []string{"backend"}, nil)
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
@@ -251,6 +256,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	for _, b := range backendsOf(m.groups) {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
+		for st := range quorum.State(quorum.NumStates) {
+			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, boolValue(b.State == st), b.Addr, st.String())
+		}
+		ch <- prometheus.MustNewConstMetric(descWaitSeconds, prometheus.GaugeValue, math.Ceil(b.QuarantineLeft.Seconds()), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
 		for kind, n := range b.Failures {
 			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
@@ -332,7 +341,7 @@ func (g reportingGroups) BackendInfo() []proxy.BackendInfo {
 			failures += n
 		}
 		out[i] = proxy.BackendInfo{
-			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft,
+			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft, WaitReason: b.Reason,
 			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
 			Replies: b.Replies, Failures: failures, ClockRate: b.ClockRate,
 		}

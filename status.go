@@ -154,7 +154,7 @@ func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
 			b.Latency = fmt.Sprintf("%.2f ms", s.LatencyMS)
 		}
 		if s.QuarantineLeftS > 0 {
-			b.QuarantineLeft = fmt.Sprintf("%.0f s", s.QuarantineLeftS)
+			b.QuarantineLeft = fmt.Sprintf("%.0f s (%s)", s.QuarantineLeftS, s.Reason)
 		}
 		rate := s.ClockRate
 		if rate == 0 && i < len(known) {

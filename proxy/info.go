@@ -13,9 +13,12 @@ import (
 
 // BackendInfo is one backend as the INFO backends section shows it.
 type BackendInfo struct {
-	Addr           string // host:port, never a password
-	State          quorum.State
+	Addr  string // host:port, never a password
+	State quorum.State
+	// QuarantineLeft is, for quarantined and epoch_wait, how long until it
+	// counts; WaitReason why it waits (restart, unmarked, failover, epoch).
 	QuarantineLeft time.Duration
+	WaitReason     string
 	Latency        time.Duration // of its last answer or failure
 	LastError      string        // the kind of its last failure; "" when none
 	LastErrorAt    time.Time
@@ -258,9 +261,9 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		if !math.IsNaN(be.ClockRate) {
 			rate = fmt.Sprintf("%.6f", be.ClockRate)
 		}
-		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,replies=%d,failures=%d,clock_rate=%s",
+		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,wait_reason=%s,replies=%d,failures=%d,clock_rate=%s",
 			i, be.Addr, be.State, float64(be.Latency.Microseconds())/1000, be.LastError, age,
-			math.Ceil(be.QuarantineLeft.Seconds()), be.Replies, be.Failures, rate)
+			math.Ceil(be.QuarantineLeft.Seconds()), be.WaitReason, be.Replies, be.Failures, rate)
 		if i < len(groupOf) { // last, so that readers of the fields before it are unchanged
 			fmt.Fprintf(b, ",group=%d", groupOf[i])
 		}

@@ -97,7 +97,7 @@ func (r *reportingLocker) Quorum() int                { return len(r.backends)/2
 func TestInfoBackends(t *testing.T) {
 	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{
 		{Addr: "10.0.0.1:6379", State: quorum.StateUp, Latency: 210 * time.Microsecond, Replies: 7, ClockRate: 1.0000123},
-		{Addr: "10.0.0.2:6379", State: quorum.StateQuarantined, QuarantineLeft: 41200 * time.Millisecond,
+		{Addr: "10.0.0.2:6379", State: quorum.StateQuarantined, QuarantineLeft: 41200 * time.Millisecond, WaitReason: "restart",
 			Latency: time.Millisecond, LastError: "quarantined", LastErrorAt: time.Now().Add(-3 * time.Second), Replies: 2, Failures: 5,
 			ClockRate: math.NaN()},
 		{Addr: "10.0.0.3:6379", State: quorum.StateDown, Latency: 500 * time.Millisecond, LastError: "connection_refused",
@@ -111,11 +111,11 @@ func TestInfoBackends(t *testing.T) {
 	}
 	got := info(s, "backends")
 	want := regexp.MustCompile(`^# Backends\r\n` +
-		`backends:4\r\nquorum:3\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_clock:1\r\n` +
-		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,replies=7,failures=0,clock_rate=1\.000012\r\n` +
-		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,replies=2,failures=5,clock_rate=\r\n` +
-		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,replies=0,failures=9,clock_rate=0\.999980\r\n` +
-		`backend3:addr=10\.0\.0\.4:6379,state=clock,latency_ms=0\.300,last_error=clock,last_error_age_s=0,quarantine_left_s=0,replies=0,failures=1,clock_rate=1\.500000\r\n$`)
+		`backends:4\r\nquorum:3\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_epoch_wait:0\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_not_adopted:0\r\nbackends_adopting:0\r\nbackends_unrecorded:0\r\nbackends_clock:1\r\n` +
+		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,wait_reason=,replies=7,failures=0,clock_rate=1\.000012\r\n` +
+		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,wait_reason=restart,replies=2,failures=5,clock_rate=\r\n` +
+		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=9,clock_rate=0\.999980\r\n` +
+		`backend3:addr=10\.0\.0\.4:6379,state=clock,latency_ms=0\.300,last_error=clock,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=1,clock_rate=1\.500000\r\n$`)
 	if !want.MatchString(got) {
 		t.Fatalf("INFO backends:\n%q\nwant to match\n%s", got, want)
 	}

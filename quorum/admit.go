@@ -68,7 +68,14 @@ func (n *node) admit(g backend.Greeting) error {
 	}
 	if idErr == nil || n.quarantine > 0 {
 		n.observe(g, id)
+		return nil
 	}
+	// A server without INFO (the embedded ones) carries no marker and no
+	// record: it counts by its connection alone.
+	n.mu.Lock()
+	n.setRecordLocked("", true)
+	n.mu.Unlock()
+	n.noteRelation()
 	return nil
 }
 

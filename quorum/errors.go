@@ -166,12 +166,15 @@ func (e *NodeError) Kind() string {
 	var (
 		q *QuarantineError
 		c *ClockError
+		s *SetError
 	)
 	switch {
 	case errors.As(e.Err, &q):
 		return q.Error()
 	case errors.As(e.Err, &c):
 		return c.Error()
+	case errors.As(e.Err, &s):
+		return strings.ReplaceAll(s.State.String(), "_", " ")
 	}
 	return failureKind(e.Err)
 }
