@@ -296,6 +296,7 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	n.unseeded = n.fencing && !n.skipIdentity && id.runID != "" && !id.seeded
 	eligibleAt := n.eligibleLocked()
 	n.eligibleAt = eligibleAt
+	recorded := n.relation == admit.Ours
 	n.mu.Unlock()
 	n.scheduleCount(eligibleAt)
 	n.noteRelation()
@@ -323,9 +324,11 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	}
 	switch {
 	case left <= 0 && previous == "" && (reason == "" || reason == ChangeUnmarked):
-		n.log.Info("backend counts toward quorum", attrs...)
+		if recorded {
+			n.log.Info("backend counts toward quorum", attrs...)
+		}
 	case left <= 0:
-		n.log.Warn("backend's server changed; it counts toward quorum at once (restart_quarantine is off, or it has been up longer than max_ttl)", attrs...)
+		n.log.Warn("backend's server changed; no quarantine (restart_quarantine is off, or it has been up longer than max_ttl)", attrs...)
 	case id.reason == admit.ReasonEpoch && reason == "":
 		n.logEpochWait(left)
 	default:
@@ -516,7 +519,7 @@ func (n *node) noteSetRefusal(err *SetError) {
 // *ClockError.
 func (e *Engine) verdict(i int, n *node) error {
 	n.mu.Lock()
-	rel, recorded := n.relation, n.recordRaw
+	rel, recorded := brokenRelation(n.relation), n.recordRaw
 	left, reason, unseeded := n.waitLeft(), n.reason, n.unseeded
 	n.mu.Unlock()
 	clock := e.clocks.err(i)

@@ -500,5 +500,5 @@ func (e *Engine) awaitCleanup(now, later *sync.WaitGroup, cancel context.CancelF
 // checkedCommand runs a script that starts with lua/setcheck.lua: its
 // arguments end with the engine's set, which the backend's record must name.
 func (e *Engine) checkedCommand(s *backend.Script, keys []string, args ...any) *backend.Command {
-	return backend.ScriptCommand(s, keys, append(args, e.set.Token())...)
+	return backend.ScriptCommand(s, keys, append(args, setToken(e.set))...)
 }

@@ -2,9 +2,10 @@
 -- here: a proxy run with another set, or with an older epoch of it, is
 -- refused, at once and atomically with what it asked. ARGV[#ARGV] is the
 -- proxy's set, "epoch:N:fingerprint:", which the record {lockproxy}:set
--- starts with (lua/identity.lua writes it). Where no set is recorded (a
--- server that cannot run the greeting's script, as the embedded ones) any
--- may.
+-- starts with (members.go). Where no set is recorded (a backend that lost
+-- its data set, or a server that cannot carry a record, as the embedded
+-- ones) any may: the lock lands, and the proxies count the backend's vote
+-- once its record names their set (admit.Allows says the same).
 local recorded = redis.call("get", "{lockproxy}:set")
 if recorded and string.sub(recorded, 1, #ARGV[#ARGV]) ~= ARGV[#ARGV] then
 	return redis.error_reply("LOCKPROXY_SET " .. recorded)
