@@ -131,9 +131,10 @@ func ParseRecord(raw string) (Record, error) {
 		r.Slots = f[3]
 	case len(f) == 6 && f[4] == "adopting" && (f[5] == "0" || f[5] == "1"):
 		r.Slots, r.Pending, r.Wait = f[3], true, f[5] == "1"
-	case len(f) == 6:
-	case len(f) == 8:
-		r.Slots = f[7]
+	case (len(f) == 6 || len(f) == 8) && numbers(f[3:6]):
+		if len(f) == 8 {
+			r.Slots = f[7]
+		}
 	default:
 		return Record{}, fmt.Errorf("admit: malformed set record %q", raw)
 	}
@@ -146,6 +147,17 @@ func ParseRecord(raw string) (Record, error) {
 		return Record{}, fmt.Errorf("admit: malformed set record %q", raw)
 	}
 	return r, nil
+}
+
+// numbers tells whether every field is an integer: since, previous epoch
+// and previous N, in a record of an earlier version.
+func numbers(fields []string) bool {
+	for _, f := range fields {
+		if _, err := strconv.ParseInt(f, 10, 64); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Relation is how a backend's record stands to a proxy's set.
