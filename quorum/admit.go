@@ -236,32 +236,29 @@ func (n *node) refuse(err error) error {
 	return err
 }
 
-// servers maps each redis-server process (its run_id) to the one backend
-// whose votes count for it: two addresses of one server (the same host
-// listed twice, a name and its IP, a DNS change) would give it two votes.
+// servers records which redis-server process (its run_id) each backend
+// reached last, so that two addresses of one server (the same host listed
+// twice, a name and its IP, a DNS change) do not give it two votes
+// (admit.Duplicate).
 type servers struct {
-	mu     sync.Mutex
-	byID   map[string]*node
-	byNode map[*node]string
+	nodes []*node // the engine's, set before any is dialled
+
+	mu      sync.Mutex
+	claimed []string // by node index
 }
 
 // claim records that n reaches the server runID and returns nil, or the
-// backend that already counts that server. A claim lasts until its backend
-// reaches another server: a backend that lost its connection may well come
-// back to the same one.
+// backend that already counts that server.
 func (s *servers) claim(n *node, runID string) *node {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if other := s.byID[runID]; other != nil && other != n {
-		return other
+	for len(s.claimed) <= n.index {
+		s.claimed = append(s.claimed, "")
 	}
-	if s.byID == nil {
-		s.byID, s.byNode = map[string]*node{}, map[*node]string{}
+	if other := admit.Duplicate(s.claimed, n.index, runID); other >= 0 {
+		return s.nodes[other]
 	}
-	if old, ok := s.byNode[n]; ok {
-		delete(s.byID, old)
-	}
-	s.byID[runID], s.byNode[n] = n, runID
+	s.claimed[n.index] = runID
 	return nil
 }
 

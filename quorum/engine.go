@@ -231,6 +231,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 		e.nodes = append(e.nodes, n)
 	}
+	e.servers.nodes = e.nodes
 	e.clocks.prepare(len(e.nodes), cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
 	if err := e.connectAll(); err != nil {
 		e.Close()

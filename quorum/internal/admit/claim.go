@@ -114,3 +114,17 @@ func Seed(counted, counting, quorum int) (ok, strict bool) {
 func Left(uptime, quarantine, marker time.Duration) time.Duration {
 	return max(quarantine-uptime, marker, 0)
 }
+
+// Duplicate is the member whose vote already counts for the redis-server
+// runID that member me reaches, or -1: one server, one vote. claimed holds
+// the server each member reached last ("" none): a claim lasts until its
+// member reaches another server, a connection lost included, since it may
+// well come back to the same one.
+func Duplicate(claimed []string, me int, runID string) int {
+	for i, id := range claimed {
+		if i != me && id == runID {
+			return i
+		}
+	}
+	return -1
+}

@@ -36,24 +36,24 @@ var scenarios = []struct {
 	},
 	{
 		scenario: scenario{name: "grow 3 to 5", backends: 5, sets: [][]int{{0, 1, 2}, {0, 1, 2, 3, 4}}, initial: 1, adopts: []int{2},
-			proxies: []int{1, 1}, ttl: 2, budget: budget{restarts: 1, proxyRestarts: 1, adopts: 2, grants: 2}},
+			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 2, grants: 2}},
 		deep: budget{restarts: 2, cuts: 1, proxyRestarts: 1, adopts: 2, grants: 2, extends: 1},
 	},
 	{
 		scenario: scenario{name: "replace one of 3", backends: 4, sets: [][]int{{0, 1, 2}, {0, 1, 3}}, initial: 1, adopts: []int{2},
-			proxies: []int{1, 1}, ttl: 2, budget: budget{restarts: 1, proxyRestarts: 1, adopts: 2, grants: 2}},
+			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 2, grants: 2}},
 		deep: budget{restarts: 2, failovers: 1, cuts: 1, proxyRestarts: 1, adopts: 2, grants: 2, extends: 1},
 	},
 	{
 		scenario: scenario{name: "shrink 5 to 3", backends: 5, sets: [][]int{{0, 1, 2, 3, 4}, {0, 1, 2}}, initial: 1, adopts: []int{2},
-			proxies: []int{1, 1}, ttl: 2, budget: budget{restarts: 1, proxyRestarts: 1, adopts: 2, grants: 2}},
+			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 2, grants: 2}},
 		deep: budget{restarts: 2, cuts: 1, proxyRestarts: 1, adopts: 2, grants: 2, extends: 1},
 	},
 	{
 		// A mistaken epoch undone: epoch 2 replaced backend 2 by backend 3
 		// by mistake, epoch 3 takes backend 2 back.
 		scenario: scenario{name: "undo", backends: 4, sets: [][]int{{0, 1, 2}, {0, 1, 3}, {0, 1, 2}}, initial: 1, adopts: []int{2, 3},
-			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, proxyRestarts: 1, adopts: 2, grants: 2}},
+			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 2, grants: 2}},
 		deep: budget{restarts: 2, cuts: 1, proxyRestarts: 2, adopts: 3, grants: 2},
 	},
 	{
@@ -99,6 +99,21 @@ var scenarios = []struct {
 		scenario: scenario{name: "replace a dead one", backends: 4, sets: [][]int{{0, 1, 2}, {1, 2, 3}}, initial: 1, adopts: []int{2}, dead: []int{0},
 			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 1, grants: 2}},
 		deep: budget{restarts: 2, adopts: 2, grants: 2, cuts: 1},
+	},
+	{
+		// A DNS change makes one backend's address reach another's server:
+		// one server, one vote (a second one would renew a lock that one
+		// server alone still holds).
+		scenario: scenario{name: "dns change", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1,
+			proxies: []int{1, 1}, ttl: 2, budget: budget{aliases: 1, restarts: 1, grants: 2, extends: 1}},
+		deep: budget{aliases: 2, restarts: 2, cuts: 1, grants: 3},
+	},
+	{
+		// Top-ups and refills copy a held lock onto backends that lack it,
+		// across restarts.
+		scenario: scenario{name: "top-ups", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1,
+			proxies: []int{1, 1}, ttl: 2, budget: budget{restarts: 2, fills: 2, grants: 2, extends: 1}},
+		deep: budget{restarts: 3, fills: 3, grants: 3, extends: 2, cuts: 1},
 	},
 	{
 		// Replacing two of three at once is refused: nothing is written, and
@@ -195,6 +210,14 @@ var controls = []struct {
 			d := ours
 			d.counts = func(r Relation, quarantined, clockOff, _ bool) bool { return Counts(r, quarantined, clockOff, false) }
 			d.seed = func(_, _, _ int) (bool, bool) { return false, false }
+			return d
+		},
+	},
+	{
+		name: "one server counted twice", scenario: "dns change", kind: "safety",
+		d: func() decisions {
+			d := ours
+			d.duplicate = func([]string, int, string) int { return -1 }
 			return d
 		},
 	},

@@ -65,19 +65,24 @@ type scenario struct {
 // budget bounds each kind of event in one history.
 type budget struct {
 	restarts, failovers, cuts, clocks, proxyRestarts, adopts, grants, extends uint8
+	// aliases are DNS changes that make one backend's address reach
+	// another's server; fills are top-ups of a held lock onto a backend
+	// that lacks it.
+	aliases, fills uint8
 }
 
 // decisions are the functions the model decides with: the package's own,
 // or a negative control's mutation of one.
 type decisions struct {
-	claims func(Set, []View, bool) ([]int, bool)
-	counts func(Relation, bool, bool, bool) bool
-	mark   func(Marker, string, int64, int64, int64, bool) Marker
-	plan   func([]Set, []Member) (Plan, error)
-	seed   func(int, int, int) (bool, bool)
+	claims    func(Set, []View, bool) ([]int, bool)
+	counts    func(Relation, bool, bool, bool) bool
+	mark      func(Marker, string, int64, int64, int64, bool) Marker
+	plan      func([]Set, []Member) (Plan, error)
+	seed      func(int, int, int) (bool, bool)
+	duplicate func([]string, int, string) int
 }
 
-var ours = decisions{Claims, Counts, Mark, PlanAdopt, Seed}
+var ours = decisions{Claims, Counts, Mark, PlanAdopt, Seed, Duplicate}
 
 const (
 	maxB = 6 // backends, the stray's phantoms included
@@ -113,6 +118,7 @@ type view struct {
 	up      bool
 	refused bool // a lock script's set check refused its set since
 	seeded  bool
+	srv     uint8 // the server (1+index) it reached last, which it claims while down too
 	inc     uint8
 	until   int8
 	upAt    int8
@@ -146,6 +152,7 @@ type adoptState struct {
 type world struct {
 	now      int8
 	maxToken uint8
+	srv      [maxB]uint8 // the server (1+index) each address reaches; 0: its own
 	cut      [maxP]uint8 // partitions: bit b, proxy p cannot reach backend b
 	b        [maxB]bstate
 	p        [maxP]pstate
@@ -220,6 +227,7 @@ func same(x, inc uint8) uint8 {
 // column is what a state says of one backend.
 type column struct {
 	status uint8
+	srv    uint8
 	b      bstate
 	views  [maxP]view
 	cut    [maxP]uint8
@@ -234,23 +242,32 @@ func (m *model) canonical(w *world) world {
 	if !m.fencing {
 		c.now = 0 // time is relative: the same state at another tick is the same
 	}
+	// Which process a server runs matters only as "the one the marker, the
+	// re-seed mark and a proxy's connection name, or another": a connection
+	// that is down is greeted afresh before it is used (it keeps only the
+	// server it claims, where addresses can move), and a promotion matters
+	// only until the marker names the new process.
+	for p := range c.p {
+		for a := range m.backends {
+			v := &c.p[p].views[a]
+			switch {
+			case v.srv == 0:
+				*v = view{}
+			case !v.up && m.budget.aliases == 0:
+				*v = view{}
+			case !v.up:
+				*v = view{srv: v.srv, inc: same(v.inc, w.b[v.srv-1].inc)}
+			default:
+				v.inc = same(v.inc, w.b[v.srv-1].inc)
+			}
+		}
+	}
 	for b := range m.backends {
 		bs := &c.b[b]
-		// Which process a backend runs matters only as "the one the marker,
-		// the re-seed mark and a proxy's connection name, or another": a
-		// connection that is down is greeted afresh before it is used, and
-		// a promotion matters only until the marker names the new process.
 		for _, d := range []*bdata{&bs.data, &bs.replica} {
 			d.mOwner = same(d.mOwner, bs.inc)
 			d.seed = same(d.seed, bs.inc)
 			d.mReason = 0 // shown, never decided by
-		}
-		for p := range c.p {
-			if v := &c.p[p].views[b]; !v.up {
-				*v = view{}
-			} else {
-				v.inc = same(v.inc, bs.inc)
-			}
 		}
 		bs.inc = 1
 		if bs.data.mOwner == 1 {
@@ -286,7 +303,7 @@ func (m *model) canonical(w *world) world {
 	}
 	var columns [maxB]column
 	for b := range m.backends {
-		columns[b] = column{status: status(b), b: src.b[b]}
+		columns[b] = column{status: status(b), b: src.b[b], srv: src.srv[b]}
 		for p := range src.p {
 			columns[b].views[p] = src.p[p].views[b]
 			columns[b].cut[p] = src.cut[p] >> b & 1
@@ -294,6 +311,12 @@ func (m *model) canonical(w *world) world {
 	}
 	bytes := func(c *column) string {
 		return unsafe.String((*byte)(unsafe.Pointer(c)), unsafe.Sizeof(*c))
+	}
+	// perm[from] is where each backend goes; servers named by number (an
+	// address's server, a connection's) are renamed alike.
+	var perm [maxB]int
+	for b := range perm {
+		perm[b] = b
 	}
 	var sorted [maxB]int
 	for _, class := range m.classes {
@@ -303,18 +326,30 @@ func (m *model) canonical(w *world) world {
 		copy(sorted[:], class)
 		slices.SortFunc(sorted[:len(class)], func(a, b int) int { return strings.Compare(bytes(&columns[a]), bytes(&columns[b])) })
 		for i, to := range class {
-			from := sorted[i]
-			c.b[to] = src.b[from]
-			for p := range src.p {
-				c.p[p].views[to] = src.p[p].views[from]
-				c.cut[p] = c.cut[p]&^(1<<to) | (src.cut[p]>>from&1)<<to
-			}
-			if f, t := posOf[from], posOf[to]; f >= 0 {
-				a := &c.adopt
-				a.read[t] = src.adopt.read[f]
-				a.write = a.write&^(1<<t) | (src.adopt.write>>f&1)<<t
-				a.wait = a.wait&^(1<<t) | (src.adopt.wait>>f&1)<<t
-			}
+			perm[sorted[i]] = to
+		}
+	}
+	rename := func(srv uint8) uint8 {
+		if srv == 0 {
+			return 0
+		}
+		return uint8(perm[srv-1] + 1)
+	}
+	for from := range m.backends {
+		to := perm[from]
+		c.b[to] = src.b[from]
+		c.srv[to] = rename(src.srv[from])
+		for p := range src.p {
+			v := src.p[p].views[from]
+			v.srv = rename(v.srv)
+			c.p[p].views[to] = v
+			c.cut[p] = c.cut[p]&^(1<<to) | (src.cut[p]>>from&1)<<to
+		}
+		if f, t := posOf[from], posOf[to]; f >= 0 {
+			a := &c.adopt
+			a.read[t] = src.adopt.read[f]
+			a.write = a.write&^(1<<t) | (src.adopt.write>>f&1)<<t
+			a.wait = a.wait&^(1<<t) | (src.adopt.wait>>f&1)<<t
 		}
 	}
 	return c
@@ -372,10 +407,13 @@ const (
 	aAdoptStart
 	aAdoptStep
 	aAdoptCrash
+	aAlias
+	aUnalias
+	aFill
 )
 
 var actionNames = [...]string{"tick", "acquire", "release", "extend",
-	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash"}
+	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill"}
 
 type action struct{ kind, p, b, x uint8 }
 
@@ -445,6 +483,17 @@ func (m *model) cutOff(w *world, p, b int) bool {
 
 func (m *model) real(b int) bool { return b < m.backends }
 
+// server is the server that address a reaches.
+func (w *world) server(a int) int {
+	if w.srv[a] != 0 {
+		return int(w.srv[a]) - 1
+	}
+	return a
+}
+
+// at is the server that address a reaches.
+func (w *world) at(a int) *bstate { return &w.b[w.server(a)] }
+
 // standing decides whether backend b's vote counts for proxy p now, as
 // quorum's node does.
 func (m *model) standing(w *world, p, b int) bool {
@@ -457,7 +506,7 @@ func (m *model) standing(w *world, p, b int) bool {
 		rel = Other
 	}
 	quarantined := m.quarantined(w, v)
-	bs := &w.b[b]
+	bs := w.at(b)
 	clockOff := bs.clockOff || -int(bs.healedAt) < m.ttl
 	return m.d.counts(rel, quarantined, clockOff, m.fencing && !v.seeded)
 }
@@ -508,18 +557,40 @@ func (m *model) identity(w *world, b int) {
 	setMarker(&bs.data, mk, bs.inc)
 }
 
-func (m *model) greet(w *world, p, b int) {
-	m.identity(w, b)
-	bs := &w.b[b]
-	w.p[p].views[b] = view{up: true, inc: bs.inc, until: bs.data.mUntil, upAt: bs.upAt, rec: bs.data.rec, seeded: bs.data.seed == bs.inc}
+func (m *model) greet(w *world, p, a int) {
+	s := w.server(a)
+	bs := &w.b[s]
+	// One server, one vote: a server another address of the list claims
+	// refuses this one (quorum's servers.claim).
+	ps := &w.p[p]
+	list := m.lists[ps.cfg]
+	claimed := make([]string, len(list))
+	me := -1
+	for i, c := range list {
+		if c == a {
+			me = i
+		}
+		if m.real(c) && ps.views[c].srv != 0 {
+			claimed[i] = fmt.Sprintf("%d/%d", ps.views[c].srv, ps.views[c].inc)
+		}
+	}
+	if m.d.duplicate(claimed, me, fmt.Sprintf("%d/%d", s+1, bs.inc)) >= 0 {
+		return
+	}
+	m.identity(w, s)
+	ps.views[a] = view{up: true, srv: uint8(s + 1), inc: bs.inc, until: bs.data.mUntil, upAt: bs.upAt, rec: bs.data.rec, seeded: bs.data.seed == bs.inc}
 }
 
 // down drops every proxy's connection to b, and each redials and greets it
 // at once where it can: a proxy redials a lost backend within about a
 // second, well within a tick.
-func (m *model) down(w *world, b int) {
+func (m *model) down(w *world, s int) {
 	for p := range w.p {
-		w.p[p].views[b].up = false
+		for a := range m.backends {
+			if w.server(a) == s {
+				w.p[p].views[a].up = false
+			}
+		}
 	}
 	m.redial(w)
 }
@@ -563,7 +634,7 @@ func (m *model) refresh(w *world, p int) string {
 		if !m.real(b) || !ps.views[b].up {
 			continue
 		}
-		d := w.b[b].data
+		d := w.at(b).data
 		v := &ps.views[b]
 		v.rec, v.until, v.refused, v.seeded = d.rec, d.mUntil, false, d.seed == v.inc
 		views[i] = View{Answered: true, Record: m.recs[v.rec], Quarantined: m.quarantined(w, *v)}
@@ -577,8 +648,8 @@ func (m *model) refresh(w *world, p int) string {
 		if ps.cfg == m.stray {
 			return "a proxy of a stray configuration wrote its record"
 		}
-		w.b[b].data.rec = recOf(ps.cfg, false, false)
-		ps.views[b].rec = w.b[b].data.rec
+		w.at(b).data.rec = recOf(ps.cfg, false, false)
+		ps.views[b].rec = w.at(b).data.rec
 	}
 	return ""
 }
@@ -626,6 +697,25 @@ func (m *model) successors(w *world) []action {
 			add(aRelease, 0, 0, s)
 			if w.used.extends < m.budget.extends {
 				add(aExtend, 0, 0, s)
+			}
+			if w.used.fills < m.budget.fills {
+				for _, b := range m.lists[w.p[h.proxy].cfg] {
+					if m.real(b) {
+						add(aFill, 0, b, s)
+					}
+				}
+			}
+		}
+	}
+	for a := range m.backends {
+		switch {
+		case w.srv[a] != 0:
+			add(aUnalias, 0, a, 0)
+		case w.used.aliases < m.budget.aliases:
+			for s := range m.backends {
+				if s != a {
+					add(aAlias, 0, a, s)
+				}
 			}
 		}
 	}
@@ -707,8 +797,8 @@ func (m *model) act(w *world, a action) string {
 	case aRelease:
 		h := w.h[a.x]
 		for _, b := range m.lists[w.p[h.proxy].cfg] {
-			if m.real(b) && w.p[h.proxy].views[b].up && !m.cutOff(w, int(h.proxy), b) && w.b[b].data.holder == a.x+1 {
-				w.b[b].data.holder, w.b[b].data.exp = 0, 0
+			if m.real(b) && w.p[h.proxy].views[b].up && !m.cutOff(w, int(h.proxy), b) && w.at(b).data.holder == a.x+1 {
+				w.at(b).data.holder, w.at(b).data.exp = 0, 0
 			}
 		}
 		anonymize(w, a.x)
@@ -755,6 +845,22 @@ func (m *model) act(w *world, a action) string {
 		m.adoptStep(w)
 	case aAdoptCrash:
 		w.adopt = adoptState{next: w.adopt.next}
+	case aAlias, aUnalias:
+		// A DNS change: the address now reaches another server, or its own
+		// again; every connection to it is made anew.
+		if a.kind == aAlias {
+			w.used.aliases++
+			w.srv[b] = a.x + 1
+		} else {
+			w.srv[b] = 0
+		}
+		for p := range w.p {
+			w.p[p].views[b].up = false
+		}
+		m.redial(w)
+	case aFill:
+		w.used.fills++
+		m.fill(w, a.x, b)
 	}
 	return ""
 }
@@ -775,13 +881,13 @@ func (m *model) reseed(w *world, p, n int) {
 			counting++
 		}
 		if ps.views[b].up && !m.cutOff(w, p, b) {
-			high = max(high, w.b[b].data.counter)
+			high = max(high, w.at(b).data.counter)
 		}
 	}
 	if ok, _ := m.d.seed(counting, counting, m.cfgSet[ps.cfg].Quorum()); !ok {
 		return
 	}
-	bs := &w.b[n]
+	bs := w.at(n)
 	bs.data.counter = max(bs.data.counter, high)
 	bs.data.seed = bs.inc
 	ps.views[n].seeded = true
@@ -803,7 +909,7 @@ func (m *model) acquire(w *world, p int, slot uint8) string {
 		if !m.real(b) || !ps.views[b].up || m.cutOff(w, p, b) {
 			continue
 		}
-		d := &w.b[b].data
+		d := &w.at(b).data
 		if !Allows(set, m.recs[d.rec]) {
 			ps.views[b].refused = true
 			continue
@@ -837,7 +943,7 @@ func (m *model) acquire(w *world, p int, slot uint8) string {
 		}
 		w.maxToken = token
 		for _, b := range yes {
-			w.b[b].data.counter = max(w.b[b].data.counter, token)
+			w.at(b).data.counter = max(w.at(b).data.counter, token)
 		}
 	}
 	w.h[slot] = holderState{state: 2, end: int8(m.ttl), token: token, proxy: uint8(p)}
@@ -856,7 +962,7 @@ func (m *model) extend(w *world, slot uint8) {
 		if !m.real(b) || !ps.views[b].up || m.cutOff(w, p, b) {
 			continue
 		}
-		d := &w.b[b].data
+		d := &w.at(b).data
 		if !Allows(m.cfgSet[ps.cfg], m.recs[d.rec]) {
 			ps.views[b].refused = true
 			continue
@@ -874,15 +980,40 @@ func (m *model) extend(w *world, slot uint8) {
 	}
 }
 
+// fill is a top-up (or a renewal's refill) of held lock value slot+1 onto
+// backend b where it is free (lua/fence_fill.lua, hash_fill.lua): a copy
+// that lasts no longer than the lock's validity.
+func (m *model) fill(w *world, slot uint8, b int) {
+	h := w.h[slot]
+	p := int(h.proxy)
+	ps := &w.p[p]
+	if !ps.views[b].up || m.cutOff(w, p, b) {
+		return
+	}
+	d := &w.at(b).data
+	if !Allows(m.cfgSet[ps.cfg], m.recs[d.rec]) || d.holder != 0 {
+		return
+	}
+	d.holder, d.exp = slot+1, h.end
+	if m.fencing {
+		d.counter = max(d.counter, h.token)
+	}
+}
+
 // adoptStart is lockproxy adopt's reading: it greets every member of the
 // epoch it adopts and plans.
 func (m *model) adoptStart(w *world) {
 	e := uint8(m.adopts[w.adopt.next])
 	list := m.lists[e]
 	members := make([]Member, len(list))
+	seen := map[int]bool{}
 	for i, b := range list {
-		m.identity(w, b)
-		members[i] = Member{Addr: addr(b), Record: m.recs[w.b[b].data.rec]}
+		if seen[w.server(b)] {
+			return // two addresses of one server: adopt refuses
+		}
+		seen[w.server(b)] = true
+		m.identity(w, w.server(b))
+		members[i] = Member{Addr: addr(b), Record: m.recs[w.at(b).data.rec]}
 	}
 	plan, err := m.d.plan([]Set{m.cfgSet[e]}, members)
 	if err != nil {
@@ -900,7 +1031,7 @@ func (m *model) adoptStart(w *world) {
 		if plan.Wait[i] {
 			w.adopt.wait |= 1 << i
 		}
-		w.adopt.read[i] = w.b[b].data.rec
+		w.adopt.read[i] = w.at(b).data.rec
 	}
 }
 
@@ -912,7 +1043,7 @@ func (m *model) adoptStep(w *world) {
 	list := m.lists[e]
 	i := int(a.step)
 	b := list[i]
-	bs := &w.b[b]
+	bs := w.at(b)
 	if a.write&(1<<i) != 0 {
 		switch a.phase {
 		case 1:
@@ -962,6 +1093,11 @@ func (m *model) current(w *world) uint8 {
 // current set does not count for a proxy of it max_ttl later, or "".
 func (m *model) quiet(w world) string {
 	w.cut = [maxP]uint8{}
+	for a := range w.srv {
+		if w.srv[a] != 0 {
+			m.act(&w, action{kind: aUnalias, b: uint8(a)})
+		}
+	}
 	m.redial(&w)
 	for b := range m.backends {
 		if w.b[b].clockOff {
