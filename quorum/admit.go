@@ -427,8 +427,8 @@ func (n *node) noteRelation() {
 		return
 	}
 	defer n.changed()
-	if rel != admit.Ours && rel != admit.Absent {
-		n.readRecords()
+	if rel != admit.Ours {
+		n.readRecords() // a backend that lost its record gets it back at once, where it may
 	}
 	ours := n.set.Name()
 	switch rel {
