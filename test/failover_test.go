@@ -71,9 +71,24 @@ func TestFailoverToAReplicaThatMissedTheLock(t *testing.T) {
 // and is sent no lock commands; the log says why, once, in these words.
 func TestReplicaBackendIsRefused(t *testing.T) {
 	servers := redistest.StartN(t, 3)
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strings.Split(servers[2].Addr(), ":")[1])
-	p := startProxy(t, "-backends", "redis://"+servers[0].Addr()+",redis://"+servers[1].Addr()+",redis://"+replica.Addr(),
-		"-restart-quarantine=false")
+	// A deployment whose third backend was made a replica since its set
+	// was recorded (a first start records nothing until every backend
+	// answers as a master).
+	replica := redistest.Start(t)
+	list := "redis://" + servers[0].Addr() + ",redis://" + servers[1].Addr() + ",redis://" + replica.Addr()
+	first := startProxy(t, "-backends", list, "-restart-quarantine=false")
+	waitForQuorum(t, first)
+	first.Kill()
+	if err := replica.Client(t).Do(t.Context(), "REPLICAOF", "127.0.0.1", strings.Split(servers[2].Addr(), ":")[1]).Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, func() string {
+		if !strings.Contains(replica.Client(t).Info(t.Context(), "replication").Val(), "master_link_status:up") {
+			return "the replica does not follow its master yet"
+		}
+		return ""
+	})
+	p := startProxy(t, "-backends", list, "-restart-quarantine=false")
 	line := p.waitLog(t, regexp.MustCompile(`.*it is a replica.*`))[0]
 	const want = `level=ERROR msg="backend does not count toward quorum and is sent no lock commands: it is a replica, and lockproxy counts only masters; checked again on every reconnection (once promoted it counts after its quarantine)" backend=` +
 		"%s role=slave"

@@ -199,15 +199,13 @@ func TestShardGroupsOtherLayoutRefused(t *testing.T) {
 
 // TestShardGroupsChangeDrains: going from two groups to three (epoch 2,
 // a new group of fresh backends) moves slots between groups, so a lock
-// held in its old group is unknown to its new one. The new proxy grants
-// no lock until every lock of the old layout is gone: max_ttl after the
-// old groups' proxies were refused by their backends. A key that moved
-// is taken through the new proxy only after the lock the old proxy
+// held in its old group is unknown to its new one. lockproxy adopt writes
+// the new layout, and since every group's slots changed, every backend
+// waits for the old layout's locks (the epoch wait, max_ttl): a key that
+// moved is taken through the new proxy only after the lock the old proxy
 // granted on it has expired, and the old proxy is refused from the
-// moment the new one greeted its backends. Once the change is over, the
-// new proxy marks it so in every backend's record, so that a proxy started
-// later, with one group's majority down, serves the other groups at once
-// rather than waiting to judge the group it cannot reach.
+// adoption on. A proxy started later, with one group's majority down,
+// serves the other groups at once: the waits are written on the backends.
 func TestShardGroupsChangeDrains(t *testing.T) {
 	servers := redistest.StartN(t, 9)
 	const maxTTL = 3 * time.Second
@@ -226,10 +224,13 @@ func TestShardGroupsChangeDrains(t *testing.T) {
 		t.Fatalf("the old layout's proxy: %q", got)
 	}
 
-	next := startProxy(t, append(groupFlags(servers, 3, 3), append(common, "-backend-set-epoch", "2")...)...)
-	nextClient := next.Client(t)
+	next := append(groupFlags(servers, 3, 3), append(common, "-backend-set-epoch", "2")...)
+	if out, err := runAdopt(next...); err != nil || strings.Count(out, "epoch wait") != 9 {
+		t.Fatalf("adopt: %v, want an epoch wait on all 9 backends:\n%s", err, out)
+	}
+	nextClient := startProxy(t, next...).Client(t)
 	if got := do(t, oldClient, "SET", "other", "x", "NX", "PX", 1000); !strings.HasPrefix(got, "ERR:NOQUORUM ") || !strings.Contains(got, "other set") {
-		t.Fatalf("the old layout's proxy after the new one started: %q, want NOQUORUM with other set", got)
+		t.Fatalf("the old layout's proxy after the adoption: %q, want NOQUORUM with other set", got)
 	}
 	var refusals int
 	redistest.Eventually(t, func() string {
@@ -237,8 +238,8 @@ func TestShardGroupsChangeDrains(t *testing.T) {
 		if got == "OK" {
 			return ""
 		}
-		if !strings.HasPrefix(got, "ERR:NOQUORUM ") || !strings.Contains(got, "quarantined") {
-			t.Fatalf("the new layout's proxy while draining: %q, want NOQUORUM with quarantined", got)
+		if !strings.HasPrefix(got, "ERR:NOQUORUM ") || !strings.Contains(got, "in the epoch wait") {
+			t.Fatalf("the new layout's proxy while draining: %q, want NOQUORUM in the epoch wait", got)
 		}
 		refusals++
 		return "not granted yet: " + got
@@ -247,19 +248,9 @@ func TestShardGroupsChangeDrains(t *testing.T) {
 		t.Fatalf("the moved key was granted %v after the old proxy took it (its TTL %v), after %d refusals", granted.Round(time.Millisecond), maxTTL, refusals)
 	}
 
-	redistest.Eventually(t, func() string {
-		redisCLI(t, next.Addr, "INFO", "backends") // each backend's state is judged: the change is seen over
-		for i, s := range servers {
-			rec, err := s.Client(t).Get(t.Context(), "{lockproxy}:set").Result()
-			if f := strings.Split(rec, ":"); err != nil || len(f) != 8 || f[4] != "0" || f[5] != "0" || f[6] != f[7] {
-				return fmt.Sprintf("backend %d's record %q (%v), want the change marked over", i, rec, err)
-			}
-		}
-		return ""
-	})
 	servers[0].Kill()
 	servers[1].Kill()
-	later := startProxy(t, append(groupFlags(servers, 3, 3), append(common, "-backend-set-epoch", "2")...)...)
+	later := startProxy(t, next...)
 	laterClient := later.Client(t)
 	for g := range 3 {
 		k := ""

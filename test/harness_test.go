@@ -55,6 +55,29 @@ var brokenFenceBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
+// brokenSetBinary builds, once, lockproxy with the deliberate set check
+// bug of quorum/set_broken.go, for the negative control of a change of
+// the backend set.
+var brokenSetBinary = sync.OnceValues(func() (string, error) {
+	bin := binary + "-broken-set"
+	out, err := exec.Command("go", "build", "-race", "-tags", "lockproxy_broken_set", "-o", bin, "..").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("building lockproxy with the broken set check: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// runAdopt runs lockproxy adopt with args (the proxies' own settings, a
+// listen address aside) and returns what it printed.
+func runAdopt(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, append([]string{"adopt"}, args...)...)
+	cmd.Env = proxyEnv(nil)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // proxyProcess is one running lockproxy binary.
 type proxyProcess struct {
 	Addr string

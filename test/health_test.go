@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
@@ -87,14 +90,32 @@ func TestPprofEndpoint(t *testing.T) {
 // in their own words in the log, /readyz, the failure metric and INFO,
 // not as "bad reply type 'H'" or "unreachable".
 func TestBackendMistakesShown(t *testing.T) {
-	servers := redistest.StartN(t, 4)
-	if err := servers[3].Client(t).ConfigSet(t.Context(), "requirepass", "secret").Err(); err != nil {
+	// Two mistakes made after the deployment's set was recorded (a first
+	// start records nothing until every backend answers): a backend's
+	// password changed but not its URL, and another service took a
+	// backend's port.
+	servers := redistest.StartN(t, 5)
+	webAddr, authAddr := servers[3].Addr(), servers[4].Addr()
+	if err := servers[4].Client(t).ConfigSet(t.Context(), "requirepass", "guess").Err(); err != nil {
 		t.Fatal(err)
 	}
-	web := httptest.NewServer(http.NotFoundHandler())
-	t.Cleanup(web.Close)
-	webAddr, authAddr := strings.TrimPrefix(web.URL, "http://"), servers[3].Addr()
 	list := strings.Join([]string{servers[0].URL(), servers[1].URL(), servers[2].URL(), "redis://" + webAddr, "redis://:guess@" + authAddr}, ",")
+	first := startProxy(t, "-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms")
+	waitForQuorum(t, first)
+	first.Kill()
+	guarded := redis.NewClient(&redis.Options{Addr: authAddr, Password: "guess"})
+	defer guarded.Close()
+	if err := guarded.ConfigSet(t.Context(), "requirepass", "secret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	servers[3].Kill()
+	ln, err := net.Listen("tcp", webAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.NotFoundHandler()}}
+	web.Start()
+	t.Cleanup(web.Close)
 	p := startProxy(t, "-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms", "-metrics", "127.0.0.1:0")
 	base := "http://" + p.waitLog(t, metricsLine)[1]
 
