@@ -55,7 +55,7 @@ func (n *node) admit(g backend.Greeting) error {
 		}
 	}
 	n.mu.Lock()
-	n.refusal, n.serverID, n.setRefused = "", g.RunID, nil
+	n.refusal, n.serverID = "", g.RunID
 	evictionNews := id.eviction != n.eviction
 	n.eviction = id.eviction
 	n.mu.Unlock()

@@ -1,7 +1,6 @@
 package quorum
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -134,7 +133,9 @@ func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, err
 		return nil, err
 	}
 	for i, m := range a.members {
-		report.Members[i].Acked = m.acked
+		if m.acked >= 0 {
+			report.Members[i].Acked = m.acked
+		}
 	}
 	return report, nil
 }
@@ -284,7 +285,7 @@ func (a *adoption) report(plan admit.Plan, dryRun bool) *AdoptReport {
 		r.Sets = append(r.Sets, s.Name())
 	}
 	for i, m := range a.members {
-		am := AdoptedMember{Group: m.group, Addr: m.addr, Before: m.read, After: cmp.Or(admit.Final(a.sets[m.group]).String(), m.read), Replicas: m.replicas, Acked: m.replicas}
+		am := AdoptedMember{Group: m.group, Addr: m.addr, Before: m.read, After: admit.Final(a.sets[m.group]).String(), Replicas: m.replicas, Acked: m.replicas}
 		if plan.Wait[i] {
 			am.Wait = a.waits[m.group]
 		}

@@ -19,9 +19,13 @@
 //   - The Redlock rule is in rule.go (the tally of votes: decided, refused
 //     or no quorum; validity and drift; the same rule for reads) and
 //     admit.go (whose votes count: quarantine after a restart, one vote per
-//     redis-server, no vote for a server too old for the scripts) and
-//     clock.go (nor for one whose clock runs at a rate beyond the drift
-//     allowance, measured by sampling each backend's TIME).
+//     redis-server, no vote for a server too old for the scripts),
+//     members.go (nor for one whose backend set record names another set,
+//     and who records the set where), adopt.go (lockproxy adopt: a change
+//     of the set) and clock.go (nor for one whose clock runs at a rate
+//     beyond the drift allowance, measured by sampling each backend's
+//     TIME). What those decide is decided by the pure functions of
+//     internal/admit, which its model checker explores.
 //   - The operations: lock.go (acquisitions and extensions, and the
 //     rollback of a failed one), renew.go (Engine.Renew: many extensions,
 //     each its own lock, in one script call per backend per batch),

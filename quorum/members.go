@@ -126,14 +126,14 @@ func (e *Engine) watchRecords() {
 const memberRound = time.Second
 
 // recordsSettled reports whether every connected member's record lets it
-// count, as last read, and no script's set check refused the set since.
+// count, as last read (a script's set check's refusal is a reading too).
 func (e *Engine) recordsSettled() bool {
 	for _, n := range e.nodes {
 		if st, _ := n.pipe.Status(); st != backend.StatusUp {
 			continue
 		}
 		n.mu.Lock()
-		ok := n.setRefused == nil && n.relation == admit.Ours
+		ok := n.relation == admit.Ours
 		n.mu.Unlock()
 		if !ok {
 			return false

@@ -157,7 +157,7 @@ func TestStrayEngineWritesNothing(t *testing.T) {
 	stray.Backends = append(append([]string(nil), c.cfg.Backends...), "redis://127.0.0.1:1", "redis://127.0.0.1:2")
 	stray.Logger = slog.New(slog.NewTextHandler(&log, nil))
 	s := newEngine(t, stray)
-	if _, err := s.acquire(t.Context(), uniqueKey(t), "stray", time.Second); !errorsIsNoQuorum(err) {
+	if _, err := s.acquire(t.Context(), uniqueKey(t), "stray", time.Second); !errors.Is(err, ErrNoQuorum) {
 		t.Fatalf("the stray engine's acquire: %v, want NOQUORUM", err)
 	}
 	c.servers[0].Restart() // a record the stray could take, were it to write
@@ -184,8 +184,6 @@ func TestStrayEngineWritesNothing(t *testing.T) {
 		}
 	}
 }
-
-func errorsIsNoQuorum(err error) bool { return errors.Is(err, ErrNoQuorum) }
 
 // TestAdoptRefuses: adopt writes nothing unless every backend of the new
 // configuration answers as a Redis master, no backend records a newer
@@ -279,7 +277,7 @@ func TestAdoptGrows(t *testing.T) {
 			t.Errorf("backend %d: epoch wait %v", i, m.Wait)
 		}
 	}
-	if _, err := old.acquire(t.Context(), uniqueKey(t), "old", time.Second); !errorsIsNoQuorum(err) {
+	if _, err := old.acquire(t.Context(), uniqueKey(t), "old", time.Second); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("the old epoch's engine after adopt: %v, want NOQUORUM", err)
 	}
 	e := newEngine(t, newCfg)

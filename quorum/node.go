@@ -57,11 +57,7 @@ type node struct {
 	noted     admit.Relation
 	refusal   string // why the last greeting refused the backend, as logged
 	serverID  string // the run_id of the server connected to; "" if it gave none
-	// setRefused is set when the set check of a script refused the
-	// engine's set since the record was last read: another epoch took the
-	// backend.
-	setRefused *SetError
-	eviction   string // the server's maxmemory-policy, when it may evict locks (logged once)
+	eviction  string // the server's maxmemory-policy, when it may evict locks (logged once)
 	// unseeded is set while the fencing counter of the server runID must be
 	// re-seeded before its replies count; seeding while that is under way.
 	unseeded bool
