@@ -45,27 +45,23 @@ func TestMain(m *testing.M) {
 
 // brokenFenceBinary builds, once, lockproxy with the deliberate fencing
 // bug of quorum/fence_broken.go, for the negative control that shows the
-// checkers catch it. No other test runs it.
-var brokenFenceBinary = sync.OnceValues(func() (string, error) {
-	bin := binary + "-broken-fence"
-	out, err := exec.Command("go", "build", "-race", "-tags", "lockproxy_broken_fence", "-o", bin, "..").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("building lockproxy with the broken fencing: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+// checkers catch it; brokenSetBinary the set check's of
+// quorum/set_broken.go, for the negative control of a change of the
+// backend set. No other test runs them.
+var (
+	brokenFenceBinary = sync.OnceValues(func() (string, error) { return brokenBinary("lockproxy_broken_fence") })
+	brokenSetBinary   = sync.OnceValues(func() (string, error) { return brokenBinary("lockproxy_broken_set") })
+)
 
-// brokenSetBinary builds, once, lockproxy with the deliberate set check
-// bug of quorum/set_broken.go, for the negative control of a change of
-// the backend set.
-var brokenSetBinary = sync.OnceValues(func() (string, error) {
-	bin := binary + "-broken-set"
-	out, err := exec.Command("go", "build", "-race", "-tags", "lockproxy_broken_set", "-o", bin, "..").CombinedOutput()
+// brokenBinary builds lockproxy with the build tag of a deliberate bug.
+func brokenBinary(tag string) (string, error) {
+	bin := binary + "-" + tag
+	out, err := exec.Command("go", "build", "-race", "-tags", tag, "-o", bin, "..").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("building lockproxy with the broken set check: %v\n%s", err, out)
+		return "", fmt.Errorf("building lockproxy -tags %s: %v\n%s", tag, err, out)
 	}
 	return bin, nil
-})
+}
 
 // runAdopt runs lockproxy adopt with args (the proxies' own settings, a
 // listen address aside) and returns what it printed.
