@@ -315,8 +315,16 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	return false, nil
 }
 
+// emptyKeys deletes every key but lockproxy's own ({lockproxy}:...: the
+// backend set record and the marker, without which the engine would count
+// the backend only once it records the set again).
+const emptyKeys = `for _, k in ipairs(redis.call("KEYS", "*")) do
+	if string.sub(k, 1, 12) ~= "{lockproxy}:" then redis.call("DEL", k) end
+end
+return 1`
+
 func setState(c *respConn, keys []string, state string) error {
-	if _, err := c.do("FLUSHALL"); err != nil {
+	if _, err := c.do("EVAL", emptyKeys, "0"); err != nil {
 		return err
 	}
 	for _, k := range keys {
