@@ -355,15 +355,26 @@ func (n *node) learn(id identity) bool {
 	if id.seeded {
 		n.unseeded = false
 	}
+	// The identity script rewrote a marker that no longer named the
+	// process: its data set was emptied or replaced while connected.
+	emptied := id.previous != id.runID
+	if emptied {
+		n.unseeded = n.fencing && !id.seeded
+	}
 	eligibleAt := n.eligibleLocked()
 	later := eligibleAt.After(n.eligibleAt) && moved
 	n.eligibleAt = eligibleAt
 	n.mu.Unlock()
-	if moved {
+	if moved || emptied {
 		n.scheduleCount(eligibleAt)
 	}
-	if later && id.reason == admit.ReasonEpoch {
-		n.logEpochWait(time.Until(eligibleAt))
+	switch left := time.Until(eligibleAt); {
+	case emptied:
+		n.changes[reasonIndex(ChangeUnmarked)].Add(1)
+		n.log.Warn("backend's data set lost its marker while connected (emptied or replaced: FLUSHALL, DEBUG RELOAD): it may lack locks granted before; its replies count toward quorum from then on",
+			"counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))
+	case later && id.reason == admit.ReasonEpoch:
+		n.logEpochWait(left)
 	}
 	n.noteRelation()
 	return true

@@ -370,3 +370,28 @@ func TestIdleEngineRedials(t *testing.T) {
 		t.Errorf("the idle engine saw the backend %v after it came back", seen)
 	}
 }
+
+// TestEmptiedBackendSeen: a backend emptied while the engine stays
+// connected (FLUSHALL) lost its marker and its record with its locks: the
+// engine sees it within a second, quarantines it from then, and records
+// the set on it again.
+func TestEmptiedBackendSeen(t *testing.T) {
+	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
+	waitAllCount(t, c.engine)
+	if err := c.direct[0].FlushAll(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	emptied := time.Now()
+	redistest.Eventually(t, func() string {
+		if b := c.engine.Backends()[0]; b.State != StateQuarantined || b.Changes[ChangeUnmarked] != 2 {
+			return fmt.Sprintf("backend 0: %s, %d unmarked data sets seen", b.State, b.Changes[ChangeUnmarked])
+		}
+		return ""
+	})
+	if seen := time.Since(emptied); seen > 3*memberRound {
+		t.Errorf("the emptied backend was seen %v after", seen)
+	}
+	if got, want := c.direct[0].Get(t.Context(), setKey).Val(), admit.Final(c.engine.set).String(); got != want {
+		t.Errorf("record %q, want %q", got, want)
+	}
+}

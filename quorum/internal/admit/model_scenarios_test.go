@@ -116,6 +116,13 @@ var scenarios = []struct {
 		deep: budget{restarts: 3, fills: 3, grants: 3, extends: 2, cuts: 1},
 	},
 	{
+		// Backends emptied while the proxies stay connected (FLUSHALL):
+		// seen by their marker at the next round of reads.
+		scenario: scenario{name: "emptied", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1,
+			proxies: []int{1, 1}, ttl: 2, budget: budget{flushes: 2, grants: 2, extends: 1}},
+		deep: budget{flushes: 3, restarts: 1, grants: 3, extends: 1},
+	},
+	{
 		// Replacing two of three at once is refused: nothing is written, and
 		// the deployment goes on at its epoch.
 		scenario: scenario{name: "replace two of 3", backends: 5, sets: [][]int{{0, 1, 2}, {0, 3, 4}}, initial: 1, adopts: []int{2},

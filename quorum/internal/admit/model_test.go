@@ -69,6 +69,9 @@ type budget struct {
 	// another's server; fills are top-ups of a held lock onto a backend
 	// that lacks it.
 	aliases, fills uint8
+	// flushes empty a backend's data set while the proxies stay connected
+	// (FLUSHALL).
+	flushes uint8
 }
 
 // decisions are the functions the model decides with: the package's own,
@@ -410,10 +413,11 @@ const (
 	aAlias
 	aUnalias
 	aFill
+	aFlush
 )
 
 var actionNames = [...]string{"tick", "acquire", "release", "extend",
-	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill"}
+	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush"}
 
 type action struct{ kind, p, b, x uint8 }
 
@@ -634,6 +638,11 @@ func (m *model) refresh(w *world, p int) string {
 		if !m.real(b) || !ps.views[b].up {
 			continue
 		}
+		// The round runs the identity script, which rewrites a marker that
+		// no longer names the process (its data set was emptied).
+		if bs := w.at(b); bs.data.mOwner != bs.inc {
+			m.identity(w, w.server(b))
+		}
 		d := w.at(b).data
 		v := &ps.views[b]
 		v.rec, v.until, v.refused, v.seeded = d.rec, d.mUntil, false, d.seed == v.inc
@@ -737,6 +746,9 @@ func (m *model) successors(w *world) []action {
 			add(aClockHeal, 0, b, 0)
 		} else if w.used.clocks < m.budget.clocks {
 			add(aClockOff, 0, b, 0)
+		}
+		if w.used.flushes < m.budget.flushes {
+			add(aFlush, 0, b, 0)
 		}
 	}
 	switch {
@@ -861,6 +873,9 @@ func (m *model) act(w *world, a action) string {
 	case aFill:
 		w.used.fills++
 		m.fill(w, a.x, b)
+	case aFlush:
+		w.used.flushes++
+		w.b[b].data = bdata{}
 	}
 	return ""
 }
