@@ -259,6 +259,8 @@ func scenarioNamed(t *testing.T, name string) scenario {
 // TestModel explores every scenario with the package's decisions: no
 // violation of safety or liveness in any.
 func TestModel(t *testing.T) {
+	t.Log("invariants, on every transition: no two holders' validity overlaps; fencing tokens only grow; a proxy of a stray configuration writes no record")
+	t.Log("liveness, from every state: once faults stop (partitions heal, clocks run true, every adopt is run to its end), every backend of the current set counts for every proxy of it within max_ttl")
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
