@@ -41,10 +41,12 @@ type AdoptReport struct {
 
 // AdoptedMember is one backend of the adopted sets.
 type AdoptedMember struct {
-	Group  int // its shard group's index; 0 for a set of its own
-	Addr   string
-	Before string // its record before, "" none
-	After  string // its record after
+	Group int // its shard group's index; 0 for a set of its own
+	Addr  string
+	// Before is the set it recorded before, "epoch:N:fingerprint", with
+	// " (being adopted)" after it for an adopt's unfinished write; ""
+	// none. After is the set it records after.
+	Before, After string
 	// Wait is, for a backend that waits for the old epoch's locks, how long
 	// from the end of the adoption (the epoch wait); 0 when it counts as
 	// soon as any quarantine of its own is over.
@@ -285,7 +287,13 @@ func (a *adoption) report(plan admit.Plan, dryRun bool) *AdoptReport {
 		r.Sets = append(r.Sets, s.Name())
 	}
 	for i, m := range a.members {
-		am := AdoptedMember{Group: m.group, Addr: m.addr, Before: m.read, After: admit.Final(a.sets[m.group]).String(), Replicas: m.replicas, Acked: m.replicas}
+		am := AdoptedMember{Group: m.group, Addr: m.addr, After: a.sets[m.group].Name(), Replicas: m.replicas, Acked: m.replicas}
+		if r, _ := admit.ParseRecord(m.read); r.Present {
+			am.Before = r.Name()
+			if r.Pending {
+				am.Before += " (being adopted)"
+			}
+		}
 		if plan.Wait[i] {
 			am.Wait = a.waits[m.group]
 		}
