@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,8 +18,9 @@ import (
 // the new configuration, writes its epoch to every backend of it (Adopt),
 // and only once every one of them answers as a Redis master. The plan, and
 // why it admits no second holder, is admit.PlanAdopt's; here it is carried
-// out: one pass writes the pending record on every member, the next, once
-// all carry it, the final record and the epoch waits. Each write is
+// out: one pass writes the pending record on every member, a reading
+// checks that all still carry it, and the next pass writes the final
+// record and the epoch waits. Each write is
 // compare-and-set against what was read, and waits for the member's
 // replicas to acknowledge it (WAIT), so that a failover does not bring an
 // older record back. An adopt that stops halfway leaves every member it
@@ -113,13 +115,29 @@ func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, err
 		return report, nil
 	}
 	// Pass 1: the pending record everywhere. Each old member refuses the
-	// old epoch's proxies from its write on.
-	err = a.each(ctx, plan.Write, func(ctx context.Context, i int, m *adoptee) error {
-		pending := admit.PendingFor(a.sets[m.group], plan.Wait[i]).String()
-		return m.write(ctx, claimScript, []string{setKey}, m.read, pending)
-	})
-	if err != nil {
-		return nil, err
+	// old epoch's proxies from its write on. Then every record is read
+	// again: a member that lost the pending record while the old set was
+	// still established may have been given the old record back by its
+	// proxies, and is written again; once every member carries the pending
+	// record (or none), no quorum of the old set is left, for good.
+	write := plan.Write
+	for round := 0; ; round++ {
+		err = a.each(ctx, write, func(ctx context.Context, i int, m *adoptee) error {
+			pending := admit.PendingFor(a.sets[m.group], plan.Wait[i]).String()
+			return m.write(ctx, claimScript, []string{setKey}, m.read, pending)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if write, err = a.takenBack(ctx); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(write, true) {
+			break
+		}
+		if round == 2 {
+			return nil, errors.New("the old epoch's proxies took backends back three times while adopt wrote them: stop them, and run adopt again")
+		}
 	}
 	// Pass 2, once every member refuses the old epoch: the final record,
 	// and the epoch wait, counted from now, where the plan says.
@@ -140,6 +158,33 @@ func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, err
 		}
 	}
 	return report, nil
+}
+
+// takenBack reads every member's record and marks those that record
+// neither the pending record nor none, each with what it records.
+func (a *adoption) takenBack(ctx context.Context) ([]bool, error) {
+	back := make([]bool, len(a.members))
+	err := a.each(ctx, nil, func(ctx context.Context, i int, m *adoptee) error {
+		r, err := m.pipe.Do(ctx, backend.NewCommand("GET", setKey))
+		if err != nil {
+			return err
+		}
+		raw := ""
+		if !r.IsNil() {
+			if raw, err = r.Bulk(); err != nil {
+				return err
+			}
+		}
+		rec, err := admit.ParseRecord(raw)
+		if err != nil {
+			return err
+		}
+		if rel := admit.Relate(a.sets[m.group], rec); rel != admit.Adopting && rel != admit.Absent {
+			back[i], m.read = true, raw
+		}
+		return nil
+	})
+	return back, err
 }
 
 // adoption is one run of Adopt.

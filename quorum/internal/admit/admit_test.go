@@ -79,8 +79,7 @@ func TestClaims(t *testing.T) {
 		want       string
 		still      bool
 	}{
-		{"a first start", []View{none, none, none, none, none}, false, "[0 1 2 3 4]", false},
-		{"a first start with one silent", []View{none, none, none, none, silent}, false, "[]", false},
+		{"an epoch 2 that nobody adopted finds no record", []View{none, none, none, none, none}, false, "[]", false},
 		{"one restarted empty", []View{none, mine, mine, mine, silent}, false, "[0]", false},
 		{"three restarted empty, all answer", []View{none, none, none, mine, mine}, false, "[0 1 2]", false},
 		{"three restarted empty, one silent", []View{none, none, none, mine, silent}, false, "[]", false},
@@ -94,6 +93,13 @@ func TestClaims(t *testing.T) {
 		if fmt.Sprint(got) != tc.want || still != tc.still {
 			t.Errorf("%s: %v, superseded %v; want %s, %v", tc.name, got, still, tc.want, tc.still)
 		}
+	}
+	first := NewSet(1, []string{"a", "b", "c"}, "")
+	if got, _ := Claims(first, []View{none, none, none}, false); fmt.Sprint(got) != "[0 1 2]" {
+		t.Errorf("a first start: %v", got)
+	}
+	if got, _ := Claims(first, []View{none, none, {}}, false); fmt.Sprint(got) != "[]" {
+		t.Errorf("a first start with one silent: %v", got)
 	}
 }
 

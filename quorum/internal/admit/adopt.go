@@ -13,15 +13,18 @@ import (
 //  1. A pending record (PendingFor) on every member. Each member of the old
 //     epoch refuses the old epoch's proxies from then on, atomically with
 //     their requests (the set check); the new epoch's proxies do not count
-//     a pending record.
-//  2. Once every member carries it: the final record, and, on each member
-//     that must wait for the old epoch's locks (Plan.Wait), an epoch wait of
-//     max_ttl and its drift allowance from now in its marker (Wait).
+//     a pending record. Then every record is read again, and a member that
+//     the old epoch's proxies took back meanwhile (it lost the pending
+//     record while the old set was still established) is written again.
+//  2. Once every member carries it, or none: the final record, and, on each
+//     member that must wait for the old epoch's locks (Plan.Wait), an epoch
+//     wait of max_ttl and its drift allowance from now in its marker (Wait).
 //
-// Why it is safe. The old epoch takes no lock after pass 1: adopt requires
-// that the new sets keep enough members of each old set (by the member
-// list its records carry) that the rest are no quorum of it (Blocking), and claims never give an old epoch's record
-// back to a member once a newer one exists (Claims). Its last locks expire
+// Why it is safe. The old epoch takes no lock after pass 1 and its check:
+// adopt requires that the new sets keep enough members of each old set (by
+// the member list its records carry) that the rest are no quorum of it
+// (Blocking), and claims never give an old epoch's record back to a member
+// unless a quorum of the old set still records it. Its last locks expire
 // within max_ttl and the drift after that, so by the end of an epoch wait
 // written in pass 2 they are gone. Until then the new epoch's proxies count
 // only old members, and only where every quorum of the new set drawn from

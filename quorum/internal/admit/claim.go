@@ -23,8 +23,8 @@ type View struct {
 // A proxy records its set on a member without a record where a quorum of
 // the members records the set (it is established); where every member
 // answered and at least one records it (a majority lost their data set,
-// and what is left still names it); or where every member answered and
-// none has a record (a first start). Where fewer than a quorum record it
+// and what is left still names it); or, at epoch 1, where every member
+// answered and none has a record (a first start). Where fewer than a quorum record it
 // and some member does not answer, the proxy cannot tell itself from a
 // proxy of an old epoch cut off from the members adopt rewrote, and waits
 // (the model checker finds two holders otherwise). It records its set over an older epoch's record only on a
@@ -68,7 +68,11 @@ func Claims(ours Set, views []View, superseded bool) (claims []int, stillSuperse
 	all := answered == len(views)
 	established := mine >= ours.Quorum()
 	recovering := all && mine >= 1
-	first := all && absent == len(views)
+	// A first start is of a first epoch: a later one's records are
+	// written by adopt, and a proxy of an epoch nobody adopted that finds
+	// its members empty (fresh servers, and shared ones that lost their
+	// data) would start a set beside the running one.
+	first := all && absent == len(views) && ours.Epoch == 1
 	for i, v := range views {
 		if !v.Answered {
 			continue

@@ -76,7 +76,10 @@ var scenarios = []struct {
 		// the tokens of a backend that lost its counter rest on the re-seed.
 		scenario: scenario{name: "fencing", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, fencing: true, skew: []int{0, 12},
 			proxies: []int{1, 1}, ttl: 2, horizon: 7, budget: budget{restarts: 2, grants: 3, extends: 1}},
-		deep: budget{restarts: 2, failovers: 1, grants: 4, extends: 2},
+		// Not three data losses of three: then the tokens rest on the
+		// clock floor, which a proxy 3 ticks behind (more than max_ttl)
+		// breaks, as seed.go says.
+		deep: budget{restarts: 1, failovers: 1, grants: 4, extends: 2},
 	},
 	{
 		scenario: scenario{name: "clock rate", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1,
@@ -125,8 +128,11 @@ var scenarios = []struct {
 	{
 		// Replacing two of three at once is refused: nothing is written, and
 		// the deployment goes on at its epoch.
+		// (A proxy run with that list is another deployment, a quorum of
+		// whose backends the first shares none of: no record can keep the
+		// two apart, and none runs here.)
 		scenario: scenario{name: "replace two of 3", backends: 5, sets: [][]int{{0, 1, 2}, {0, 3, 4}}, initial: 1, adopts: []int{2},
-			proxies: []int{1, 2}, ttl: 2, budget: budget{restarts: 1, adopts: 1, grants: 2}},
+			proxies: []int{1, 1}, ttl: 2, budget: budget{restarts: 1, adopts: 1, grants: 2}},
 		deep: budget{restarts: 2, adopts: 2, grants: 2, proxyRestarts: 1},
 	},
 }
@@ -229,7 +235,7 @@ var controls = []struct {
 		},
 	},
 	{
-		name: "adopt stops no old set", scenario: "replace two of 3", kind: "safety", budget: &budget{adopts: 1, grants: 2},
+		name: "adopt stops no old set", scenario: "replace two of 3", kind: "safety", budget: &budget{adopts: 1, grants: 2, proxyRestarts: 1},
 		d: func() decisions {
 			d := ours
 			d.plan = func(s []Set, m []Member) (Plan, error) {

@@ -142,12 +142,13 @@ type holderState struct {
 }
 
 type adoptState struct {
-	phase uint8 // 0 idle, 1 first pass, 2 second pass
-	next  uint8 // index into scenario.adopts of the run to make
-	step  uint8
-	write uint8 // by position in the list
-	wait  uint8
-	read  [maxB]uint8
+	phase   uint8 // 0 idle, 1 first pass, 3 its check, 2 second pass
+	retries uint8 // first passes made again after the check
+	next    uint8 // index into scenario.adopts of the run to make
+	step    uint8
+	write   uint8 // by position in the list
+	wait    uint8
+	read    [maxB]uint8
 }
 
 // world is one state. It holds only one-byte fields, so that its memory is
@@ -377,11 +378,13 @@ func (m *model) start() world {
 	var w world
 	for b := range m.backends {
 		w.b[b] = bstate{inc: 1, upAt: m.long(), healedAt: m.long()}
-		w.b[b].data.mOwner = 1
-		w.b[b].data.seed = 1
 	}
+	// The deployment's backends carry its record and their markers; the
+	// others are servers lockproxy never touched, with neither.
 	for _, b := range m.sets[m.initial-1] {
 		w.b[b].data.rec = recOf(uint8(m.initial), false, false)
+		w.b[b].data.mOwner = 1
+		w.b[b].data.seed = 1
 	}
 	for b := range m.backends {
 		w.b[b].replica = w.b[b].data
@@ -419,10 +422,17 @@ const (
 var actionNames = [...]string{"tick", "acquire", "release", "extend",
 	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush"}
 
-type action struct{ kind, p, b, x uint8 }
+// action is one event; after it, the proxies read the records in index
+// order, or the other way round with reverse: which one claims a record
+// first is a race.
+type action struct{ kind, p, b, x, reverse uint8 }
 
 func (a action) String() string {
-	return fmt.Sprintf("%s(p%d b%d x%d)", actionNames[a.kind], a.p, a.b, a.x)
+	order := ""
+	if a.reverse != 0 {
+		order = ", proxies read the other way round"
+	}
+	return fmt.Sprintf("%s(p%d b%d x%d%s)", actionNames[a.kind], a.p, a.b, a.x, order)
 }
 
 // q is the restart quarantine; qFailover that of a failover, which is
@@ -668,7 +678,9 @@ func popcount(x uint8) int { return bits.OnesCount8(x) }
 // successors lists the actions enabled in w.
 func (m *model) successors(w *world) []action {
 	var as []action
-	add := func(kind uint8, p, b, x int) { as = append(as, action{kind, uint8(p), uint8(b), uint8(x)}) }
+	add := func(kind uint8, p, b, x int) {
+		as = append(as, action{kind: kind, p: uint8(p), b: uint8(b), x: uint8(x)})
+	}
 	for p := range m.proxies {
 		ps := &w.p[p]
 		if ps.cfg == 0 {
@@ -683,12 +695,13 @@ func (m *model) successors(w *world) []action {
 				}
 			}
 		}
+		// A proxy restarts with its configuration, or with the one adopted
+		// since (the roll); one started with a list nobody adopted is the
+		// stray scenario's.
 		if w.used.proxyRestarts < m.budget.proxyRestarts {
 			add(aProxyRestart, p, 0, int(ps.cfg))
-			for _, e := range m.adopts {
-				if uint8(e) != ps.cfg {
-					add(aProxyRestart, p, 0, e)
-				}
+			if cur := m.current(w); cur != ps.cfg && ps.cfg != m.stray {
+				add(aProxyRestart, p, 0, int(cur))
 			}
 		}
 		for b := range m.backends {
@@ -758,8 +771,21 @@ func (m *model) successors(w *world) []action {
 	case int(w.adopt.next) < len(m.adopts) && w.used.adopts < m.budget.adopts:
 		add(aAdoptStart, 0, 0, 0)
 	}
+	if len(m.proxies) > 1 {
+		for _, a := range as {
+			if racy[a.kind] {
+				a.reverse = 1
+				as = append(as, a)
+			}
+		}
+	}
 	return as
 }
+
+// racy are the events after which two proxies may both want to record
+// their set on a backend: which reads first is explored both ways.
+var racy = map[uint8]bool{aRestart: true, aFailover: true, aFlush: true, aAdoptStep: true, aAdoptCrash: true,
+	aProxyRestart: true, aHeal: true, aAlias: true, aUnalias: true, aTick: true}
 
 // apply makes action a in w, and what the proxies do by themselves
 // within a second of it (settle); it returns a violation of an invariant,
@@ -768,15 +794,20 @@ func (m *model) apply(w *world, a action) string {
 	if why := m.act(w, a); why != "" {
 		return why
 	}
-	return m.settle(w)
+	return m.settle(w, a.reverse != 0)
 }
 
 // settle is what every running proxy does by itself, about every second:
 // it reads the records again where one does not let a member count, and
 // records its set where Claims says so; it re-seeds the fencing counter
 // of a member whose quarantine is over.
-func (m *model) settle(w *world) string {
-	for p := range m.proxies {
+func (m *model) settle(w *world, reverse bool) string {
+	m.redial(w) // a backend refused as another's server is dialled again too
+	for i := range m.proxies {
+		p := i
+		if reverse {
+			p = len(m.proxies) - 1 - i
+		}
 		if w.p[p].cfg == 0 {
 			continue
 		}
@@ -854,7 +885,11 @@ func (m *model) act(w *world, a action) string {
 		w.used.adopts++
 		m.adoptStart(w)
 	case aAdoptStep:
-		m.adoptStep(w)
+		if w.adopt.phase == 3 {
+			m.adoptVerify(w)
+		} else {
+			m.adoptStep(w)
+		}
 	case aAdoptCrash:
 		w.adopt = adoptState{next: w.adopt.next}
 	case aAlias, aUnalias:
@@ -1086,12 +1121,44 @@ func (m *model) adoptStep(w *world) {
 	}
 	a.step = 0
 	if a.phase == 1 {
-		a.phase = 2
+		a.phase = 3
 		return
 	}
 	a.phase = 0
 	a.next++
 	a.read, a.write, a.wait = [maxB]uint8{}, 0, 0
+}
+
+// adoptVerify is adopt's reading after its first pass: a member that a
+// proxy of the old epoch took back meanwhile (it lost the pending record
+// and the old set was still established) is written again, and the
+// second pass starts only once every member carries the pending record or
+// none. Then no quorum of the old set is left, for good.
+func (m *model) adoptVerify(w *world) {
+	a := &w.adopt
+	e := uint8(m.adopts[a.next])
+	a.write = 0
+	for i, b := range m.lists[e] {
+		if rel := Relate(m.cfgSet[e], m.recs[w.at(b).data.rec]); rel != Adopting && rel != Absent {
+			a.write |= 1 << i
+			a.read[i] = w.at(b).data.rec
+		}
+	}
+	if a.write == 0 {
+		// The second pass writes every member that is not final yet.
+		for i, b := range m.lists[e] {
+			if Relate(m.cfgSet[e], m.recs[w.at(b).data.rec]) != Ours {
+				a.write |= 1 << i
+			}
+		}
+		a.phase = 2
+		return
+	}
+	if a.retries++; a.retries > 2 {
+		*a = adoptState{next: a.next} // adopt gives up and says so
+		return
+	}
+	a.phase = 1
 }
 
 // current is the configuration whose proxies must count every member once
@@ -1128,7 +1195,7 @@ func (m *model) quiet(w world) string {
 		}
 		if w.adopt.phase != 0 {
 			for w.adopt.phase != 0 {
-				m.adoptStep(&w)
+				m.act(&w, action{kind: aAdoptStep})
 			}
 			continue
 		}
@@ -1142,7 +1209,7 @@ func (m *model) quiet(w world) string {
 		}
 	}
 	cur := m.current(&w)
-	if why := m.settle(&w); why != "" {
+	if why := m.settle(&w, false); why != "" {
 		return why
 	}
 	for range m.ttl {
