@@ -1209,6 +1209,15 @@ func (m *model) quiet(w world) string {
 		}
 	}
 	cur := m.current(&w)
+	// Every backend of a later epoch's set lost its data: the operator runs
+	// adopt with the configuration in force, which records it anew (no old
+	// set left to stop, nobody waits).
+	if int(cur) > 1 && !slices.ContainsFunc(m.lists[cur], func(b int) bool { return w.at(b).data.rec != 0 }) {
+		for _, b := range m.lists[cur] {
+			m.identity(&w, w.server(b))
+			w.at(b).data.rec = recOf(cur, false, false)
+		}
+	}
 	if why := m.settle(&w, false); why != "" {
 		return why
 	}
