@@ -84,6 +84,7 @@ func (s *Server) newCommands() map[string]*command {
 		&command{name: "hget", keys: oneKey, flags: readonly, concurrent: true, arity: 3, run: s.handleHGet},
 		&command{name: "exists", keys: allKeys, flags: readonly, concurrent: true, arity: -2, run: s.handleExists},
 		&command{name: "del", keys: allKeys, flags: write, concurrent: true, arity: -2, run: s.handleDel},
+		&command{name: "unlink", keys: allKeys, flags: write, concurrent: true, arity: -2, run: s.handleDel},
 		&command{name: "pexpire", keys: oneKey, flags: write, concurrent: true, arity: -3, run: s.handlePExpire},
 		&command{name: "expire", keys: oneKey, flags: write, concurrent: true, arity: -3, run: s.handleExpire},
 		&command{name: "delex", keys: oneKey, flags: write, concurrent: true, arity: -2, run: s.handleDelEx},

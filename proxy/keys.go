@@ -100,7 +100,8 @@ func (s *Server) handleExists(conn redcon.Conn, cmd redcon.Command) {
 	})
 }
 
-// handleDel serves DEL key [key ...]: an unconditional (administrative)
+// handleDel serves DEL key [key ...] and UNLINK, which differs on one
+// Redis only in freeing memory later: an unconditional (administrative)
 // delete; the reply counts the keys that existed on a quorum.
 func (s *Server) handleDel(conn redcon.Conn, cmd redcon.Command) {
 	s.countKeys(conn, cmd.Args[1:], deleter(space(conn)))

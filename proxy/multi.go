@@ -264,7 +264,7 @@ func lockShape(tx *txState) (lockTx, error) {
 	}
 	op := lockTx{key: key, token: w.value}
 	switch name {
-	case "del":
+	case "del", "unlink":
 		if len(args) != 2 {
 			return lockTx{}, errTxShape("DEL of %d keys", len(args)-1)
 		}

@@ -90,7 +90,7 @@ func (s *Server) finishAhead(conn redcon.Conn, cmd redcon.Command) bool {
 func (s *Server) claimKeys(conn redcon.Conn, keys map[string]struct{}, c *command, args [][]byte) bool {
 	var own [][]byte
 	switch c.name {
-	case "exists", "del":
+	case "exists", "del", "unlink":
 		own = args[1:]
 	case "evalsha":
 		if space(conn).scripts.get(strings.ToLower(string(args[1]))) == nil {

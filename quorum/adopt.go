@@ -165,7 +165,7 @@ func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, err
 func (a *adoption) takenBack(ctx context.Context) ([]bool, error) {
 	back := make([]bool, len(a.members))
 	err := a.each(ctx, nil, func(ctx context.Context, i int, m *adoptee) error {
-		r, err := m.pipe.Do(ctx, backend.NewCommand("GET", setKey))
+		r, err := m.pipe.Do(ctx, backend.KeyCommand("GET", setKey))
 		if err != nil {
 			return err
 		}
@@ -226,7 +226,7 @@ func newAdoptee(group int, rawURL string, cfg Config) (*adoptee, error) {
 		},
 		Hello: []*backend.Command{
 			backend.ScriptCommand(identityScript, []string{markerKey, setKey, fenceSeedKey}, quarantine.Milliseconds(), cfg.MaxTTL.Milliseconds()),
-			backend.NewCommand("INFO", "replication"),
+			backend.KeylessCommand("INFO", "replication"),
 		},
 		Admit: m.admit,
 	})
@@ -264,7 +264,7 @@ func (m *adoptee) admit(g backend.Greeting) error {
 // master, each a server of its own.
 func (a *adoption) greet(ctx context.Context) error {
 	err := a.each(ctx, nil, func(ctx context.Context, _ int, m *adoptee) error {
-		_, err := m.pipe.Do(ctx, backend.NewCommand("PING"))
+		_, err := m.pipe.Do(ctx, backend.KeylessCommand("PING"))
 		return err
 	})
 	if err != nil {
@@ -312,7 +312,7 @@ func (m *adoptee) write(ctx context.Context, s *backend.Script, keys []string, a
 	if m.replicas == 0 {
 		return nil
 	}
-	r, err = m.pipe.Do(ctx, backend.NewCommand("WAIT", m.replicas, time.Second.Milliseconds()))
+	r, err = m.pipe.Do(ctx, backend.KeylessCommand("WAIT", m.replicas, time.Second.Milliseconds()))
 	if err != nil {
 		return err
 	}

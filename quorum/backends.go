@@ -245,7 +245,7 @@ type NodeStatus struct {
 func (e *Engine) Probe(ctx context.Context) []NodeStatus {
 	type pong struct{ latency time.Duration }
 	start := time.Now()
-	f := fanout(e, backend.NewCommand("PING"), func(_ *node, r backend.Reply) (pong, error) {
+	f := fanout(e, backend.KeylessCommand("PING"), func(_ *node, r backend.Reply) (pong, error) {
 		if _, err := r.Status(); err != nil {
 			return pong{}, err
 		}

@@ -142,12 +142,12 @@ func BenchmarkBackendCost(b *testing.B) {
 		},
 		"recipe": func(key string) [2]*backend.Command {
 			return [2]*backend.Command{
-				backend.NewCommand("SET", key, "tok", "NX", "PX", 10000),
+				backend.KeyCommand("SET", key, "tok", "NX", "PX", 10000),
 				backend.ScriptCommand(compareAndDelete, []string{key}, "tok"),
 			}
 		},
 		"plain": func(key string) [2]*backend.Command {
-			return [2]*backend.Command{backend.NewCommand("SET", key, "tok", "NX", "PX", 10000), backend.NewCommand("DEL", key)}
+			return [2]*backend.Command{backend.KeyCommand("SET", key, "tok", "NX", "PX", 10000), backend.KeyCommand("DEL", key)}
 		},
 	}
 	for _, depth := range []struct {

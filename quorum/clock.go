@@ -62,7 +62,7 @@ type clockParams struct {
 var defaultClockParams = clockParams{interval: time.Second, window: 10 * time.Second}
 
 // timeCommand asks a backend for its clock.
-var timeCommand = backend.NewCommand("TIME")
+var timeCommand = backend.KeylessCommand("TIME")
 
 // clockSample is one TIME: the proxy's monotonic clock when the request was
 // sent and when its reply came (since the engine's epoch), and the

@@ -265,7 +265,7 @@ func (e *Engine) connectAll() error {
 			// connection that owes replies longer is cut.
 			ctx, cancel := context.WithTimeout(context.Background(), 3*e.cfg.NodeTimeout)
 			defer cancel()
-			_, errs[i] = n.pipe.Do(ctx, backend.NewCommand("PING"))
+			_, errs[i] = n.pipe.Do(ctx, backend.KeylessCommand("PING"))
 		})
 	}
 	wg.Wait()

@@ -230,7 +230,7 @@ func (e *Engine) List(ctx context.Context, req List) (Listing, error) {
 func (e *Engine) scan(ctx context.Context, n *node, cursor uint64, pattern string, count int) ([]string, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.NodeTimeout)
 	defer cancel()
-	r, err := n.pipe.Do(ctx, backend.NewCommand("SCAN", strconv.FormatUint(cursor, 10), "MATCH", pattern, "COUNT", count))
+	r, err := n.pipe.Do(ctx, backend.KeylessCommand("SCAN", strconv.FormatUint(cursor, 10), "MATCH", pattern, "COUNT", count))
 	if err != nil {
 		return nil, 0, err
 	}

@@ -36,7 +36,7 @@ var ErrNotRelayed = errors.New("quorum: no backend took the relayed message")
 func (e *Engine) Relay(ctx context.Context, topic, message string) error {
 	id := make([]byte, relayIDBytes)
 	rand.Read(id)
-	cmd := backend.NewCommand("PUBLISH", relayPrefix+topic, hex.EncodeToString(id)+":"+message)
+	cmd := backend.KeylessCommand("PUBLISH", relayPrefix+topic, hex.EncodeToString(id)+":"+message)
 	f := fanout(e, cmd, func(_ *node, r backend.Reply) (struct{}, error) {
 		_, err := r.Integer()
 		return struct{}{}, err

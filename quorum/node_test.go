@@ -169,7 +169,7 @@ func TestPipeDeadBackendFailsFast(t *testing.T) {
 		}
 	}
 	var got []error
-	f := fanout(c.engine, backend.NewCommand("PING"), func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
+	f := fanout(c.engine, backend.KeylessCommand("PING"), func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
 	for _, v := range collectAll(t.Context(), f, 3) {
 		if v.err != nil {
 			got = append(got, v.err)

@@ -123,7 +123,7 @@ func (e *Engine) seedOnce(n *node, runID string) error {
 			counting++
 		}
 	}
-	f := fanout(e, backend.NewCommand("GET", fenceCounterKey), func(_ *node, r backend.Reply) (int64, error) {
+	f := fanout(e, backend.KeyCommand("GET", fenceCounterKey), func(_ *node, r backend.Reply) (int64, error) {
 		if r.IsNil() {
 			return 0, nil
 		}

@@ -98,11 +98,12 @@ func (e *Engine) touch(keys []string) {
 type TopUpStats struct {
 	Started uint64 // locks granted while some backends refused them, topped up
 	Copies  uint64 // backends that took a lock in a top-up
+	Running int64  // top-ups whose rounds are not over
 }
 
 // TopUps reports what topping up did since the engine started.
 func (e *Engine) TopUps() TopUpStats {
-	return TopUpStats{Started: e.topUps.started.Load(), Copies: e.topUps.copies.Load()}
+	return TopUpStats{Started: e.topUps.started.Load(), Copies: e.topUps.copies.Load(), Running: e.topUps.running.Load()}
 }
 
 // topUpCounts counts what topping up did.

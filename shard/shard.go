@@ -211,6 +211,7 @@ func (g *Groups) TopUps() quorum.TopUpStats {
 		u := e.TopUps()
 		sum.Started += u.Started
 		sum.Copies += u.Copies
+		sum.Running += u.Running
 	}
 	return sum
 }

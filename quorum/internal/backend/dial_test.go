@@ -82,7 +82,7 @@ func TestNotRedisWhileStillWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	_, err = p.Do(t.Context(), NewCommand("PING"))
+	_, err = p.Do(t.Context(), KeylessCommand("PING"))
 	var nr *NotRedisError
 	if !errors.As(err, &nr) || nr.First != "HTTP/1.1 400 Bad Request" {
 		t.Fatalf("PING: %v; want not Redis, its first bytes HTTP/1.1 400 Bad Request", err)

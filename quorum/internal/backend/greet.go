@@ -83,12 +83,12 @@ func authenticate(rw *bufio.ReadWriter, opt *redis.Options) error {
 	var cmds []*Command
 	switch {
 	case opt.Username != "":
-		cmds = append(cmds, NewCommand("AUTH", opt.Username, opt.Password))
+		cmds = append(cmds, KeylessCommand("AUTH", opt.Username, opt.Password))
 	case opt.Password != "":
-		cmds = append(cmds, NewCommand("AUTH", opt.Password))
+		cmds = append(cmds, KeylessCommand("AUTH", opt.Password))
 	}
 	if opt.DB != 0 {
-		cmds = append(cmds, NewCommand("SELECT", opt.DB))
+		cmds = append(cmds, KeylessCommand("SELECT", opt.DB))
 	}
 	for _, c := range cmds {
 		rw.Write(c.wire)
@@ -117,16 +117,16 @@ func authenticate(rw *bufio.ReadWriter, opt *redis.Options) error {
 // round trip. It fails only when the stream breaks or INFO server is not
 // what Redis sends; every other error reply is a fact of the Greeting.
 func (pp *Pipe) hello(rw *bufio.ReadWriter) (Greeting, error) {
-	cmds := []*Command{NewCommand("INFO", "server")}
+	cmds := []*Command{KeylessCommand("INFO", "server")}
 	if names := pp.cfg.Commands; len(names) > 0 {
-		args := []any{"COMMAND", "INFO"}
+		args := []any{"INFO"}
 		for _, name := range names {
 			args = append(args, name)
 		}
-		cmds = append(cmds, NewCommand(args...))
+		cmds = append(cmds, KeylessCommand("COMMAND", args...))
 	}
 	for _, s := range pp.cfg.Scripts {
-		cmds = append(cmds, NewCommand("SCRIPT", "LOAD", s.src))
+		cmds = append(cmds, KeylessCommand("SCRIPT", "LOAD", s.src))
 	}
 	for _, c := range cmds {
 		rw.Write(c.wire)

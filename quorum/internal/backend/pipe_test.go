@@ -45,7 +45,7 @@ func TestPipeGreetsThenAnswers(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if _, err := p.Do(t.Context(), NewCommand("PING")); !WasNotSent(err) {
+	if _, err := p.Do(t.Context(), KeylessCommand("PING")); !WasNotSent(err) {
 		t.Errorf("PING after Close: %v; want an error that says it was not sent", err)
 	}
 }
@@ -68,7 +68,7 @@ func TestPipeAdmitRefuses(t *testing.T) {
 	}
 	defer p.Close()
 	for range 2 {
-		if _, err := p.Do(t.Context(), NewCommand("PING")); !errors.Is(err, refusal) || !WasNotSent(err) {
+		if _, err := p.Do(t.Context(), KeylessCommand("PING")); !errors.Is(err, refusal) || !WasNotSent(err) {
 			t.Fatalf("PING: %v; want the refusal, unsent", err)
 		}
 	}
@@ -93,7 +93,7 @@ func TestPipeBatchThenLone(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if _, err := p.Do(t.Context(), NewCommand("PING")); err != nil {
+	if _, err := p.Do(t.Context(), KeylessCommand("PING")); err != nil {
 		t.Fatal(err) // connected
 	}
 	// The server is busy for 20 ms, within the stall limit: the PING
@@ -101,12 +101,12 @@ func TestPipeBatchThenLone(t *testing.T) {
 	// its own.
 	busy := "local t = redis.call('TIME') repeat local n = redis.call('TIME') until (n[1] - t[1]) * 1000000 + n[2] - t[2] > 20000"
 	blocked := make(waiter, 1)
-	lone := p.Queue(&Request{To: blocked, Cmd: NewCommand("EVAL", busy, 0)})
+	lone := p.Queue(&Request{To: blocked, Cmd: ScriptCommand(NewScript(busy), nil)})
 	if lone.c == nil {
 		t.Fatal("a request with nothing in flight was not left to its sender to write")
 	}
 	batched := make(waiter, 1)
-	if behind := p.Queue(&Request{To: batched, Cmd: NewCommand("PING")}); behind.c != nil {
+	if behind := p.Queue(&Request{To: batched, Cmd: KeylessCommand("PING")}); behind.c != nil {
 		t.Fatal("a request made while a reply is owed was left to its sender to write")
 	}
 	lone.Write()
@@ -118,7 +118,7 @@ func TestPipeBatchThenLone(t *testing.T) {
 	}
 	time.Sleep(3 * p.stallLimit()) // time passing is the point, not a wait for something
 	for i := range 3 {
-		if r, err := p.Do(t.Context(), NewCommand("PING")); err != nil {
+		if r, err := p.Do(t.Context(), KeylessCommand("PING")); err != nil {
 			t.Fatalf("lone PING %d after the batch: %v", i, err)
 		} else if s, _ := r.Status(); s != "PONG" {
 			t.Fatalf("lone PING %d: %+v", i, r)

@@ -108,7 +108,7 @@ func (s *Subscriber) change(verb string, set map[string]bool, want bool, names [
 	// Under the lock, so that the server sees the changes in order. A
 	// write that fails breaks the connection, which the reader sees.
 	s.nc.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
-	s.rw.Write(NewCommand(append([]any{verb}, news...)...).wire)
+	s.rw.Write(KeylessCommand(verb, news...).wire)
 	s.rw.Flush()
 }
 
@@ -153,16 +153,16 @@ func (s *Subscriber) read(nc net.Conn, rw *bufio.ReadWriter) {
 	s.nc, s.rw = nc, rw
 	// A PING first, so that a server that takes no channel yet still
 	// answers something this reader understands; then everything wanted.
-	rw.Write(NewCommand("PING").wire)
+	rw.Write(KeylessCommand("PING").wire)
 	for verb, set := range map[string]map[string]bool{"SUBSCRIBE": s.wanted, "PSUBSCRIBE": s.patterns} {
 		if len(set) == 0 {
 			continue
 		}
-		args := []any{verb}
+		var args []any
 		for ch := range set {
 			args = append(args, ch)
 		}
-		rw.Write(NewCommand(args...).wire)
+		rw.Write(KeylessCommand(verb, args...).wire)
 	}
 	nc.SetWriteDeadline(time.Now().Add(s.cfg.Timeout))
 	err := rw.Flush()

@@ -47,9 +47,34 @@ type Blank int
 // nil when it has none.
 func (c *Command) Blank() []byte { return c.blank }
 
-// NewCommand encodes a command of strings and integers (int, int64); any
-// other type is a programming mistake, and panics.
-func NewCommand(args ...any) *Command {
+// KeyCommand encodes verb key args...: a command on key, which keeps its
+// place in key's send order (KeyHash). Args are strings and integers (int,
+// int64); any other type is a programming mistake, and panics.
+func KeyCommand(verb, key string, args ...any) *Command {
+	c := encode(append([]any{verb, key}, args...))
+	c.key = HashKey(key)
+	return c
+}
+
+// KeylessCommand encodes a command on no key. Its verb must be one of
+// keylessVerbs: any other is a programming mistake, and panics, so that a
+// command that may change a key cannot be built without it and slip past
+// the key's send order, which a top-up relies on to stop in time.
+func KeylessCommand(verb string, args ...any) *Command {
+	if !keylessVerbs[verb] {
+		panic("backend: " + verb + " is not a keyless command: build it with KeyCommand or ScriptCommand")
+	}
+	return encode(append([]any{verb}, args...))
+}
+
+// keylessVerbs are the commands of no key that the engine sends.
+var keylessVerbs = map[string]bool{
+	"AUTH": true, "CLIENT": true, "COMMAND": true, "HELLO": true, "INFO": true, "PING": true,
+	"PUBLISH": true, "SCAN": true, "SCRIPT": true, "SELECT": true, "TIME": true, "WAIT": true,
+	"SUBSCRIBE": true, "PSUBSCRIBE": true, "UNSUBSCRIBE": true, "PUNSUBSCRIBE": true,
+}
+
+func encode(args []any) *Command {
 	b := appendArrayHeader(nil, len(args))
 	for _, a := range args {
 		b = appendArg(b, a)
@@ -58,7 +83,7 @@ func NewCommand(args ...any) *Command {
 }
 
 // ScriptCommand encodes EVALSHA sha numkeys keys... args...; args are
-// strings and integers, as for NewCommand. A server that answers NOSCRIPT
+// strings and integers, as for KeyCommand. A server that answers NOSCRIPT
 // is sent the same command once more as EVAL, with the script's source.
 func ScriptCommand(s *Script, keys []string, args ...any) *Command {
 	argc := 3 + len(keys) + len(args)
@@ -100,10 +125,8 @@ func HashKey(key string) uint32 {
 	return h.Sum32()
 }
 
-// KeyHash is a hash of a script command's first key, for a caller that
-// keeps the commands on one key in order; it is 0 for a command of no keys
-// and for one built by NewCommand, which does not tell keys from other
-// arguments.
+// KeyHash is a hash of a command's first key, for a caller that keeps the
+// commands on one key in order; it is 0 for a command of no keys.
 func (c *Command) KeyHash() uint32 { return c.key }
 
 // eval is the command as EVAL with the script's source, for a server that

@@ -19,7 +19,7 @@ func TestScriptCommandWire(t *testing.T) {
 	if got := string(cmd.eval()); got != wantEval {
 		t.Fatalf("EVAL form:\n got %q\nwant %q", got, wantEval)
 	}
-	if got, want := string(NewCommand("DEL", "k").wire), "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"; got != want {
+	if got, want := string(KeyCommand("DEL", "k").wire), "*2\r\n$3\r\nDEL\r\n$1\r\nk\r\n"; got != want {
 		t.Fatalf("plain: got %q, want %q", got, want)
 	}
 }
@@ -153,5 +153,26 @@ func TestIsServerError(t *testing.T) {
 	}
 	if IsServerError(errClosed) || IsServerError(notSent{errClosed}) {
 		t.Error("a closed pipe's error is a server's reply")
+	}
+}
+
+// TestKeyCommands: a command on a key carries the key's hash, so that it
+// keeps the key's send order; a keyed verb cannot be built as keyless.
+func TestKeyCommands(t *testing.T) {
+	if got, want := KeyCommand("PEXPIRE", "k", 100).KeyHash(), HashKey("k"); got != want {
+		t.Errorf("PEXPIRE k: key hash %d, want %d", got, want)
+	}
+	if got := KeylessCommand("PING").KeyHash(); got != 0 {
+		t.Errorf("PING: key hash %d, want 0", got)
+	}
+	for _, verb := range []string{"PEXPIRE", "DEL", "SET", "EVAL", "GET"} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("KeylessCommand(%q) was built; want a panic", verb)
+				}
+			}()
+			KeylessCommand(verb, "k")
+		}()
 	}
 }
