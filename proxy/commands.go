@@ -3,6 +3,7 @@ package proxy
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -274,7 +275,7 @@ func parseInt(b []byte) (int64, bool) {
 // parseTTL reads an expiry argument of cmd, in seconds or milliseconds, the
 // way Redis 7 checks it: not an integer, not positive, or overflowing when
 // converted to milliseconds is an error. A TTL beyond what a Duration holds
-// is saturated; the Locker rejects it against max_ttl.
+// (292 years) is beyond any max_ttl: a *ttlTooLong that names it as asked.
 func parseTTL(arg []byte, seconds bool, cmd string) (time.Duration, error) {
 	n, ok := parseInt(arg)
 	switch {
@@ -283,11 +284,22 @@ func parseTTL(arg []byte, seconds bool, cmd string) (time.Duration, error) {
 	case n <= 0, seconds && n > math.MaxInt64/1000:
 		return 0, errExpireTime(cmd)
 	}
+	ms := n
 	if seconds {
-		n *= 1000
+		ms *= 1000
 	}
-	if n > int64(math.MaxInt64/time.Millisecond) {
-		return math.MaxInt64, nil
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		asked := strconv.FormatInt(n, 10) + " ms"
+		if seconds {
+			asked = strconv.FormatInt(n, 10) + " s"
+		}
+		return 0, &ttlTooLong{asked: asked}
 	}
-	return time.Duration(n) * time.Millisecond, nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
+
+// ttlTooLong is a TTL asked beyond what a Duration holds, as asked:
+// errorText names it beside max_ttl.
+type ttlTooLong struct{ asked string }
+
+func (e *ttlTooLong) Error() string { return "ttl " + e.asked + " is too long" }

@@ -54,7 +54,8 @@ func TestParseTTL(t *testing.T) {
 		{"zero", "0", false, 0, "ERR invalid expire time in 'set' command"},
 		{"negative", "-5", true, 0, "ERR invalid expire time in 'set' command"},
 		{"seconds overflow ms", "9223372036854776", true, 0, "ERR invalid expire time in 'set' command"},
-		{"ms beyond a Duration saturates", "9223372036854775807", false, math.MaxInt64, ""},
+		{"ms beyond a Duration", "9223372036854775807", false, 0, "ttl 9223372036854775807 ms is too long"},
+		{"s beyond a Duration", "9223372036855", true, 0, "ttl 9223372036855 s is too long"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseTTL([]byte(tc.in), tc.seconds, "set")

@@ -285,7 +285,8 @@ func FuzzParsers(f *testing.F) {
 				}
 			}
 			pexpire := append([][]byte{[]byte("pexpire")}, args...)
-			if ttl, err := parseExpire(pexpire, false); err == nil && (ttl <= 0 || len(args) != 2) {
+			n, _ := parseInt(args[1])
+			if ttl, err := parseExpire(pexpire, false); err == nil && (ttl < 0 || (ttl == 0) != (n <= 0) || len(args) != 2) {
 				t.Fatalf("parseExpire(%q) = %s", args, ttl)
 			}
 		}
@@ -324,12 +325,12 @@ func checkParseTTL(t *testing.T, a []byte) {
 			if err == nil || err.Error() != "ERR invalid expire time in 'set' command" {
 				t.Fatalf("parseTTL(%q, %v) = %s, %v; want the invalid expire time error", a, seconds, ttl, err)
 			}
+		case n*unit > math.MaxInt64/int64(time.Millisecond):
+			if _, ok := err.(*ttlTooLong); !ok {
+				t.Fatalf("parseTTL(%q, %v) = %d, %v; want it too long", a, seconds, ttl, err)
+			}
 		case err != nil:
 			t.Fatalf("parseTTL(%q, %v): %v", a, seconds, err)
-		case n*unit > math.MaxInt64/int64(time.Millisecond):
-			if ttl != math.MaxInt64 {
-				t.Fatalf("parseTTL(%q, %v) = %d, want it saturated", a, seconds, ttl)
-			}
 		case ttl != time.Duration(n*unit)*time.Millisecond:
 			t.Fatalf("parseTTL(%q, %v) = %s", a, seconds, ttl)
 		}

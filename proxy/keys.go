@@ -73,8 +73,12 @@ func (s *Server) handleTTL(conn redcon.Conn, cmd redcon.Command) {
 
 func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Duration) {
 	ctx := s.ctx
-	r, err := space(conn).Read(ctx, quorum.Read{Op: quorum.OpPTTL, Key: string(cmd.Args[1])})
+	ks := space(conn)
+	key := string(cmd.Args[1])
+	r, err := ks.Read(ctx, quorum.Read{Op: quorum.OpPTTL, Key: key})
 	switch {
+	case err == nil && s.unexpiring(ks, key):
+		conn.WriteInt(-1)
 	case err == nil:
 		ms := max(r.TTL.Milliseconds(), 0)
 		if unit == time.Second {
@@ -88,6 +92,13 @@ func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Durati
 	default:
 		s.writeError(conn, err)
 	}
+}
+
+// unexpiring reports whether key, as a client of ks named it, is a session
+// lock of this proxy asked without a TTL.
+func (s *Server) unexpiring(ks *keyspace, key string) bool {
+	full, err := ks.key(key)
+	return err == nil && s.sessions.isUnexpiring(full)
 }
 
 // handleExists serves EXISTS key [key ...]: how many of the keys exist on
@@ -158,6 +169,10 @@ func (s *Server) expire(conn redcon.Conn, cmd redcon.Command, seconds bool) {
 		s.writeError(conn, err)
 		return
 	}
+	if ttl == 0 {
+		s.countKeys(conn, cmd.Args[1:2], deleter(space(conn)))
+		return
+	}
 	ctx := s.ctx
 	ok, err := space(conn).Write(ctx, quorum.Write{Op: quorum.OpExpire, Key: string(cmd.Args[1]), TTL: ttl})
 	if err != nil {
@@ -168,8 +183,8 @@ func (s *Server) expire(conn redcon.Conn, cmd redcon.Command, seconds bool) {
 }
 
 // parseExpire parses [P]EXPIRE key ttl [option], options before the TTL as
-// Redis checks them. A TTL ≤ 0, which makes Redis delete the key, is
-// refused: DEL says that plainly.
+// Redis checks them. A TTL ≤ 0 makes Redis delete the key: it is 0, which
+// the caller carries out as DEL (a client may release that way).
 func parseExpire(args [][]byte, seconds bool) (time.Duration, error) {
 	name := strings.ToLower(string(args[0]))
 	for _, a := range args[3:] {
@@ -179,6 +194,9 @@ func parseExpire(args [][]byte, seconds bool) (time.Duration, error) {
 		default:
 			return 0, errorf("ERR Unsupported option %s", a)
 		}
+	}
+	if n, ok := parseInt(args[2]); ok && n <= 0 {
+		return 0, nil
 	}
 	return parseTTL(args[2], seconds, name)
 }

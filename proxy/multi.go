@@ -274,7 +274,7 @@ func lockShape(tx *txState) (lockTx, error) {
 		if err != nil {
 			return lockTx{}, err
 		}
-		op.ttl = ttl
+		op.ttl, op.release = ttl, ttl == 0
 	case "set":
 		req, opt, _, err := parseSetOptions(args)
 		switch {

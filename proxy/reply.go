@@ -83,6 +83,7 @@ func (s *Server) errorText(err error) string {
 		arg *argError
 		nq  *quorum.NoQuorumError
 		ttl *quorum.TTLError
+		big *ttlTooLong
 	)
 	switch {
 	case errors.As(err, &arg):
@@ -94,6 +95,8 @@ func (s *Server) errorText(err error) string {
 		return noQuorumText(nq)
 	case errors.As(err, &ttl):
 		return ttlText(ttl)
+	case errors.As(err, &big):
+		return fmt.Sprintf("ERR invalid expire time: %s exceeds max_ttl %d ms", big.asked, s.locks.MaxTTL().Milliseconds())
 	case errors.Is(err, hashslot.ErrCrossSlot):
 		return hashslot.ErrCrossSlot.Error()
 	case errors.Is(err, quorum.ErrReservedKey):

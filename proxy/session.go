@@ -100,6 +100,9 @@ type sessionLock struct {
 	clientKey string      // the key as its holder named it
 	owner     *connSessions
 	taken     time.Time
+	// unexpiring: asked without a TTL, where one Redis would answer TTL
+	// -1; a session prefix's or user's lock asked with one is not.
+	unexpiring bool
 	// validUntil is when the lock stops being safe to rely on, in
 	// nanoseconds of sessions.since: a command of its holder answered after
 	// it is told the loss, whether or not the renewal loop has looked yet.
@@ -134,6 +137,8 @@ type sessions struct {
 	base time.Time // of since
 	mu   sync.Mutex
 	held map[quorum.Held]*sessionLock
+	// unexpiring are the keys of held's locks asked without a TTL.
+	unexpiring map[string]*sessionLock
 	// count is len(held), read without mu by released, which every
 	// release of every connection calls.
 	count atomic.Int64
@@ -151,7 +156,7 @@ type sessions struct {
 
 func newSessions(ctx context.Context, cfg SessionConfig, renewer Renewer, locks Locker, log *slog.Logger) *sessions {
 	m := &sessions{cfg: cfg.withDefaults(), renewer: renewer, locks: locks, log: log, ctx: ctx, base: time.Now(),
-		held: map[quorum.Held]*sessionLock{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+		held: map[quorum.Held]*sessionLock{}, unexpiring: map[string]*sessionLock{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
 	if renewer != nil {
 		go m.run()
 	} else {
@@ -204,8 +209,9 @@ func (s *Server) sessionBound(conn redcon.Conn, key string) bool {
 }
 
 // acquireSession takes key for token as a session-bound lock for conn,
-// with wait as Lock's Wait. The Result is the acquisition's.
-func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, token string, wait time.Duration) (quorum.Result, error) {
+// with wait as Lock's Wait; unexpiring when it was asked without a TTL.
+// The Result is the acquisition's.
+func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, token string, wait time.Duration, unexpiring bool) (quorum.Result, error) {
 	m := s.sessions
 	if m.renewer == nil {
 		return quorum.Result{}, errNoSessions
@@ -237,7 +243,7 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 		r.Validity = renewed.Validity
 	}
 	owner := s.connSessions(conn)
-	l := &sessionLock{held: held, clientKey: key, owner: owner, taken: start}
+	l := &sessionLock{held: held, clientKey: key, owner: owner, taken: start, unexpiring: unexpiring}
 	m.mu.Lock()
 	// Validity counts from the decision, a little after start: from start
 	// is conservative.
@@ -247,6 +253,9 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 		m.dropLocked(old) // the same token took the key again: one lock
 	}
 	m.held[l.held] = l
+	if unexpiring {
+		m.unexpiring[full] = l
+	}
 	m.count.Store(int64(len(m.held)))
 	owner.mu.Lock()
 	owner.locks[l] = struct{}{}
@@ -293,9 +302,25 @@ func (m *sessions) dropLocked(l *sessionLock) {
 		delete(m.held, l.held)
 		m.count.Store(int64(len(m.held)))
 	}
+	if m.unexpiring[l.held.Key] == l {
+		delete(m.unexpiring, l.held.Key)
+	}
 	l.owner.mu.Lock()
 	delete(l.owner.locks, l)
 	l.owner.mu.Unlock()
+}
+
+// isUnexpiring reports whether key (the Locker's, with the user's prefix)
+// is a session lock of this proxy that was asked without a TTL: TTL and
+// PTTL answer -1 for it, as one Redis does, though its lease runs on the
+// backends. Through another proxy they answer the lease.
+func (m *sessions) isUnexpiring(key string) bool {
+	if m.count.Load() == 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unexpiring[key] != nil
 }
 
 // released is told of every release or deletion of key that a quorum

@@ -72,6 +72,9 @@ func parseSetOptions(args [][]byte) (req setReq, opt [setGroups]string, cmp stri
 	req = setReq{key: string(args[1]), token: string(args[2])}
 	if val[setExpiry] != nil {
 		ttl, err := parseTTL(val[setExpiry], opt[setExpiry] == "ex" || opt[setExpiry] == "exat", "set")
+		if _, far := err.(*ttlTooLong); far && (opt[setExpiry] == "exat" || opt[setExpiry] == "pxat") {
+			err = nil // a time, not a TTL: the shape check refuses it
+		}
 		if err != nil {
 			return setReq{}, opt, "", err
 		}
@@ -122,7 +125,7 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 	}
 	var r quorum.Result
 	if op == quorum.OpAcquire && (req.ttl == 0 || s.sessionBound(conn, req.key)) {
-		r, err = s.acquireSession(ctx, conn, req.key, req.token, 0)
+		r, err = s.acquireSession(ctx, conn, req.key, req.token, 0, req.ttl == 0)
 	} else {
 		r, err = space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
 	}
@@ -149,7 +152,7 @@ func (s *Server) handleSetNX(conn redcon.Conn, cmd redcon.Command) {
 	ctx := s.ctx
 	var err error
 	if s.sessions.renewer != nil {
-		_, err = s.acquireSession(ctx, conn, key, token, 0)
+		_, err = s.acquireSession(ctx, conn, key, token, 0, true)
 	} else {
 		_, err = space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{key}, Token: token, TTL: s.locks.MaxTTL()})
 	}

@@ -11,15 +11,15 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// topUpRig is a proxy over an engine of five real redis-servers, with raw
+// realRig is a proxy over an engine of five real redis-servers, with raw
 // connections to each backend.
-type topUpRig struct {
+type realRig struct {
 	engine   *quorum.Engine
 	proxy    *respConn
 	backends []*respConn
 }
 
-func startTopUpRig(t *testing.T, fencing bool) *topUpRig {
+func startRealRig(t *testing.T, fencing bool) *realRig {
 	t.Helper()
 	servers := redistest.StartN(t, 5)
 	var urls []string
@@ -39,14 +39,14 @@ func startTopUpRig(t *testing.T, fencing bool) *topUpRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &topUpRig{engine: engine, proxy: dialRESP(t, serve(t, srv))}
+	r := &realRig{engine: engine, proxy: dialRESP(t, serve(t, srv))}
 	for _, s := range servers {
 		r.backends = append(r.backends, dialRESP(t, s.Addr()))
 	}
 	return r
 }
 
-func (r *topUpRig) must(t *testing.T, c *respConn, args ...string) string {
+func (r *realRig) must(t *testing.T, c *respConn, args ...string) string {
 	t.Helper()
 	reply, err := c.do(args...)
 	if err != nil {
@@ -56,7 +56,7 @@ func (r *topUpRig) must(t *testing.T, c *respConn, args ...string) string {
 }
 
 // pttl is key's PTTL on each backend.
-func (r *topUpRig) pttl(t *testing.T, key string) []int64 {
+func (r *realRig) pttl(t *testing.T, key string) []int64 {
 	t.Helper()
 	var out []int64
 	for _, b := range r.backends {
@@ -101,7 +101,7 @@ func TestLockEndingCommandsStopTopUps(t *testing.T) {
 		{"EXEC PEXPIRE", false, watched("PEXPIRE", "K", "100"), 100},
 		{"EXEC SET XX", false, watched("SET", "K", "me", "XX", "PX", "100"), 100},
 	}
-	rigs := map[bool]*topUpRig{false: startTopUpRig(t, false), true: startTopUpRig(t, true)}
+	rigs := map[bool]*realRig{false: startRealRig(t, false), true: startRealRig(t, true)}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := rigs[c.fencing]

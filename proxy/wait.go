@@ -95,7 +95,7 @@ func (s *Server) handleLockAcquire(conn redcon.Conn, cmd redcon.Command) {
 	}
 	var r quorum.Result
 	if req.ttl == 0 || s.sessionBound(conn, req.key) {
-		r, err = s.acquireSession(ctx, conn, req.key, req.token, req.wait)
+		r, err = s.acquireSession(ctx, conn, req.key, req.token, req.wait, req.ttl == 0)
 	} else {
 		r, err = space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{req.key}, Token: req.token, TTL: req.ttl, Wait: req.wait})
 	}
