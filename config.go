@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -274,6 +275,9 @@ func loadConfig(args []string, env func(string) (string, bool), out io.Writer) (
 	}
 	_, backends := given["backends"]
 	s := &settings{configured: *path != "" || backends}
+	if *path != "" {
+		s.proxy.ConfigFile, _ = filepath.Abs(*path)
+	}
 	for i, k := range keys {
 		if err := values[i].apply(s); err != nil {
 			if src := given[k.name]; strings.HasPrefix(src, "LOCKPROXY_") {

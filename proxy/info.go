@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,6 +120,7 @@ func (s *Server) infoSections() []infoSection {
 	return []infoSection{
 		{"Server", s.infoServer, false},
 		{"Clients", s.infoClients, true},
+		{"Replication", s.infoReplication, false},
 		{"Persistence", func(b *strings.Builder) { b.WriteString("loading:0\r\nasync_loading:0\r\n") }, false},
 		{"Stats", s.infoStats, true},
 		{"Backends", s.infoBackends, true},
@@ -163,11 +168,37 @@ func (s *Server) infoCluster(b *strings.Builder) {
 	fmt.Fprintf(b, "cluster_enabled:%d\r\n", boolDigit(s.cluster != nil))
 }
 
+// infoServer shows Redis's fields, with lockproxy's values where Redis's
+// describe its build (no gcc, Go's netpoller and atomics), and
+// lockproxy_version beside them: test harnesses and monitoring read
+// arch_bits, os, run_id, tcp_port and the rest.
 func (s *Server) infoServer(b *strings.Builder) {
-	up := int64(time.Since(s.started) / time.Second)
-	fmt.Fprintf(b, "redis_version:%s\r\nlockproxy_version:%s\r\nredis_mode:%s\r\n"+
-		"process_id:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\n",
-		compatVersion, s.version, s.mode(), os.Getpid(), up, up/86400)
+	now := time.Now()
+	up := int64(now.Sub(s.started) / time.Second)
+	exe, _ := os.Executable()
+	port := s.tcpPort.Load()
+	fmt.Fprintf(b, "redis_version:%s\r\nlockproxy_version:%s\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n"+
+		"redis_mode:%s\r\nos:%s %s\r\narch_bits:%d\r\nmonotonic_clock:Go runtime\r\nmultiplexing_api:Go netpoller\r\n"+
+		"atomicvar_api:Go sync/atomic\r\ngcc_version:0.0.0\r\ngo_version:%s\r\nprocess_id:%d\r\nprocess_supervised:no\r\nrun_id:%s\r\n"+
+		"tcp_port:%d\r\nserver_time_usec:%d\r\nuptime_in_seconds:%d\r\nuptime_in_days:%d\r\nhz:10\r\nconfigured_hz:10\r\n"+
+		"lru_clock:%d\r\nexecutable:%s\r\nconfig_file:%s\r\nio_threads_active:0\r\nlistener0:name=tcp,bind=*,port=%d\r\n",
+		compatVersion, s.version, s.mode(), runtime.GOOS, runtime.GOARCH, strconv.IntSize, runtime.Version(), os.Getpid(), s.runID,
+		port, now.UnixMicro(), up, up/86400, now.Unix()&(1<<24-1), exe, s.confFile, port)
+}
+
+// infoReplication: the proxy is nobody's replica and has none.
+func (s *Server) infoReplication(b *strings.Builder) {
+	fmt.Fprintf(b, "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\nmaster_replid:%s\r\n"+
+		"master_replid2:%s\r\nmaster_repl_offset:0\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:0\r\n"+
+		"repl_backlog_size:1048576\r\nrepl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n",
+		s.runID, strings.Repeat("0", 40))
+}
+
+// newRunID is a random 40-hex-digit id, as Redis's run_id.
+func newRunID() string {
+	var b [20]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // mode is INFO's redis_mode.
@@ -179,7 +210,14 @@ func (s *Server) mode() string {
 }
 
 func (s *Server) infoClients(b *strings.Builder) {
-	fmt.Fprintf(b, "connected_clients:%d\r\n", s.clients.Load())
+	pubsub, _, _ := s.hub.counts()
+	var blocked int64
+	if wr, ok := s.backendReporter().(WaitReporter); ok {
+		blocked = wr.Waits().Waiting
+	}
+	fmt.Fprintf(b, "connected_clients:%d\r\ncluster_connections:0\r\nmaxclients:%d\r\nblocked_clients:%d\r\n"+
+		"tracking_clients:0\r\npubsub_clients:%d\r\n",
+		s.clients.Load(), s.settings().cfg.MaxClients, blocked, pubsub)
 }
 
 // infoStats shows Redis's totals, then lock operations by outcome, in all

@@ -3,11 +3,14 @@ package proxy
 import (
 	"log/slog"
 	"math"
+	"net"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/tidwall/redcon"
 )
@@ -26,7 +29,7 @@ func TestInfo(t *testing.T) {
 				"\r\n\r\n# Stats\r\n", "total_connections_received:1\r\n", "\r\n\r\n# Backends\r\n"}, nil},
 		{"one section", []string{"persistence"}, []string{"# Persistence\r\nloading:0\r\n"}, []string{"# Server", "# Clients"}},
 		{"two sections", []string{"SERVER", "clients"}, []string{"# Server\r\n", "# Clients\r\n"}, []string{"# Persistence", "# Stats"}},
-		{"twice the same", []string{"clients", "CLIENTS"}, []string{"$32\r\n# Clients\r\nconnected_clients:1\r\n\r\n"}, nil},
+		{"twice the same", []string{"clients", "CLIENTS"}, []string{"$130\r\n# Clients\r\nconnected_clients:1\r\ncluster_connections:0\r\nmaxclients:10000\r\nblocked_clients:0\r\ntracking_clients:0\r\npubsub_clients:0\r\n\r\n"}, nil},
 		{"default", []string{"default"}, []string{"# Server\r\n", "# Stats\r\n", "# Backends\r\n"}, nil},
 		{"everything", []string{"everything"}, []string{"# Server\r\n", "# Clients\r\n", "# Persistence\r\n", "# Stats\r\n"}, nil},
 		{"known and unknown", []string{"keyspace", "stats"}, []string{"$", "# Stats\r\n"}, []string{"# Server", "keyspace", "Keyspace"}},
@@ -179,4 +182,57 @@ func TestInfoEmbedded(t *testing.T) {
 	if got := info(s, "backends"); !strings.HasPrefix(got, "# Backends\r\nbackends:1\r\nquorum:1\r\nbackends_embedded:1\r\nbackends_up:1\r\n") {
 		t.Fatalf("INFO backends on embedded backends:\n%q", got)
 	}
+}
+
+// TestInfoHasRedisFields: INFO server, clients and replication carry every
+// field a real redis-server shows there (redis-py's test harness reads
+// arch_bits at start; monitoring reads run_id, tcp_port, role), but those
+// that measure Redis's own buffers, which the proxy does not keep.
+func TestInfoHasRedisFields(t *testing.T) {
+	notKept := map[string]bool{
+		"client_recent_max_input_buffer": true, "client_recent_max_output_buffer": true, "clients_in_timeout_table": true,
+		"total_blocking_keys": true, "total_blocking_keys_on_nokey": true, "total_watched_keys": true, "watching_clients": true,
+	}
+	redis := dialRESP(t, redistest.Start(t).Addr())
+	ts := startServer(t, Config{})
+	proxy := connect(t, ts.addr)
+	for _, section := range []string{"server", "clients", "replication"} {
+		want, err := redis.do("INFO", section)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := infoFields(proxy.do("INFO", section))
+		for name := range infoFields(want) {
+			if _, ok := got[name]; !ok && !notKept[name] && !strings.HasPrefix(name, "listener") {
+				t.Errorf("INFO %s lacks Redis's %s", section, name)
+			}
+		}
+	}
+	server := infoFields(proxy.do("INFO", "server"))
+	_, port, _ := net.SplitHostPort(ts.addr)
+	for name, want := range map[string]string{"arch_bits": strconv.Itoa(strconv.IntSize), "tcp_port": port, "redis_mode": "standalone"} {
+		if server[name] != want {
+			t.Errorf("%s:%s, want %s", name, server[name], want)
+		}
+	}
+	if id := server["run_id"]; len(id) != 40 {
+		t.Errorf("run_id:%s, want 40 hex digits", id)
+	}
+	if exe := server["executable"]; exe == "" {
+		t.Error("executable is empty")
+	}
+	if role := infoFields(proxy.do("INFO", "replication"))["role"]; role != "master" {
+		t.Errorf("role:%s, want master", role)
+	}
+}
+
+// infoFields reads an INFO reply's field:value lines.
+func infoFields(reply string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(reply, "\r\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") && !strings.HasPrefix(line, "$") {
+			out[name] = value
+		}
+	}
+	return out
 }

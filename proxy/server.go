@@ -65,6 +65,9 @@ type Config struct {
 	// Fencing says the Locker mints fencing tokens: CLIENT FENCING ON is
 	// refused without it. Default: false.
 	Fencing bool
+	// ConfigFile is the configuration file's absolute path, which INFO
+	// server shows as config_file. Default: none.
+	ConfigFile string
 	// Version is lockproxy's own version, which INFO server shows as
 	// lockproxy_version beside the Redis version the proxy answers as.
 	// Default: "unknown".
@@ -121,6 +124,9 @@ type Server struct {
 	live     atomic.Pointer[settings]
 	started  time.Time
 	version  string
+	runID    string       // INFO's run_id: this process's, random
+	tcpPort  atomic.Int64 // INFO's tcp_port: the first listener's
+	confFile string       // Config.ConfigFile
 	embedded bool     // Config.Embedded
 	fencing  bool     // Config.Fencing
 	cluster  *cluster // nil: standalone (Config.Cluster)
@@ -171,6 +177,8 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		refused:  newScriptCache(scriptCacheSize),
 		started:  time.Now(),
 		version:  cfg.Version,
+		runID:    newRunID(),
+		confFile: cfg.ConfigFile,
 		embedded: cfg.Embedded,
 		fencing:  cfg.Fencing,
 		stopped:  make(chan struct{}),
@@ -200,6 +208,9 @@ func New(locks Locker, cfg Config) (*Server, error) {
 // returns nil after Shutdown (at once, closing ln, when Shutdown came
 // first), once every connection it accepted is closed and served no more.
 func (s *Server) Serve(ln net.Listener) error {
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		s.tcpPort.CompareAndSwap(0, int64(a.Port))
+	}
 	dl := s.attach(ln)
 	if dl == nil {
 		ln.Close()
