@@ -217,6 +217,11 @@ func decodeHashRelease(_ *node, r backend.Reply) (hashLeft, error) {
 //     as they answer where they had not;
 //   - ErrNotHeld when the backends that had the field, with those that did
 //     not answer, cannot make a quorum: the lock is not the owner's;
+//   - ErrNotHeld too, once every answer that will come is in, when those
+//     still holding the field, with the silent backends, cannot make a
+//     quorum, though the silent ones might have made one that had it: no
+//     quorum holds the lock now, whether this release ended it or it was
+//     gone before, and "not held" is the answer that claims nothing;
 //   - otherwise a *NoQuorumError: Redisson retries the request with the
 //     same latch, which each backend that did its part answers as it did.
 //
@@ -260,7 +265,7 @@ func (e *Engine) hashRelease(ctx context.Context, key, field string, lease time.
 			}
 		}
 	}
-	switch t.outcome() {
+	switch t.final() {
 	case stillHeld:
 		counts := make([]int64, len(held))
 		for i, v := range held {
@@ -308,6 +313,18 @@ func (t releaseTally) outcome() int {
 		return notOwned
 	}
 	return undecidedRelease
+}
+
+// final is the outcome once no more answers will come (each backend
+// answered, failed, or the caller stopped waiting): undecided only while
+// the silent backends, with those still holding the field, could make a
+// quorum that still holds it.
+func (t releaseTally) final() int {
+	silent := t.total - t.released - t.held - t.notOwner
+	if o := t.outcome(); o != undecidedRelease || t.held+silent >= t.quorum {
+		return o
+	}
+	return notOwned
 }
 
 // dropHashLock deletes the hash lock key where the owner still holds it

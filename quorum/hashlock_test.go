@@ -509,37 +509,70 @@ func TestHashLockReleaseUndecided(t *testing.T) {
 	}
 }
 
+// TestHashLockReleaseNoQuorumHolds: a fenced hash lock whose copies were
+// lost on two backends of five, released while a third hangs, answers
+// "not held" rather than NOQUORUM: two released it, two lacked it, and
+// the hung one cannot make a quorum that still holds it, whatever it did.
+func TestHashLockReleaseNoQuorumHolds(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true, NodeTimeout: 300 * time.Millisecond})
+	key, field := uniqueKey(t), "uuid:1"
+	if _, err := hashAcquire(c.engine, t, key, field, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, c.expectCounts(t, key, field, "1", "1", "1", "1", "1"))
+	for _, i := range []int{3, 4} {
+		if err := c.direct[i].Del(t.Context(), key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.servers[2].Pause()
+	_, err := hashRelease(c.engine, t, key, field, "latch:"+t.Name())
+	c.servers[2].Resume()
+	if !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("release: %v, want ErrNotHeld", err)
+	}
+}
+
 // TestReleaseTally: the rule of a hash lock release, for 3 and 5 backends:
 // still held while a quorum still holds the field; released once a quorum
 // had it and no quorum can still hold it; not the owner's when no quorum
-// can have had it; undecided between.
+// can have had it; undecided between. Once no more answers will come
+// (final), "not held" where no quorum can still hold it.
 func TestReleaseTally(t *testing.T) {
 	names := map[int]string{undecidedRelease: "undecided", stillHeld: "held", lockReleased: "released", notOwned: "not owner"}
 	for _, tc := range []struct {
 		total, released, held, notOwner int
-		want                            int
+		want, final                     int
 	}{
-		{3, 0, 2, 0, stillHeld},
-		{3, 1, 2, 0, stillHeld},
-		{3, 2, 0, 0, lockReleased},
-		{3, 2, 1, 0, lockReleased},     // the one still holding missed a re-entry
-		{3, 1, 1, 1, lockReleased},     // the field was on a quorum, and is on one backend now
-		{3, 1, 1, 0, undecidedRelease}, // the silent one may still hold it
-		{3, 1, 0, 0, undecidedRelease},
-		{3, 0, 0, 2, notOwned},
-		{3, 1, 0, 2, notOwned},         // one backend's stale field
-		{3, 0, 1, 1, undecidedRelease}, // the silent one decides
-		{3, 0, 0, 0, undecidedRelease}, // nobody answered
-		{5, 2, 1, 0, undecidedRelease}, // two silent could still hold it with the one
-		{5, 3, 0, 0, lockReleased},     // the two silent cannot make a quorum that holds it
-		{5, 2, 3, 0, stillHeld},
-		{5, 2, 2, 1, lockReleased},
-		{5, 1, 1, 3, notOwned},
-		{5, 1, 1, 1, undecidedRelease},
+		{3, 0, 2, 0, stillHeld, stillHeld},
+		{3, 1, 2, 0, stillHeld, stillHeld},
+		{3, 2, 0, 0, lockReleased, lockReleased},
+		{3, 2, 1, 0, lockReleased, lockReleased},         // the one still holding missed a re-entry
+		{3, 1, 1, 1, lockReleased, lockReleased},         // the field was on a quorum, and is on one backend now
+		{3, 1, 1, 0, undecidedRelease, undecidedRelease}, // the silent one may still hold it
+		{3, 1, 0, 0, undecidedRelease, undecidedRelease},
+		{3, 0, 0, 2, notOwned, notOwned},
+		{3, 1, 0, 2, notOwned, notOwned},                 // one backend's stale field
+		{3, 0, 1, 1, undecidedRelease, undecidedRelease}, // the silent one decides
+		{3, 0, 0, 0, undecidedRelease, undecidedRelease}, // nobody answered
+		{5, 2, 1, 0, undecidedRelease, undecidedRelease}, // two silent could still hold it with the one
+		{5, 3, 0, 0, lockReleased, lockReleased},         // the two silent cannot make a quorum that holds it
+		{5, 2, 3, 0, stillHeld, stillHeld},
+		{5, 2, 2, 1, lockReleased, lockReleased},
+		{5, 1, 1, 3, notOwned, notOwned},
+		{5, 1, 1, 1, undecidedRelease, undecidedRelease},
+		// No quorum can still hold it: whether the silent ones made this
+		// release the last, or it was gone before, nobody holds it.
+		{5, 2, 0, 2, undecidedRelease, notOwned}, // Redisson's RFencedLock unlock that answered NOQUORUM
+		{3, 1, 0, 1, undecidedRelease, notOwned},
+		{5, 1, 0, 2, undecidedRelease, notOwned},
 	} {
-		got := releaseTally{total: tc.total, quorum: tc.total/2 + 1, released: tc.released, held: tc.held, notOwner: tc.notOwner}.outcome()
-		if got != tc.want {
+		tally := releaseTally{total: tc.total, quorum: tc.total/2 + 1, released: tc.released, held: tc.held, notOwner: tc.notOwner}
+		if got := tally.outcome(); got != tc.want {
 			t.Errorf("N=%d, released %d, held %d, not owner %d: %s, want %s", tc.total, tc.released, tc.held, tc.notOwner, names[got], names[tc.want])
+		}
+		if got := tally.final(); got != tc.final {
+			t.Errorf("N=%d, released %d, held %d, not owner %d, final: %s, want %s", tc.total, tc.released, tc.held, tc.notOwner, names[got], names[tc.final])
 		}
 	}
 }
