@@ -12,9 +12,11 @@ import (
 // fencing token of the lock token holds, checked against a quorum of the
 // backends (not a counter any caller may read, as Redisson's getToken
 // is), so a generic command call of any client (go-redis Do, redis-py
-// execute_command, Jedis sendCommand, redis-cli) gets it. A client that
-// can take an integer where +OK was can opt in per connection, with CLIENT
-// FENCING ON, to get the token as the answer of SET ... NX itself.
+// execute_command, Jedis sendCommand, redis-cli) gets it. A client can
+// opt in per connection, with CLIENT FENCING ON, to get the token as the
+// answer of LOCK.ACQUIRE itself, in one round trip: a command no client
+// types, so every client reads its raw reply. SET keeps answering OK,
+// which typed clients' SET methods need.
 
 // handleFence serves FENCE key token: the token as an integer; nil when
 // token does not hold key on a quorum, or its lock has no fencing token.

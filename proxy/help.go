@@ -19,7 +19,7 @@ var subcommandHelp = map[string][][]string{
 		{"INFO", "Return information about the current client connection."},
 		{"SETNAME <name>", "Assign the name <name> to the current connection."},
 		{"SETINFO <option> <value>", "Set client meta attr. Options are:", "* LIB-NAME: the client lib name.", "* LIB-VER: the client lib version."},
-		{"FENCING (ON|OFF)", "Answer SET ... NX with the lock's fencing token instead of OK (needs fencing = true)."},
+		{"FENCING (ON|OFF)", "Answer LOCK.ACQUIRE with the lock's fencing token instead of OK (needs fencing = true)."},
 		{"CAPA <option> [<option> ...]", "Accepted and ignored: no capability changes lockproxy's replies."},
 		{"MAINT_NOTIFICATIONS (ON|OFF) [<option> <value> ...]", "Accepted and ignored: lockproxy sends no maintenance notifications."},
 	},

@@ -65,7 +65,7 @@ func TestHelpReply(t *testing.T) {
 		"+INFO\r\n+    Return information about the current client connection.\r\n" +
 		"+SETNAME <name>\r\n+    Assign the name <name> to the current connection.\r\n" +
 		"+SETINFO <option> <value>\r\n+    Set client meta attr. Options are:\r\n+    * LIB-NAME: the client lib name.\r\n+    * LIB-VER: the client lib version.\r\n" +
-		"+FENCING (ON|OFF)\r\n+    Answer SET ... NX with the lock's fencing token instead of OK (needs fencing = true).\r\n" +
+		"+FENCING (ON|OFF)\r\n+    Answer LOCK.ACQUIRE with the lock's fencing token instead of OK (needs fencing = true).\r\n" +
 		"+CAPA <option> [<option> ...]\r\n+    Accepted and ignored: no capability changes lockproxy's replies.\r\n" +
 		"+MAINT_NOTIFICATIONS (ON|OFF) [<option> <value> ...]\r\n+    Accepted and ignored: lockproxy sends no maintenance notifications.\r\n" +
 		"+HELP\r\n+    Prints this help.\r\n"

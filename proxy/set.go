@@ -123,15 +123,15 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 	if req.extend {
 		op = quorum.OpExtend
 	}
-	var r quorum.Result
 	if op == quorum.OpAcquire && (req.ttl == 0 || s.sessionBound(conn, req.key)) {
-		r, err = s.acquireSession(ctx, conn, req.key, req.token, 0, req.ttl == 0)
+		_, err = s.acquireSession(ctx, conn, req.key, req.token, 0, req.ttl == 0)
 	} else {
-		r, err = space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
+		_, err = space(conn).Lock(ctx, quorum.Lock{Op: op, Keys: []string{req.key}, Token: req.token, TTL: req.ttl})
 	}
+	// OK whatever CLIENT FENCING says: a stock client's typed SET reads an
+	// integer there as a failure (redis-py's False, go-redis's SetNX false
+	// for any token but 1) and would leak the lock it took.
 	switch {
-	case err == nil && op == quorum.OpAcquire && state(conn).fencing && r.Fence > 0:
-		conn.WriteInt64(r.Fence)
 	case err == nil:
 		conn.WriteString("OK")
 	case errors.Is(err, quorum.ErrNotAcquired), errors.Is(err, quorum.ErrNotHeld):

@@ -17,8 +17,9 @@ import (
 // TestFenceThroughClients: FENCE through go-redis's Do, redis-py's
 // execute_command and redis-cli answers the holder's fencing token, nil to
 // another token and after the release, and NOQUORUM with a majority down;
-// CLIENT FENCING ON makes SET NX answer the token itself; the next holder's
-// token is larger.
+// CLIENT FENCING ON makes LOCK.ACQUIRE answer the token itself, and leaves
+// SET NX answering OK, which redis-py's Lock and go-redis's SetNX need; the
+// next holder's token is larger.
 func TestFenceThroughClients(t *testing.T) {
 	c := newCluster(t, 5, "-fencing")
 	ctx := t.Context()
@@ -45,13 +46,13 @@ print(r.execute_command("FENCE", "job", "first"), r.execute_command("FENCE", "jo
 		t.Errorf("FENCE by another token: %v, want nil", err)
 	}
 
-	// Opted in, SET NX answers the token; released and taken again, the
-	// token is larger.
+	// Opted in, LOCK.ACQUIRE answers the token; released and taken again,
+	// the token is larger.
 	opted := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, MaxRetries: -1,
 		OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.Do(ctx, "CLIENT", "FENCING", "ON").Err() }})
 	t.Cleanup(func() { opted.Close() })
-	if n, err := opted.Do(ctx, "SET", "job", "second", "NX", "PX", 30000).Result(); err != redis.Nil {
-		t.Fatalf("SET NX while held, fencing on: %v, %v; want nil", n, err)
+	if n, err := opted.Do(ctx, "LOCK.ACQUIRE", "job", "second", "PX", 30000).Result(); err != redis.Nil {
+		t.Fatalf("LOCK.ACQUIRE while held, fencing on: %v, %v; want nil", n, err)
 	}
 	if got := do(t, cli, "EVAL", compareAndDelete, 1, "job", "first"); got != "1" {
 		t.Fatalf("release: %q", got)
@@ -59,9 +60,25 @@ print(r.execute_command("FENCE", "job", "first"), r.execute_command("FENCE", "jo
 	if _, err := cli.Do(ctx, "FENCE", "job", "first").Result(); err != redis.Nil {
 		t.Errorf("FENCE after the release: %v, want nil", err)
 	}
-	second, err := opted.Do(ctx, "SET", "job", "second", "NX", "PX", 30000).Int64()
+	second, err := opted.Do(ctx, "LOCK.ACQUIRE", "job", "second", "PX", 30000).Int64()
 	if err != nil || second <= first {
-		t.Fatalf("SET NX with fencing on: %d, %v; want a token above %d", second, err, first)
+		t.Fatalf("LOCK.ACQUIRE with fencing on: %d, %v; want a token above %d", second, err, first)
+	}
+	// A typed SetNX on the same opted-in connections reads its grant.
+	if ok, err := opted.SetNX(ctx, "job:typed", "mine", 30*time.Second).Result(); err != nil || !ok {
+		t.Errorf("go-redis SetNX with fencing on: %v, %v; want true", ok, err)
+	}
+	// And redis-py's Lock, on a connection opted in: acquire() is True, and
+	// the token comes from FENCE, or from LOCK.ACQUIRE in one round trip.
+	py = exec.Command(debianPython, "-c", `import redis, sys
+r = redis.Redis(host=sys.argv[1], port=int(sys.argv[2]), single_connection_client=True)
+r.execute_command("CLIENT", "FENCING", "ON")
+lock = r.lock("job:py", timeout=30)
+print(lock.acquire(blocking=False), r.execute_command("FENCE", "job:py", lock.local.token) > 0,
+      r.execute_command("LOCK.ACQUIRE", "job:py2", "t", "PX", 30000) > 0)`,
+		strings.Split(c.proxy.Addr, ":")[0], strings.Split(c.proxy.Addr, ":")[1])
+	if out, err := py.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "True True True" {
+		t.Errorf("redis-py Lock with fencing on: %q, %v; want True True True", out, err)
 	}
 	if got, err := cli.Do(ctx, "FENCE", "job", "second").Int64(); err != nil || got != second {
 		t.Errorf("FENCE of the second holder: %d, %v; want %d", got, err, second)
@@ -70,8 +87,8 @@ print(r.execute_command("FENCE", "job", "first"), r.execute_command("FENCE", "jo
 	info := redisCLI(t, c.proxy.Addr, "INFO", "backends")
 	// The backends were new to fencing: each was re-seeded from the others
 	// at the start.
-	if want := "fencing_tokens:2\nfencing_write_backs:0\nfencing_reseeds:5\n"; !strings.Contains(strings.ReplaceAll(info, "\r\n", "\n"), want) {
-		t.Errorf("INFO backends does not count the two tokens minted and the five re-seeds:\n%s", info)
+	if want := "fencing_tokens:5\nfencing_write_backs:0\nfencing_reseeds:5\n"; !strings.Contains(strings.ReplaceAll(info, "\r\n", "\n"), want) {
+		t.Errorf("INFO backends does not count the five tokens minted and the five re-seeds:\n%s", info)
 	}
 	for _, s := range c.servers[:3] {
 		s.Kill()

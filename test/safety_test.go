@@ -301,7 +301,7 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 
 // safetyClient is a safety run's client of the proxy at addr: one
 // connection, no retries (a retry would hide what the proxy answered), and
-// SET NX answering the lock's fencing token, which checkFences checks.
+// LOCK.ACQUIRE answering the lock's fencing token, which checkFences checks.
 func safetyClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr: addr, MaxRetries: -1, PoolSize: 1,
@@ -314,7 +314,7 @@ func safetyClient(addr string) *redis.Client {
 // client id's, and returns the record.
 func tryAcquire(ctx context.Context, h *history, cli *redis.Client, id int, key, token string) *op {
 	acquire := h.call(id, key, token, opAcquire, lockTTL)
-	reply, err := cli.Do(ctx, "SET", key, token, "NX", "PX", lockTTL.Milliseconds()).Result()
+	reply, err := cli.Do(ctx, "LOCK.ACQUIRE", key, token, "PX", lockTTL.Milliseconds()).Result()
 	if fence, ok := reply.(int64); ok && err == nil {
 		acquire.Fence, reply = fence, "OK"
 	}

@@ -621,7 +621,7 @@ func sessionWorker(w int, addr string, now func() time.Duration, record func(ses
 }
 
 // TestSessionLockKeepsFencingToken: with fencing, a session lock's
-// acquisition answers its token (CLIENT FENCING ON), and renewals keep it:
+// acquisition answers its token (CLIENT FENCING ON, LOCK.ACQUIRE), and renewals keep it:
 // FENCE reads the same token leases later.
 func TestSessionLockKeepsFencingToken(t *testing.T) {
 	c := newCluster(t, 3, "-fencing", "-session-lease", sessionLease.String())
@@ -629,9 +629,9 @@ func TestSessionLockKeepsFencingToken(t *testing.T) {
 	if got := holder.do(t, "CLIENT", "FENCING", "ON"); got != "+OK\r\n" {
 		t.Fatalf("CLIENT FENCING ON: %q", got)
 	}
-	got := holder.do(t, "SET", "fenced", "mine", "NX")
+	got := holder.do(t, "LOCK.ACQUIRE", "fenced", "mine", "SESSION")
 	if !strings.HasPrefix(got, ":") {
-		t.Fatalf("SET fenced mine NX with fencing on: %q, want the token", got)
+		t.Fatalf("LOCK.ACQUIRE fenced mine SESSION with fencing on: %q, want the token", got)
 	}
 	until := time.Now().Add(3 * sessionLease)
 	redistest.Eventually(t, func() string {

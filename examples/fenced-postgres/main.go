@@ -94,17 +94,17 @@ func run(proxy, dsn, key string, id int64, ttl time.Duration, data string, wait,
 
 	rdb := redis.NewClient(&redis.Options{
 		Addr: proxy,
-		// With it, SET NX answers the lock's fencing token instead of OK.
+		// With it, LOCK.ACQUIRE answers the lock's fencing token instead of OK.
 		OnConnect: func(ctx context.Context, cn *redis.Conn) error {
 			return cn.Do(ctx, "CLIENT", "FENCING", "ON").Err()
 		},
-		// A retried SET NX would find this token's own lock and answer nil.
+		// A retried acquisition would find this token's own lock and answer nil.
 		MaxRetries: -1,
 	})
 	defer rdb.Close()
 
 	token := rand.Text()
-	fence, err := rdb.Do(ctx, "SET", key, token, "NX", "PX", ttl.Milliseconds()).Int64()
+	fence, err := rdb.Do(ctx, "LOCK.ACQUIRE", key, token, "PX", ttl.Milliseconds()).Int64()
 	if errors.Is(err, redis.Nil) {
 		fmt.Println("not acquired: another token holds", key)
 		return exitNotHeld
