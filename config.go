@@ -101,6 +101,8 @@ var keys = []key{
 		})},
 	{"users_file", live, "file of more users, one a line as -users takes them (# starts a comment), read again on reload",
 		filename("", func(s *settings, v string) { s.usersFile = v })},
+	{"allow_flush", live, "let FLUSHDB and FLUSHALL delete every lock of the caller's key space, as test suites' teardowns do (always allowed on the embedded backends)",
+		boolean(false, func(s *settings, v bool) { s.proxy.AllowFlush = v })},
 	{"max_clients", live, "most client connections open at once",
 		integer(10000, 1, math.MaxInt, func(s *settings, v int) { s.proxy.MaxClients = v })},
 	{"idle_timeout", live, "close a client connection that has not sent a whole command for this long (idle, or sending one too slowly); 0s: never",

@@ -75,8 +75,8 @@ func TestParseTTL(t *testing.T) {
 func TestDispatch(t *testing.T) {
 	ts := startServer(t, Config{})
 	runWireCases(t, ts, []wireCase{
-		{name: "unknown command", cmd: []string{"FLUSHALL", "ASYNC"},
-			want: "-ERR unknown command 'FLUSHALL', with args beginning with: 'ASYNC' \r\n"},
+		{name: "unknown command", cmd: []string{"SWAPDB", "0"},
+			want: "-ERR unknown command 'SWAPDB', with args beginning with: '0' \r\n"},
 		{name: "unknown command without args", cmd: []string{"foo"},
 			want: "-ERR unknown command 'foo', with args beginning with: \r\n"},
 		{name: "newline in unknown command stays one line", cmd: []string{"a\r\nb"},

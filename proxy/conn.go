@@ -23,14 +23,14 @@ type connState struct {
 	proto   int      // 2 or 3
 	user    *account // nil until authenticated
 	name    string
-	db      int // always 0: lock keys live in db 0 on the backends
+	db      int // SELECT's: its keys are apart from the others' (keyspace.go)
 	libName string
 	libVer  string
 	// early are the commands of the current pipeline started ahead of
 	// their turn, in order (pipeline.go).
 	early []*early
-	// fencing is set by CLIENT FENCING ON: an acquisition by SET ... NX
-	// answers its fencing token instead of +OK (fence.go).
+	// fencing is set by CLIENT FENCING ON: an acquisition by
+	// LOCK.ACQUIRE answers its fencing token instead of +OK (fence.go).
 	fencing bool
 	// tx is the transaction under way: watched keys, MULTI's queue
 	// (multi.go). Nil when there is none.
@@ -103,16 +103,20 @@ func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
 	conn.WriteString("RESET")
 }
 
-// handleSelect serves SELECT 0; lock keys live in db 0 on the backends, so
-// any other index is out of range, as on a Redis with one database.
+// handleSelect serves SELECT n for Redis's 16 default databases, each a
+// key space of its own (keyspace.go); a cluster node has database 0 only,
+// as Redis Cluster.
 func (s *Server) handleSelect(conn redcon.Conn, cmd redcon.Command) {
 	n, ok := parseInt(cmd.Args[1])
 	switch {
 	case !ok || n < math.MinInt32 || n > math.MaxInt32:
 		s.writeError(conn, errNotInteger)
-	case n != 0:
+	case n != 0 && s.cluster != nil:
+		s.writeError(conn, errorf("ERR SELECT is not allowed in cluster mode"))
+	case n < 0 || n >= numDBs:
 		s.writeError(conn, errDBIndex)
 	default:
+		state(conn).db = int(n)
 		conn.WriteString("OK")
 	}
 }

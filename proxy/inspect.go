@@ -38,8 +38,15 @@ func (l *observedLocker) List(ctx context.Context, req quorum.List) (quorum.List
 }
 
 // List lists only the keys under the user's prefix, MATCH applying to
-// what follows it, and shows them without it, as every other reply does.
+// what follows it, and shows them without it, as every other reply does;
+// database 0's leaves out the other databases' keys.
 func (k *keyspace) List(ctx context.Context, req quorum.List) (quorum.Listing, error) {
+	return k.list(ctx, req, k.db != 0)
+}
+
+// list is List, with the other databases' keys too where all is set
+// (FLUSHALL's listing of database 0).
+func (k *keyspace) list(ctx context.Context, req quorum.List, all bool) (quorum.Listing, error) {
 	if k.err != nil {
 		return quorum.Listing{}, k.err
 	}
@@ -49,9 +56,14 @@ func (k *keyspace) List(ctx context.Context, req quorum.List) (quorum.Listing, e
 	}
 	req.Prefix = k.prefix + req.Prefix
 	page, err := lister.List(ctx, req)
-	for i := range page.Locks {
-		page.Locks[i].Key = strings.TrimPrefix(page.Locks[i].Key, k.prefix)
+	kept := page.Locks[:0]
+	for _, l := range page.Locks {
+		l.Key = strings.TrimPrefix(l.Key, k.prefix)
+		if all || !strings.HasPrefix(l.Key, dbMarkerStart) {
+			kept = append(kept, l)
+		}
 	}
+	page.Locks = kept
 	return page, err
 }
 
@@ -187,16 +199,98 @@ func (s *Server) handleScan(conn redcon.Conn, cmd redcon.Command) {
 	}
 }
 
-// noListing says why KEYS and DBSIZE are not served.
-var noListing = map[string]string{
-	"keys":   "it would block every backend while it walks all of its keys",
-	"dbsize": "a count of the locks held takes a whole listing",
+// handleKeys serves KEYS pattern: the keys a quorum holds that match, as
+// SCAN lists them, every page of the listing in one reply. Like KEYS on
+// Redis it is for tests and debugging: each page is a SCAN and a read on
+// every backend.
+func (s *Server) handleKeys(conn redcon.Conn, cmd redcon.Command) {
+	keys, err := s.walk(space(conn), string(cmd.Args[1]), false, true)
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	conn.WriteArray(len(keys))
+	for _, k := range keys {
+		conn.WriteBulkString(k)
+	}
 }
 
-// handleNoListing refuses KEYS and DBSIZE. The reply starts as Redis's to
-// an unknown command, which they were before, and says what lists locks
-// instead.
-func (s *Server) handleNoListing(conn redcon.Conn, cmd redcon.Command) {
-	s.writeError(conn, errorf("ERR unknown command '%s': lockproxy does not serve it, as %s; list locks with SCAN cursor [MATCH pattern] [COUNT n] or LOCK.LIST cursor [MATCH pattern] [COUNT n]",
-		truncate(cmd.Args[0], 128), noListing[strings.ToLower(string(cmd.Args[0]))]))
+// handleDBSize serves DBSIZE: how many keys KEYS * would answer.
+func (s *Server) handleDBSize(conn redcon.Conn, _ redcon.Command) {
+	keys, err := s.walk(space(conn), "*", false, true)
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	conn.WriteInt(len(keys))
+}
+
+// handleFlush serves FLUSHDB and FLUSHALL [ASYNC|SYNC]: every key of the
+// caller's key space that any backend holds (FLUSHDB: of its database;
+// FLUSHALL: of all of them) is deleted through the quorum, as DEL does,
+// where the configuration allows it (test suites' teardowns).
+func (s *Server) handleFlush(conn redcon.Conn, cmd redcon.Command) {
+	name := strings.ToLower(string(cmd.Args[0]))
+	if len(cmd.Args) > 2 {
+		s.writeError(conn, errSyntax)
+		return
+	}
+	if len(cmd.Args) == 2 {
+		if mode := strings.ToUpper(string(cmd.Args[1])); mode != "ASYNC" && mode != "SYNC" {
+			s.writeError(conn, errSyntax)
+			return
+		}
+	}
+	if !s.embedded && !s.settings().cfg.AllowFlush {
+		s.writeError(conn, errorf("ERR %s is off: set allow_flush = true to let it delete every lock of the caller's key space", strings.ToUpper(name)))
+		return
+	}
+	ks := space(conn)
+	all := name == "flushall"
+	if all {
+		ks = ks.dbs[0]
+	}
+	keys, err := s.walk(ks, "*", all, false)
+	for _, k := range keys {
+		if err != nil {
+			break
+		}
+		in, key := ks, k
+		if all {
+			db, name := splitDB(k)
+			in, key = ks.dbs[db], name
+		}
+		_, err = in.Write(s.ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
+	}
+	if err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	conn.WriteString("OK")
+}
+
+// walk lists every key of ks that matches match, page after page: those a
+// quorum holds, or with held false every key any backend has; with all,
+// the other databases' keys too (ks being database 0's).
+func (s *Server) walk(ks *keyspace, match string, all, held bool) ([]string, error) {
+	seen := map[string]bool{}
+	var keys []string
+	req := quorum.List{Match: match, Count: quorum.MaxListCount}
+	for {
+		page, err := ks.list(s.ctx, req, all)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range page.Locks {
+			if (l.Held || !held) && !seen[l.Key] {
+				seen[l.Key] = true
+				keys = append(keys, l.Key)
+			}
+		}
+		// A listing that does not move on (no SCAN's does) ends too.
+		if page.Cursor == 0 || page.Cursor == req.Cursor {
+			return keys, nil
+		}
+		req.Cursor = page.Cursor
+	}
 }

@@ -109,10 +109,10 @@ func TestLockList(t *testing.T) {
 			want: "*2\r\n" + bulk("42") + "*2\r\n" + bulk("t1:a") + bulk("t1:c"), lists: []string{`3 "" "" 0`}},
 		{name: "scan type hash", user: []string{"admin", "root"}, cmd: []string{"SCAN", "3", "TYPE", "hash"},
 			want: "*2\r\n" + bulk("42") + "*0\r\n", lists: []string{`3 "" "" 0`}},
-		{name: "keys points to listing", user: []string{"admin", "root"}, cmd: []string{"KEYS", "*"},
-			want: "-ERR unknown command 'KEYS': lockproxy does not serve it, as it would block every backend while it walks all of its keys; list locks with SCAN cursor [MATCH pattern] [COUNT n] or LOCK.LIST cursor [MATCH pattern] [COUNT n]\r\n"},
-		{name: "dbsize points to listing", user: []string{"admin", "root"}, cmd: []string{"dbsize"},
-			want: "-ERR unknown command 'dbsize': lockproxy does not serve it, as a count of the locks held takes a whole listing; list locks with SCAN cursor [MATCH pattern] [COUNT n] or LOCK.LIST cursor [MATCH pattern] [COUNT n]\r\n"},
+		{name: "keys walks the listing", user: []string{"t1", "one"}, cmd: []string{"KEYS", "*"},
+			want: "*2\r\n" + bulk("a") + bulk("c"), lists: []string{`0 "t1:" "*" 1000`, `42 "t1:" "*" 1000`}},
+		{name: "dbsize counts the held keys", user: []string{"admin", "root"}, cmd: []string{"dbsize"},
+			want: ":2\r\n", lists: []string{`0 "" "*" 1000`, `42 "" "*" 1000`}},
 		{name: "unauthenticated", cmd: []string{"LOCK.LIST", "0"}, want: "-NOAUTH Authentication required.\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
@@ -18,16 +20,64 @@ type keyspace struct {
 	prefix           string
 	maxKey, maxToken int
 	err              error // when set, every key is refused with it
-	// scripts are the scripts this user loaded (scripts.go).
+	// scripts are the scripts this user loaded (scripts.go), in every
+	// database, as Redis's script cache is.
 	scripts *scriptCache
+	// db is the database (SELECT) whose keys these are, and dbs the
+	// user's keyspace of each database: dbs[0] has the user's prefix
+	// alone, dbs[n] adds dbMarker(n).
+	db  int
+	dbs *[numDBs]*keyspace
 }
 
 var _ Locker = (*keyspace)(nil)
 
-// newKeyspace returns a keyspace under prefix with cfg's limits.
+// numDBs is how many databases SELECT takes: Redis's default.
+const numDBs = 16
+
+// Databases. SELECT n keeps database n's locks apart from database 0's in
+// the proxy's key space rather than the backends' own databases: a key
+// of database n is the user's prefix, dbMarker(n), then the key, on
+// backend database 0 with every other key, so that fencing counters, set
+// records, release notices, waits and session locks work there unchanged.
+// The marker starts with a NUL byte, which no lock library puts in a key;
+// database 0's listings leave out the keys that carry one, and every
+// reply names keys without it.
+func dbMarker(n int) string { return "\x00db" + strconv.Itoa(n) + "\x00" }
+
+// dbMarkerStart begins every dbMarker.
+const dbMarkerStart = "\x00db"
+
+// splitDB reads the database of a key of database 0's listing that
+// another database's marker starts, and the key without it; 0 and key for
+// any other.
+func splitDB(key string) (int, string) {
+	rest, ok := strings.CutPrefix(key, dbMarkerStart)
+	if !ok {
+		return 0, key
+	}
+	digits, name, ok := strings.Cut(rest, "\x00")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || n < 1 || n >= numDBs || dbMarker(n) != dbMarkerStart+digits+"\x00" {
+		return 0, key
+	}
+	return n, name
+}
+
+// newKeyspace returns a keyspace under prefix with cfg's limits, database
+// 0's, with those of the other databases beside it.
 func (s *Server) newKeyspace(prefix string, cfg Config) *keyspace {
-	return &keyspace{locks: s.locks, prefix: prefix, maxKey: cfg.MaxKeyBytes, maxToken: cfg.MaxTokenBytes,
-		scripts: newScriptCache(scriptCacheSize)}
+	dbs := new([numDBs]*keyspace)
+	scripts := newScriptCache(scriptCacheSize)
+	for n := range dbs {
+		p := prefix
+		if n > 0 {
+			p += dbMarker(n)
+		}
+		dbs[n] = &keyspace{locks: s.locks, prefix: p, maxKey: cfg.MaxKeyBytes, maxToken: cfg.MaxTokenBytes,
+			scripts: scripts, db: n, dbs: dbs}
+	}
+	return dbs[0]
 }
 
 // unauthenticated is the keyspace of a connection that has not
@@ -35,9 +85,14 @@ func (s *Server) newKeyspace(prefix string, cfg Config) *keyspace {
 // connection reach a lock command; this is the second lock on that door.
 var unauthenticated = &keyspace{err: errNoAuth, scripts: newScriptCache(0)}
 
-// space returns the keyspace of the user conn authenticated as.
+// space returns the keyspace of the user conn authenticated as, in the
+// database it selected.
 func space(conn redcon.Conn) *keyspace {
-	if u := state(conn).user; u != nil {
+	st := state(conn)
+	if u := st.user; u != nil {
+		if st.db != 0 {
+			return u.locks.dbs[st.db]
+		}
 		return u.locks
 	}
 	return unauthenticated

@@ -30,6 +30,10 @@ type Config struct {
 	// nor a user named "default" is, every connection must AUTH as one of
 	// them. Default: none (with no Password either, no AUTH is needed).
 	Users []User
+	// AllowFlush lets FLUSHDB and FLUSHALL delete every lock of the
+	// caller's key space; they are allowed on Embedded backends whatever
+	// it says. Default: false.
+	AllowFlush bool
 	// MaxClients bounds the open client connections; one more gets
 	// "-ERR max number of clients reached" and is closed. Default: 10000,
 	// as Redis's maxclients.
@@ -127,9 +131,9 @@ type Server struct {
 	runID    string       // INFO's run_id: this process's, random
 	tcpPort  atomic.Int64 // INFO's tcp_port: the first listener's
 	confFile string       // Config.ConfigFile
-	embedded bool     // Config.Embedded
-	fencing  bool     // Config.Fencing
-	cluster  *cluster // nil: standalone (Config.Cluster)
+	embedded bool         // Config.Embedded
+	fencing  bool         // Config.Fencing
+	cluster  *cluster     // nil: standalone (Config.Cluster)
 
 	// ctx is the context of every Locker call: no deadline of its own, as
 	// the engine bounds each call by its backend timeout (and a timer per

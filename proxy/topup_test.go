@@ -16,10 +16,16 @@ import (
 type realRig struct {
 	engine   *quorum.Engine
 	proxy    *respConn
+	addr     string
 	backends []*respConn
 }
 
 func startRealRig(t *testing.T, fencing bool) *realRig {
+	return startRealRigWith(t, fencing, Config{})
+}
+
+// startRealRigWith is startRealRig with the proxy's cfg.
+func startRealRigWith(t *testing.T, fencing bool, cfg Config) *realRig {
 	t.Helper()
 	servers := redistest.StartN(t, 5)
 	var urls []string
@@ -35,11 +41,13 @@ func startRealRig(t *testing.T, fencing bool) *realRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	srv, err := New(engine, Config{Logger: slog.New(slog.DiscardHandler)})
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	srv, err := New(engine, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &realRig{engine: engine, proxy: dialRESP(t, serve(t, srv))}
+	addr := serve(t, srv)
+	r := &realRig{engine: engine, proxy: dialRESP(t, addr), addr: addr}
 	for _, s := range servers {
 		r.backends = append(r.backends, dialRESP(t, s.Addr()))
 	}

@@ -127,7 +127,7 @@ var badRequests = []badRequest{
 	// Unknown commands: the name and arguments are quoted, cut at 128 bytes,
 	// newlines made spaces, as Redis does.
 	{name: "unknown command", req: resp("LOCKALL", "k"), want: "-ERR unknown command 'LOCKALL', with args beginning with: 'k' \r\n", redis: true},
-	{name: "not forwarded", req: resp("FLUSHALL"), want: "-ERR unknown command 'FLUSHALL', with args beginning with: \r\n"},
+	{name: "not forwarded", req: resp("SWAPDB", "0", "1"), want: "-ERR unknown command 'SWAPDB', with args beginning with: '0' '1' \r\n"},
 	{name: "unknown binary command", req: resp("\xfe\xff", "a\r\nb"), want: "-ERR unknown command '\xfe\xff', with args beginning with: 'a  b' \r\n", redis: true},
 	// Redis's %s stops at the NUL; the proxy quotes the bytes as they are.
 	{name: "unknown command with NUL", req: resp("\x00x"), want: "-ERR unknown command '\x00x', with args beginning with: \r\n"},
@@ -158,7 +158,7 @@ var badRequests = []badRequest{
 	{name: "EX above max_ttl", req: resp("SET", "k", "v", "EX", "61", "NX"), want: "-ERR invalid expire time: 61000 ms exceeds max_ttl 60000 ms\r\n"},
 	{name: "PEXPIRE not a number", req: resp("PEXPIRE", "k", "soon"), want: errNotInt, redis: true},
 	{name: "EXPIRE overflowing milliseconds", req: resp("EXPIRE", "k", "9223372036854775807"), want: "-ERR invalid expire time in 'expire' command\r\n", redis: true},
-	{name: "PEXPIRE zero", req: resp("PEXPIRE", "k", "0"), want: "-ERR invalid expire time in 'pexpire' command\r\n"},
+	{name: "PEXPIRE zero deletes, as Redis", req: resp("PEXPIRE", "k", "0"), want: ":0\r\n", redis: true},
 	{name: "PEXPIRE unknown option", req: resp("PEXPIRE", "k", "100", "SOON"), want: "-ERR Unsupported option SOON\r\n", redis: true},
 	{name: "PEXPIRE NX", req: resp("PEXPIRE", "k", "100", "NX"), want: "-ERR lockproxy does not support PEXPIRE options", prefix: true},
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -107,8 +108,8 @@ func TestCommands(t *testing.T) {
 				{[]any{"SET", "lock:f", "t1", "NX", "PX", 120000}, "ERR:ERR invalid expire time"},
 				{[]any{"SET", "lock:f"}, "ERR:ERR wrong number of arguments for 'set' command"},
 				{[]any{"GET"}, "ERR:ERR wrong number of arguments for 'get' command"},
-				{[]any{"FLUSHALL"}, "ERR:ERR unknown command 'FLUSHALL'"},
-				{[]any{"KEYS", "*"}, "ERR:ERR unknown command 'KEYS'"},
+				{[]any{"FLUSHALL"}, "ERR:ERR FLUSHALL is off: set allow_flush = true"},
+				{[]any{"SWAPDB", 0, 1}, "ERR:ERR unknown command 'SWAPDB'"},
 				{[]any{"EXISTS", "lock:f"}, "0"},
 				// Connection chatter that clients send.
 				{[]any{"PING"}, "PONG"},
@@ -291,5 +292,33 @@ func TestQuitEndsThePipeline(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDatabasesThroughClients: the database of a client's URL (go-redis's
+// DB, redis-py's redis://host:port/n), which they SELECT at connect, holds
+// locks apart from database 0's of the same name.
+func TestDatabasesThroughClients(t *testing.T) {
+	c := newCluster(t, 3)
+	ctx := t.Context()
+	zero := c.proxy.Client(t)
+	three := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, DB: 3, MaxRetries: -1})
+	t.Cleanup(func() { three.Close() })
+	for _, cli := range []*redis.Client{zero, three} {
+		if ok, err := cli.SetNX(ctx, "job", "mine", 30*time.Second).Result(); err != nil || !ok {
+			t.Fatalf("go-redis SetNX in database %d: %v, %v; want true", cli.Options().DB, ok, err)
+		}
+	}
+	if ok, err := three.SetNX(ctx, "job", "again", 30*time.Second).Result(); err != nil || ok {
+		t.Errorf("go-redis SetNX of a lock held in database 3: %v, %v; want false", ok, err)
+	}
+	host, port, _ := strings.Cut(c.proxy.Addr, ":")
+	py := exec.Command(debianPython, "-c", `import redis, sys
+url = "redis://%s:%s/" % (sys.argv[1], sys.argv[2])
+five, zero = redis.Redis.from_url(url + "5"), redis.Redis.from_url(url + "0")
+print(five.lock("job", timeout=30).acquire(blocking=False), zero.lock("job", timeout=30).acquire(blocking=False),
+      five.lock("pyjob", timeout=30).acquire(blocking=False), zero.lock("pyjob", timeout=30).acquire(blocking=False))`, host, port)
+	if out, err := py.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "True False True True" {
+		t.Errorf("redis-py locks in databases 5 and 0: %q, %v; want True False True True", out, err)
 	}
 }

@@ -28,7 +28,7 @@ func TestChatter(t *testing.T) {
 		{[]any{"CLIENT", "ID"}, ""},
 		{[]any{"CLIENT", "MAINT_NOTIFICATIONS", "ON", "moving-endpoint-type", "internal-ip"}, "OK"},
 		{[]any{"HELLO", 3}, "proto:3"},
-		{[]any{"SELECT", 1}, "ERR:"},
+		{[]any{"SELECT", 16}, "ERR:"},
 	} {
 		got := do(t, cli, s.args...)
 		if strings.HasPrefix(got, "ERR:") != strings.HasPrefix(s.want, "ERR:") || !strings.Contains(got, strings.TrimPrefix(s.want, "ERR:")) {
