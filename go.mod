@@ -14,8 +14,10 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/rs/zerolog v1.33.0
 	github.com/tidwall/redcon v1.6.2
+	github.com/valkey-io/valkey-go v1.0.79
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sync v0.24.0
 	k8s.io/api v0.37.2

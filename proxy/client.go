@@ -70,6 +70,9 @@ func (s *Server) serveConn(accepted net.Conn) {
 	if cs := state(c).sessions; cs != nil {
 		s.sessions.closed(cs)
 	}
+	if t := state(c).tracker; t != nil {
+		s.tracking.stop(t)
+	}
 	nc.Close()
 	if c.push != nil {
 		c.push.close()

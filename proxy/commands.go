@@ -132,6 +132,10 @@ func (s *Server) newCommands() map[string]*command {
 			&command{name: "client|maint_notifications", arity: -3, run: replyOK},
 			&command{name: "client|capa", arity: -3, run: replyOK},
 			&command{name: "client|fencing", arity: 3, run: s.handleClientFencing},
+			&command{name: "client|tracking", arity: -3, run: s.handleClientTracking},
+			&command{name: "client|caching", arity: 3, run: s.handleClientCaching},
+			&command{name: "client|getredir", arity: 2, run: s.handleClientGetRedir},
+			&command{name: "client|trackinginfo", arity: 2, run: s.handleClientTrackingInfo},
 		)},
 		&command{name: "command", arity: -1, run: s.handleCommand, subs: table(
 			&command{name: "command|count", arity: 2, run: s.handleCommandCount},
@@ -218,6 +222,12 @@ func (s *Server) serveRESP(conn redcon.Conn, cmd redcon.Command) {
 	}
 	if inMulti(st) && !c.unqueued {
 		s.queueCommand(conn, st, cmd)
+		return
+	}
+	if t := st.tracker; t != nil && t.on {
+		// Its reads are registered in order, one command at a time.
+		defer s.trackCommand(conn, t, c, cmd.Args)()
+		c.run(conn, cmd)
 		return
 	}
 	s.startAhead(conn, cmd, c)

@@ -41,6 +41,9 @@ type connState struct {
 	// sessions is the connection's session-bound locks (session.go), from
 	// its first on. Nil before.
 	sessions *connSessions
+	// tracker is the connection's CLIENT TRACKING (tracking.go), from its
+	// first CLIENT TRACKING ON on. Nil before.
+	tracker *tracker
 }
 
 func state(conn redcon.Conn) *connState {
@@ -97,6 +100,9 @@ func (s *Server) handleReset(conn redcon.Conn, _ redcon.Command) {
 	st := state(conn)
 	if st.sub != nil {
 		st.sub.dropAll() // without replies, as Redis's RESET
+	}
+	if st.tracker != nil {
+		s.tracking.stop(st.tracker) // as Redis's RESET
 	}
 	// Session locks stay the connection's: they end with it, not with RESET.
 	*st = connState{id: st.id, proto: 2, user: s.settings().users.anonymous, sessions: st.sessions}

@@ -83,6 +83,8 @@ const (
 	diffToken = "tok-1"
 	diffOther = "other-2" // bsm/redislock compares a 3-byte prefix
 	diffTTL   = "10000"
+	// diffSoon stands for the Unix time in ms 10 s after the call.
+	diffSoon = "soon"
 	// ttlSlack bounds how far apart the two sides' TTLs and PTTL replies
 	// may be: the drift allowance of a 10 s TTL (102 ms), and time.
 	ttlSlack = 600 * time.Millisecond
@@ -97,8 +99,11 @@ type diffCall struct {
 
 // diffCalls are the calls each kind is tried with.
 var diffCalls = map[string][]diffCall{
-	"compare-and-delete":           {{[]string{"k"}, []string{diffToken}}},
-	"compare-and-pexpire":          {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"compare-and-delete":  {{[]string{"k"}, []string{diffToken}}},
+	"compare-and-pexpire": {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"acquire-at":          {{[]string{"k"}, []string{diffToken, diffSoon}}},
+	// A Unix time 10 s after the call, and one long past.
+	"compare-and-pexpireat":        {{[]string{"k"}, []string{diffToken, diffSoon}}, {[]string{"k"}, []string{diffToken, "1000"}}},
 	"compare-and-delete-or-absent": {{[]string{"k"}, []string{diffToken}}},
 	"compare-and-delete-or-null":   {{[]string{"k"}, []string{diffToken}}},
 	// The channel is published on by the reference alone: no state.
@@ -255,7 +260,13 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 			return false, err
 		}
 	}
-	eval := append([]string{"EVAL", script, strconv.Itoa(len(keys))}, append(keys, call.args...)...)
+	args := slices.Clone(call.args)
+	for i, a := range args {
+		if a == diffSoon {
+			args[i] = strconv.FormatInt(time.Now().Add(10*time.Second).UnixMilli(), 10)
+		}
+	}
+	eval := append([]string{"EVAL", script, strconv.Itoa(len(keys))}, append(keys, args...)...)
 	raw, err := d.proxy.do(eval...)
 	if err != nil {
 		return false, err

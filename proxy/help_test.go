@@ -58,7 +58,7 @@ func TestHelpReply(t *testing.T) {
 		"+    Return parameters matching the glob-like <pattern> and their values: none, as lockproxy exposes no settings.\r\n" +
 		"+HELP\r\n" +
 		"+    Prints this help.\r\n"
-	const clientHelp = "*21\r\n" +
+	const clientHelp = "*30\r\n" +
 		"+CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:\r\n" +
 		"+GETNAME\r\n+    Return the name of the current connection.\r\n" +
 		"+ID\r\n+    Return the ID of the current connection.\r\n" +
@@ -66,6 +66,10 @@ func TestHelpReply(t *testing.T) {
 		"+SETNAME <name>\r\n+    Assign the name <name> to the current connection.\r\n" +
 		"+SETINFO <option> <value>\r\n+    Set client meta attr. Options are:\r\n+    * LIB-NAME: the client lib name.\r\n+    * LIB-VER: the client lib version.\r\n" +
 		"+FENCING (ON|OFF)\r\n+    Answer LOCK.ACQUIRE with the lock's fencing token instead of OK (needs fencing = true).\r\n" +
+		"+TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]\r\n+         [OPTIN] [OPTOUT] [NOLOOP]\r\n+    Control server assisted client side caching, in RESP3 (REDIRECT is refused).\r\n" +
+		"+CACHING (YES|NO)\r\n+    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.\r\n" +
+		"+GETREDIR\r\n+    Return the client ID we are redirecting to when tracking is enabled: 0, never redirecting.\r\n" +
+		"+TRACKINGINFO\r\n+    Report tracking status for the current connection.\r\n" +
 		"+CAPA <option> [<option> ...]\r\n+    Accepted and ignored: no capability changes lockproxy's replies.\r\n" +
 		"+MAINT_NOTIFICATIONS (ON|OFF) [<option> <value> ...]\r\n+    Accepted and ignored: lockproxy sends no maintenance notifications.\r\n" +
 		"+HELP\r\n+    Prints this help.\r\n"

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -188,6 +189,8 @@ func (s *Server) handleExec(conn redcon.Conn, _ redcon.Command) {
 		return
 	case len(tx.watched) == 0 && len(tx.queued) == 1 && s.execAlone(conn, st, tx.queued[0]):
 		return
+	case len(tx.watched) == 0 && s.execReads(conn, st, tx.queued):
+		return
 	}
 	op, err := lockShape(tx)
 	if err != nil {
@@ -214,6 +217,32 @@ func (s *Server) handleExec(conn redcon.Conn, _ redcon.Command) {
 	default:
 		s.writeError(conn, err)
 	}
+}
+
+// execReads runs a transaction of reads alone (rueidis's cached read:
+// MULTI, PTTL k, GET k, EXEC): each runs in turn, and EXEC answers their
+// replies in an array, errors included. Each answers what a quorum held
+// when it ran; they are not atomic together, as on one Redis: a PTTL and
+// a GET of a lock may see a release between them. It reports false,
+// having done nothing, when one of them is no read.
+func (s *Server) execReads(conn redcon.Conn, st *connState, queued [][][]byte) bool {
+	cmds := make([]*command, len(queued))
+	for i, args := range queued {
+		c, err := s.lookup(args)
+		if err != nil || !c.concurrent || !slices.Contains(c.flags, "readonly") {
+			return false
+		}
+		cmds[i] = c
+	}
+	var out []byte
+	for i, c := range cmds {
+		rec := &replyBuffer{delegate: delegate{conn}, state: *st}
+		c.run(rec, redcon.Command{Args: queued[i]})
+		out = append(out, rec.out...)
+	}
+	conn.WriteArray(len(cmds))
+	conn.WriteRaw(out)
+	return true
 }
 
 // execAlone runs a transaction of one lock command and no WATCH (a client

@@ -113,7 +113,17 @@ type observedLocker struct {
 	locks    Locker
 	obs      Observer
 	sessions *sessions // nil in tests that observe a Locker alone
+	tracking *tracking // likewise
 	*counters
+}
+
+// changed tells the tracking connections (tracking.go) that keys changed.
+func (l *observedLocker) changed(keys ...string) {
+	if l.tracking != nil {
+		for _, k := range keys {
+			l.tracking.invalidate(k)
+		}
+	}
 }
 
 var _ Locker = (*observedLocker)(nil)
@@ -130,6 +140,9 @@ func (l *observedLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Resu
 	start := time.Now()
 	res, err := l.locks.Lock(ctx, req)
 	l.done(req.Op, start, err)
+	if err == nil {
+		l.changed(req.Keys...)
+	}
 	return res, err
 }
 
@@ -137,6 +150,9 @@ func (l *observedLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.
 	start := time.Now()
 	res, err := l.locks.Unlock(ctx, req)
 	l.done(req.Op, start, err)
+	if err == nil {
+		l.changed(req.Keys...)
+	}
 	// A hash lock left with holds is still its owner's.
 	gone := req.Op != quorum.OpHashRelease || res.Released
 	if err == nil && gone && l.sessions != nil {
@@ -158,6 +174,9 @@ func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, err
 	start := time.Now()
 	ok, err := l.locks.Write(ctx, req)
 	l.done(req.Op, start, err)
+	if ok && err == nil {
+		l.changed(req.Key)
+	}
 	if ok && err == nil && l.sessions != nil {
 		switch req.Op {
 		case quorum.OpDelete:
@@ -182,8 +201,11 @@ func (l *observedLocker) RenewFields(ctx context.Context, ttl time.Duration, loc
 	}
 	start := time.Now()
 	out := r.RenewFields(ctx, ttl, locks)
-	for _, renewed := range out {
+	for i, renewed := range out {
 		l.done(quorum.OpExtend, start, renewed.Err)
+		if renewed.Err == nil {
+			l.changed(locks[i].Key)
+		}
 	}
 	return out
 }

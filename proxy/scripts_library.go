@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,7 +39,7 @@ var scriptKinds = []*scriptKind{
 			"b70c2384248f88e6b75b9f89241a180f856ad852", "cf0e94b2e9ffc7e04395cf88f7583fc309985910",
 			"c3f8721cbb97f72bc19e972846bd7aaf91901658", "7157921a7cc7cfba979acf6d63f073151df17d12",
 			"a4aada0b36710970eedaaaeec4a6b7d8c78c4f80", "8e4905cee18e7c3188d10f2b8b170e403baed34f",
-			"18b2a577dbe847b16bebde190d69a1613d68e60e", "cb0427378f700ddb2f0e9394dbb0a40bd6dba04a",
+			"18b2a577dbe847b16bebde190d69a1613d68e60e", "cb0427378f700ddb2f0e9394dbb0a40bd6dba04a", "7726c7be95e2a0ed082ec1da1e26b562f5c8903f", "9eb62214c9af87ae5f9a9f12bb4520281c0d2ae1",
 			"00583931c4e4d483f6233879c133c71ed5393f9d", "bec85b1c518b7ba0348a49c79b24adbb1ca95d3b",
 		},
 	},
@@ -54,6 +55,25 @@ var scriptKinds = []*scriptKind{
 			"ba015a80261b616e7a62d35df0b8e3edbe6c9414", "67256370c2d1c87e2250898075542b1a7fa5b917",
 			"ae948f48c8da9feb2e215c474a412c605d33ff30",
 		},
+	},
+	{
+		// rueidislock and valkeylock extend, to a Unix time in ms; since
+		// 1.0.5x reading the key again, so that Redis tracks it for the
+		// holder, who waits for its own extension's invalidation.
+		name: "compare-and-pexpireat", keys: 1, args: 2, run: runCompareAndPExpireAt,
+		bodies: append(ownerGuarded(`redis.call("pexpireat", KEYS[1], ARGV[2])`),
+			`if redis.call("get", KEYS[1]) == ARGV[1] then local r = redis.call("pexpireat", KEYS[1], ARGV[2]) redis.call("get", KEYS[1]) return r end return 0`),
+		digests: []string{"8c2dd3ce05f3aace5fa1002a403139a7fbab3226", "852ba6ec6104340ced36643283c856d4698569e4"},
+	},
+	{
+		// rueidislock and valkeylock acquire (SET NX PXAT, then a GET that
+		// has the key tracked).
+		name: "acquire-at", keys: 1, args: 2, run: runAcquireAt,
+		bodies: []string{
+			`return redis.call("set", KEYS[1], ARGV[1], "NX", "PXAT", ARGV[2])`,
+			`local r = redis.call("set", KEYS[1], ARGV[1], "NX", "PXAT", ARGV[2]) redis.call("get", KEYS[1]) return r`,
+		},
+		digests: []string{"3875d208d9e377969d2022550302cc83ad17b584"},
 	},
 	{
 		// go-redsync >= 4.12: -1 tells "already expired" (ErrLockAlreadyExpired).
@@ -191,8 +211,10 @@ var scriptKinds = []*scriptKind{
 		bodies: []string{
 			`return redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2])`,
 			`return redis.call("set", KEYS[1], ARGV[1], "PX", ARGV[2], "NX")`,
+			// rueidislock and valkeylock with FallbackSETPX.
+			`local r = redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) redis.call("get", KEYS[1]) return r`,
 		},
-		digests: []string{"862f31bf38e9b63ce28d6e9e5143551bb34ef981"},
+		digests: []string{"862f31bf38e9b63ce28d6e9e5143551bb34ef981", "fa3d1aaa7e4145457755016a3d5daf72fa7a11bf"},
 	},
 	{
 		// bsm/redislock 0.9 obtain: value is token+metadata, ARGV[2] the
@@ -583,6 +605,26 @@ func runCompareAndPExpire(ctx context.Context, l Locker, keys, args []string) (a
 	return answer(err, int64(1), int64(0))
 }
 
+// runCompareAndPExpireAt sets KEYS[1]'s expiry to the Unix time ARGV[2]
+// (ms) where ARGV[1] holds it, read as the TTL from now on the proxy's
+// clock, as one Redis reads it on its own; a time past releases it, as
+// Redis deletes the key.
+func runCompareAndPExpireAt(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	at, ok := parseInt([]byte(args[1]))
+	if !ok {
+		return nil, errNotInteger
+	}
+	left := at - now().UnixMilli()
+	if left <= 0 {
+		return answer(unlock(ctx, l, quorum.OpRelease, keys[:1], args[0]), int64(1), int64(0))
+	}
+	ttl, err := ms(strconv.FormatInt(left, 10), "pexpireat")
+	if err != nil {
+		return nil, err
+	}
+	return answer(lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl), int64(1), int64(0))
+}
+
 // runCompareAndDeleteOrAbsent is a release that answers -1 when a quorum
 // found the key absent (redsync's ErrLockAlreadyExpired).
 func runCompareAndDeleteOrAbsent(ctx context.Context, l Locker, keys, args []string) (any, error) {
@@ -716,6 +758,17 @@ func runSetIfOwnerOrFree(ctx context.Context, l Locker, keys, args []string) (an
 // runAcquire is SET KEYS[1] ARGV[1] NX PX ARGV[2] in a script: OK or null.
 func runAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "set")
+	if err != nil {
+		return nil, err
+	}
+	err = lock(ctx, l, quorum.OpAcquire, keys[:1], args[0], ttl)
+	return answer(err, statusOK{}, nil)
+}
+
+// runAcquireAt takes KEYS[1] for ARGV[1] until the Unix time ARGV[2]
+// (ms), as SET ... NX PXAT: OK or null.
+func runAcquireAt(ctx context.Context, l Locker, keys, args []string) (any, error) {
+	ttl, err := ttlUntil([]byte(args[1]), false)
 	if err != nil {
 		return nil, err
 	}

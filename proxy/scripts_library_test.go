@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,18 @@ var realScripts = []struct {
 		library: "redis.io release on one line"},
 	{file: "bsm-redislock-0.9.4-release.lua", sha: "cf0e94b2e9ffc7e04395cf88f7583fc309985910", kind: "compare-and-delete",
 		library: "bsm/redislock 0.9 release; node redlock 3.x release"},
+	{file: "rueidislock-1.0.4x-extend.lua", sha: "8c2dd3ce05f3aace5fa1002a403139a7fbab3226", kind: "compare-and-pexpireat",
+		library: "rueidislock 1.0.4x extend"},
+	{file: "rueidislock-1.0.4x-delkey.lua", sha: "7726c7be95e2a0ed082ec1da1e26b562f5c8903f", kind: "compare-and-delete",
+		library: "rueidislock 1.0.4x release"},
+	{file: "rueidislock-1.0.79-extend.lua", sha: "852ba6ec6104340ced36643283c856d4698569e4", kind: "compare-and-pexpireat",
+		library: "rueidislock 1.0.79 and valkeylock 1.0.79 extend"},
+	{file: "rueidislock-1.0.79-delkey.lua", sha: "9eb62214c9af87ae5f9a9f12bb4520281c0d2ae1", kind: "compare-and-delete",
+		library: "rueidislock 1.0.79 and valkeylock 1.0.79 release"},
+	{file: "rueidislock-1.0.79-acqat.lua", sha: "3875d208d9e377969d2022550302cc83ad17b584", kind: "acquire-at",
+		library: "rueidislock 1.0.79 and valkeylock 1.0.79 acquire"},
+	{file: "rueidislock-1.0.79-acqms.lua", sha: "fa3d1aaa7e4145457755016a3d5daf72fa7a11bf", kind: "acquire",
+		library: "rueidislock 1.0.79 and valkeylock 1.0.79 acquire with FallbackSETPX"},
 	{file: "bsm-redislock-0.9.4-refresh.lua", sha: "a7aba3bc5d6e99b3003da8b9d80a63b9f4092ecf", kind: "compare-and-pexpire",
 		library: "bsm/redislock 0.9 refresh; node redlock 3.x extend"},
 	{file: "bsm-redislock-0.9.4-obtain.lua", sha: "80a1b5f2cfccec3b7119ba7721d2127682b691a7", kind: "acquire-or-renew",
@@ -349,6 +362,12 @@ var kindCases = map[string][]scriptCase{
 		{name: "ttl not a number", keys: []string{"k"}, args: []string{"tok", "soon"}, want: "-ERR value is not an integer or out of range\r\n"},
 		{name: "ttl zero", keys: []string{"k"}, args: []string{"tok", "0"}, want: "-ERR invalid expire time in 'pexpire' command\r\n"},
 	},
+	"compare-and-pexpireat": {
+		{name: "extended", keys: []string{"k"}, args: []string{"tok", stoppedAt(5000)}, want: ":1\r\n", calls: []string{"extend k tok 5s"}},
+		{name: "a time past releases", keys: []string{"k"}, args: []string{"tok", "1000"}, want: ":1\r\n", calls: []string{"release k tok"}},
+		{name: "not held", keys: []string{"k"}, args: []string{"tok", "1000"}, answer: fails(quorum.ErrNotHeld), want: ":0\r\n", calls: []string{"release k tok"}},
+		{name: "time not a number", keys: []string{"k"}, args: []string{"tok", "soon"}, want: "-ERR value is not an integer or out of range\r\n"},
+	},
 	"compare-and-delete-or-absent": {
 		{name: "released", keys: []string{"k"}, args: []string{"tok"}, want: ":1\r\n", calls: []string{"release k tok"}},
 		{name: "held by another", keys: []string{"k"}, args: []string{"tok"}, answer: fails(quorum.ErrNotHeld), want: ":0\r\n", calls: []string{"release k tok"}},
@@ -417,6 +436,12 @@ var kindCases = map[string][]scriptCase{
 		{name: "acquired", keys: []string{"k"}, args: []string{"v", "10000"}, want: okReply, calls: []string{"acquire k v 10s"}},
 		{name: "held", keys: []string{"k"}, args: []string{"v", "10000"}, answer: fails(quorum.ErrNotAcquired), want: nullReply, calls: []string{"acquire k v 10s"}},
 		{name: "ttl negative", keys: []string{"k"}, args: []string{"v", "-5"}, want: "-ERR invalid expire time in 'set' command\r\n"},
+	},
+	"acquire-at": {
+		{name: "acquired", keys: []string{"k"}, args: []string{"v", stoppedAt(10000)}, want: okReply, calls: []string{"acquire k v 10s"}},
+		{name: "held", keys: []string{"k"}, args: []string{"v", stoppedAt(10000)}, answer: fails(quorum.ErrNotAcquired), want: nullReply, calls: []string{"acquire k v 10s"}},
+		{name: "a time past", keys: []string{"k"}, args: []string{"v", "1000"}, want: "-ERR invalid expire time in 'set' command\r\n"},
+		{name: "not a number", keys: []string{"k"}, args: []string{"v", "soon"}, want: "-ERR value is not an integer or out of range\r\n"},
 	},
 	"acquire-or-renew": {
 		{name: "obtained", keys: []string{"k"}, args: []string{"tokmeta", "3", "10000"}, want: okReply, calls: []string{"acquireorrenew/3 k tokmeta 10s"}},
@@ -617,6 +642,7 @@ func evalCmd(body string, keys, args []string) []string {
 // the Locker call and the reply for each outcome, in RESP2 and RESP3, and
 // EVALSHA after SCRIPT LOAD.
 func TestRealScriptsOverWire(t *testing.T) {
+	stopClock(t)
 	ts := startServer(t, Config{Fencing: true}) // RFencedLock's are served with fencing on only
 	for _, kind := range scriptKinds {
 		if len(kindCases[kind.name]) == 0 {
@@ -690,6 +716,7 @@ func swapCase(s string) string {
 }
 
 func TestRealScriptVariants(t *testing.T) {
+	stopClock(t)
 	ts := startServer(t, Config{Fencing: true})
 	for _, s := range realScripts {
 		if s.kind == "" {
@@ -758,6 +785,7 @@ func mutants(body string) map[string]string {
 // TestRealScriptMutants checks that a script one token or one command away
 // from a recognised one is refused, naming its SHA1.
 func TestRealScriptMutants(t *testing.T) {
+	stopClock(t)
 	ts := startServer(t, Config{})
 	for _, s := range realScripts {
 		if s.kind == "" {
@@ -813,6 +841,7 @@ func TestUnsupportedScripts(t *testing.T) {
 // TestScriptErrorsAreNotSwallowed checks that an error other than the
 // sentinels reaches the client as an error (never as a "not held" reply).
 func TestScriptErrorsAreNotSwallowed(t *testing.T) {
+	stopClock(t)
 	ts := startServer(t, Config{Fencing: true})
 	boom := errors.New("boom")
 	var cases []wireCase
@@ -854,3 +883,16 @@ func TestRedissonFencedLockNeedsFencing(t *testing.T) {
 	}
 	runWireCases(t, ts, cases)
 }
+
+// stopped is the clock's time while stopClock holds it.
+var stopped = time.UnixMilli(1_800_000_000_000)
+
+// stopClock stops the clock that Unix times (PXAT, PEXPIREAT) are read
+// against, until t ends, so that the TTLs they give are exact.
+func stopClock(t *testing.T) {
+	now = func() time.Time { return stopped }
+	t.Cleanup(func() { now = time.Now })
+}
+
+// stoppedAt is the Unix time in ms that is ms after the stopped clock.
+func stoppedAt(ms int64) string { return strconv.FormatInt(stopped.UnixMilli()+ms, 10) }

@@ -147,6 +147,8 @@ type Server struct {
 	clients atomic.Int64 // open connections, for INFO and max clients
 	stats   *counters    // commands and lock operations (observe.go)
 	hub     *pubsubHub   // subscribed connections (pubsub.go)
+	// tracking is the keys that tracking connections read (tracking.go).
+	tracking *tracking
 	// sessions renews the session-bound locks (session.go).
 	sessions *sessions
 
@@ -188,6 +190,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		stopped:  make(chan struct{}),
 		release:  make(chan struct{}),
 		hub:      newPubsubHub(),
+		tracking: newTracking(),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
@@ -198,6 +201,7 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		s.sessions.lagObserver = obs.SessionRenewalLag
 	}
 	s.locks.(*observedLocker).sessions = s.sessions
+	s.locks.(*observedLocker).tracking = s.tracking
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}

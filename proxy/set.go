@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -71,9 +73,12 @@ func parseSetOptions(args [][]byte) (req setReq, opt [setGroups]string, cmp stri
 	}
 	req = setReq{key: string(args[1]), token: string(args[2])}
 	if val[setExpiry] != nil {
-		ttl, err := parseTTL(val[setExpiry], opt[setExpiry] == "ex" || opt[setExpiry] == "exat", "set")
-		if _, far := err.(*ttlTooLong); far && (opt[setExpiry] == "exat" || opt[setExpiry] == "pxat") {
-			err = nil // a time, not a TTL: the shape check refuses it
+		var ttl time.Duration
+		var err error
+		if at := opt[setExpiry]; at == "exat" || at == "pxat" {
+			ttl, err = ttlUntil(val[setExpiry], at == "exat")
+		} else {
+			ttl, err = parseTTL(val[setExpiry], at == "ex", "set")
 		}
 		if err != nil {
 			return setReq{}, opt, "", err
@@ -81,6 +86,35 @@ func parseSetOptions(args [][]byte) (req setReq, opt [setGroups]string, cmp stri
 		req.ttl = ttl
 	}
 	return req, opt, string(val[setCondition]), nil
+}
+
+// now is the clock that EXAT, PXAT and PEXPIREAT are read against; the
+// tests that check exact TTLs stop it.
+var now = time.Now
+
+// ttlUntil reads EXAT's or PXAT's Unix time (rueidislock's SET NX PXAT)
+// as the TTL from now on this proxy's clock, as one Redis reads it on its
+// own. A time already past, which Redis takes and expires at once, is
+// refused: no lock can be granted with no time left.
+func ttlUntil(arg []byte, seconds bool) (time.Duration, error) {
+	n, ok := parseInt(arg)
+	switch {
+	case !ok:
+		return 0, errNotInteger
+	case n <= 0, seconds && n > math.MaxInt64/1000:
+		return 0, errExpireTime("set")
+	}
+	if seconds {
+		n *= 1000
+	}
+	ms := n - now().UnixMilli()
+	switch {
+	case ms <= 0:
+		return 0, errExpireTime("set")
+	case ms > int64(math.MaxInt64/time.Millisecond):
+		return 0, &ttlTooLong{asked: strconv.FormatInt(n, 10) + " ms from the epoch"}
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // checkSetShape refuses what is not a lock: XX, GET or KEEPTTL ignore
@@ -94,7 +128,7 @@ func checkSetShape(req setReq, opt [setGroups]string, cmp string) (setReq, error
 		return setReq{}, errSetShape(strings.ToUpper(opt[setCondition]))
 	case opt[setGet] != "":
 		return setReq{}, errSetShape("GET")
-	case opt[setExpiry] != "ex" && opt[setExpiry] != "px" && opt[setExpiry] != "":
+	case opt[setExpiry] == "keepttl":
 		return setReq{}, errSetShape(strings.ToUpper(opt[setExpiry]))
 	case opt[setExpiry] == "" && opt[setCondition] == "ifeq":
 		return setReq{}, errSetShape("IFEQ without PX or EX: an extension sets a TTL")

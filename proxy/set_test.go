@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,8 +66,7 @@ func TestParseSet(t *testing.T) {
 		{cmd: "SET k v IFNE x PX 100", err: shapeErr + "IFNE)"},
 		{cmd: "SET k v NX GET PX 100", err: shapeErr + "GET)"},
 		{cmd: "SET k v NX KEEPTTL", err: shapeErr + "KEEPTTL)"},
-		{cmd: "SET k v NX EXAT 99999999999", err: shapeErr + "EXAT)"},
-		{cmd: "SET k v NX PXAT 99999999999", err: shapeErr + "PXAT)"},
+		{cmd: "SET k v NX PXAT 99999999999", err: "ERR invalid expire time in 'set' command"}, // 1973: past
 		{cmd: "SET k v IFEQ v", err: shapeErr + "IFEQ without PX or EX: an extension sets a TTL)"},
 		{cmd: "SET k new IFEQ old PX 100", err: shapeErr + "IFEQ with a new value: only the holder's own token can extend)"},
 	} {
@@ -157,4 +157,19 @@ func FuzzParseSet(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", args, req)
 		}
 	})
+}
+
+// TestSetAt: EXAT and PXAT (rueidislock acquires with SET NX PXAT) are
+// read as the TTL from now on the proxy's clock.
+func TestSetAt(t *testing.T) {
+	hour := time.Now().Add(time.Hour)
+	for _, cmd := range []string{
+		"SET k v NX PXAT " + strconv.FormatInt(hour.UnixMilli(), 10),
+		"SET k v NX EXAT " + strconv.FormatInt(hour.Unix()+1, 10),
+	} {
+		got, err := parseSet(splitArgs(cmd))
+		if err != nil || got.ttl < 59*time.Minute || got.ttl > time.Hour+time.Second || got.extend {
+			t.Errorf("%s: %+v, %v; want an acquisition of about an hour", cmd, got, err)
+		}
+	}
 }
