@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/tidwall/redcon"
 )
@@ -42,7 +43,16 @@ type tracker struct {
 	// which NOLOOP keeps it from hearing of.
 	busyMu sync.Mutex
 	busy   map[string]int
+	// written are the keys its own writes changed lately, and when: the
+	// release notice of such a change comes back from the backends after
+	// the write, and is its own too.
+	written map[string]time.Time
 }
+
+// ownNoticeWindow bounds how long after its own write a NOLOOP
+// connection's key is taken to be changed by that write when a release
+// notice of it comes.
+const ownNoticeWindow = 2 * time.Second
 
 // trackedPrefix is a BCAST prefix: full in the Locker's space, where the
 // client's key space starts at space.
@@ -81,27 +91,51 @@ func (tr *tracking) register(t *tracker, full, name string) {
 
 // invalidate tells every tracker of key (in the Locker's space) that it
 // changed, once: the key is forgotten until read again.
-func (tr *tracking) invalidate(key string) {
+func (tr *tracking) invalidate(key string) { tr.tell(key, false) }
+
+// noticed is invalidate for a release notice from the backends, which
+// may be of a NOLOOP connection's own change.
+func (tr *tracking) noticed(key string) { tr.tell(key, true) }
+
+func (tr *tracking) tell(key string, notice bool) {
 	if tr.on.Load() == 0 {
 		return
 	}
 	type note struct {
-		t      *tracker
-		name   string
-		noloop bool
+		t    *tracker
+		name string
 	}
 	var notes []note
 	tr.mu.Lock()
+	// A NOLOOP connection is not told of its own change. Its registration
+	// goes with the change, as on Redis, but for a release notice that
+	// comes back after its write: it registered again since.
+	var kept map[*tracker]string
 	for t, name := range tr.keys[key] {
-		notes = append(notes, note{t, name, t.noloop})
+		switch {
+		case !t.noloop || !t.ownChange(key, notice):
+			notes = append(notes, note{t, name})
+		case notice:
+			if kept == nil {
+				kept = map[*tracker]string{}
+			}
+			kept[t] = name
+		}
 	}
-	delete(tr.keys, key)
+	if kept != nil {
+		tr.keys[key] = kept
+	} else {
+		delete(tr.keys, key)
+	}
 	for t := range tr.bcast {
+		if t.noloop && t.ownChange(key, notice) {
+			continue
+		}
 		for _, p := range t.prefixes {
 			if strings.HasPrefix(key, p.full) {
 				name := key[len(p.space):]
 				if p.space == "" || !strings.HasPrefix(name, dbMarkerStart) {
-					notes = append(notes, note{t, name, t.noloop})
+					notes = append(notes, note{t, name})
 				}
 				break
 			}
@@ -109,9 +143,6 @@ func (tr *tracking) invalidate(key string) {
 	}
 	tr.mu.Unlock()
 	for _, n := range notes {
-		if n.noloop && n.t.busyWith(key) {
-			continue
-		}
 		n.t.push.send(invalidation(n.name))
 	}
 }
@@ -158,12 +189,20 @@ func (tr *tracking) start(t *tracker, opt trackingOptions) {
 	}
 }
 
-// busyWith reports whether one of the connection's own writes on key is
-// in flight.
-func (t *tracker) busyWith(key string) bool {
+// ownChange reports whether a change of key is the connection's own: one
+// of its writes on key is in flight, or, for a release notice, ended
+// lately (the first notice after it is taken to be its own).
+func (t *tracker) ownChange(key string, notice bool) bool {
 	t.busyMu.Lock()
 	defer t.busyMu.Unlock()
-	return t.busy[key] > 0
+	if t.busy[key] > 0 {
+		return true
+	}
+	if at, ok := t.written[key]; notice && ok {
+		delete(t.written, key)
+		return time.Since(at) < ownNoticeWindow
+	}
+	return false
 }
 
 // ownWrite marks keys as written by t's connection until the returned
@@ -179,10 +218,20 @@ func (t *tracker) ownWrite(keys []string) func() {
 	t.busyMu.Unlock()
 	return func() {
 		t.busyMu.Lock()
+		if t.written == nil {
+			t.written = map[string]time.Time{}
+		}
+		now := time.Now()
+		for k, at := range t.written {
+			if now.Sub(at) >= ownNoticeWindow {
+				delete(t.written, k)
+			}
+		}
 		for _, k := range keys {
 			if t.busy[k]--; t.busy[k] <= 0 {
 				delete(t.busy, k)
 			}
+			t.written[k] = now
 		}
 		t.busyMu.Unlock()
 	}
@@ -284,7 +333,7 @@ func (s *Server) followReleases() {
 	}
 	if w := s.releaseWatcher(); w != nil {
 		tr.watching = true
-		w.Releases("*", func(key, _ string) { tr.invalidate(key) })
+		w.Releases("*", func(key, _ string) { tr.noticed(key) })
 	}
 }
 

@@ -79,6 +79,15 @@ func TestTracking(t *testing.T) {
 	do(tracker, invalidationOf("c"), "EVAL", release, "1", "c", "mine")
 	read(tracker, ":1\r\n")
 
+	// NOLOOP: the connection's own changes are not told to it, others' are.
+	do(tracker, "+OK\r\n", "CLIENT", "TRACKING", "ON", "NOLOOP")
+	do(tracker, "+OK\r\n", "SET", "d", "mine", "NX", "PX", "30000")
+	do(tracker, ":1\r\n", "EVAL", release, "1", "d", "mine")
+	do(tracker, "+PONG\r\n", "PING")
+	do(tracker, "_\r\n", "GET", "d")
+	do(writer, "+OK\r\n", "SET", "d", "theirs", "NX", "PX", "30000")
+	read(tracker, invalidationOf("d"))
+
 	// BCAST: a tenant hears of its own keys under the prefix, named as it
 	// names them, and never of another tenant's.
 	do(tracker, "+OK\r\n", "CLIENT", "TRACKING", "OFF")
