@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -187,20 +186,10 @@ func startDifferential(t testing.TB) *differential {
 	for _, s := range servers[:3] {
 		urls = append(urls, s.URL())
 	}
-	engine, err := quorum.New(quorum.Config{
+	addr, _ := serveEngine(t, quorum.Config{
 		Backends: urls, NodeTimeout: 500 * time.Millisecond,
 		DisableRestartQuarantine: true, // fresh servers: nothing to forget
-		Logger:                   slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	srv, err := New(engine, Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serve(t, srv)
+	}, Config{})
 	d := &differential{proxy: dialRESP(t, addr), reference: dialRESP(t, servers[3].Addr()), proxyAddr: addr, referenceAddr: servers[3].Addr()}
 	for _, s := range servers[:3] {
 		d.backends = append(d.backends, dialRESP(t, s.Addr()))

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"fmt"
-	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,18 +161,7 @@ func startPubsubPair(t *testing.T, cfg Config) *pubsubPair {
 	}
 	p := &pubsubPair{}
 	for i := range p.addrs {
-		engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { engine.Close() })
-		cfg.Logger = slog.New(slog.DiscardHandler)
-		srv, err := New(engine, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.addrs[i], p.engines[i] = serve(t, srv), engine
+		p.addrs[i], p.engines[i] = serveEngine(t, quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true}, cfg)
 	}
 	return p
 }

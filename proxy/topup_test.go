@@ -32,11 +32,23 @@ func startRealRigWith(t *testing.T, fencing bool, cfg Config) *realRig {
 	for _, s := range servers {
 		urls = append(urls, s.URL())
 	}
-	engine, err := quorum.New(quorum.Config{
+	addr, engine := serveEngine(t, quorum.Config{
 		Backends: urls, NodeTimeout: 500 * time.Millisecond, MaxTTL: time.Minute, Fencing: fencing,
 		DisableRestartQuarantine: true, // fresh servers: nothing to forget
-		Logger:                   slog.New(slog.DiscardHandler),
-	})
+	}, cfg)
+	r := &realRig{engine: engine, proxy: dialRESP(t, addr), addr: addr}
+	for _, s := range servers {
+		r.backends = append(r.backends, dialRESP(t, s.Addr()))
+	}
+	return r
+}
+
+// serveEngine serves a proxy with cfg over an engine of qcfg, both quiet
+// and both ended with t, and returns the proxy's address and the engine.
+func serveEngine(t testing.TB, qcfg quorum.Config, cfg Config) (string, *quorum.Engine) {
+	t.Helper()
+	qcfg.Logger = slog.New(slog.DiscardHandler)
+	engine, err := quorum.New(qcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +58,7 @@ func startRealRigWith(t *testing.T, fencing bool, cfg Config) *realRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := serve(t, srv)
-	r := &realRig{engine: engine, proxy: dialRESP(t, addr), addr: addr}
-	for _, s := range servers {
-		r.backends = append(r.backends, dialRESP(t, s.Addr()))
-	}
-	return r
+	return serve(t, srv), engine
 }
 
 func (r *realRig) must(t *testing.T, c *respConn, args ...string) string {
