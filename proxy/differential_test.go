@@ -98,9 +98,10 @@ type diffCall struct {
 
 // diffCalls are the calls each kind is tried with.
 var diffCalls = map[string][]diffCall{
-	"compare-and-delete":  {{[]string{"k"}, []string{diffToken}}},
-	"compare-and-pexpire": {{[]string{"k"}, []string{diffToken, diffTTL}}},
-	"acquire-at":          {{[]string{"k"}, []string{diffToken, diffSoon}}},
+	"compare-and-delete":          {{[]string{"k"}, []string{diffToken}}},
+	"compare-and-pexpire":         {{[]string{"k"}, []string{diffToken, diffTTL}}},
+	"acquire-at":                  {{[]string{"k"}, []string{diffToken, diffSoon}}},
+	"delete-all-locks-and-signal": {{nil, nil}},
 	// A Unix time 10 s after the call, and one long past.
 	"compare-and-pexpireat":        {{[]string{"k"}, []string{diffToken, diffSoon}}, {[]string{"k"}, []string{diffToken, "1000"}}},
 	"compare-and-delete-or-absent": {{[]string{"k"}, []string{diffToken}}},

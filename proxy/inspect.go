@@ -204,7 +204,7 @@ func (s *Server) handleScan(conn redcon.Conn, cmd redcon.Command) {
 // Redis it is for tests and debugging: each page is a SCAN and a read on
 // every backend.
 func (s *Server) handleKeys(conn redcon.Conn, cmd redcon.Command) {
-	keys, err := s.walk(space(conn), string(cmd.Args[1]), false, true)
+	keys, err := walk(s.ctx, space(conn), string(cmd.Args[1]), false, true)
 	if err != nil {
 		s.writeError(conn, err)
 		return
@@ -217,7 +217,7 @@ func (s *Server) handleKeys(conn redcon.Conn, cmd redcon.Command) {
 
 // handleDBSize serves DBSIZE: how many keys KEYS * would answer.
 func (s *Server) handleDBSize(conn redcon.Conn, _ redcon.Command) {
-	keys, err := s.walk(space(conn), "*", false, true)
+	keys, err := walk(s.ctx, space(conn), "*", false, true)
 	if err != nil {
 		s.writeError(conn, err)
 		return
@@ -250,7 +250,7 @@ func (s *Server) handleFlush(conn redcon.Conn, cmd redcon.Command) {
 	if all {
 		ks = ks.dbs[0]
 	}
-	keys, err := s.walk(ks, "*", all, false)
+	keys, err := walk(s.ctx, ks, "*", all, false)
 	for _, k := range keys {
 		if err != nil {
 			break
@@ -272,12 +272,12 @@ func (s *Server) handleFlush(conn redcon.Conn, cmd redcon.Command) {
 // walk lists every key of ks that matches match, page after page: those a
 // quorum holds, or with held false every key any backend has; with all,
 // the other databases' keys too (ks being database 0's).
-func (s *Server) walk(ks *keyspace, match string, all, held bool) ([]string, error) {
+func walk(ctx context.Context, ks *keyspace, match string, all, held bool) ([]string, error) {
 	seen := map[string]bool{}
 	var keys []string
 	req := quorum.List{Match: match, Count: quorum.MaxListCount}
 	for {
-		page, err := ks.list(s.ctx, req, all)
+		page, err := ks.list(ctx, req, all)
 		if err != nil {
 			return nil, err
 		}

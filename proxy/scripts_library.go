@@ -289,6 +289,25 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"afbc8014508f92e446b56567e8ba600e811c1bd5"},
 	},
 	{
+		// python-redis-lock reset_all: every lock:* key of the caller's
+		// key space deleted (its waiters woken by the releases, as above),
+		// answering how many there were.
+		name: "delete-all-locks-and-signal", keys: 0, args: 0, run: runDeleteAllLocks,
+		bodies: []string{`
+			local locks = redis.call('keys', 'lock:*')
+			local signal
+			for _, lock in pairs(locks) do
+				signal = 'lock-signal:' .. string.sub(lock, 6)
+				redis.call('del', signal)
+				redis.call('lpush', signal, 1)
+				redis.call('expire', signal, 1)
+				redis.call('del', lock)
+			end
+			return #locks`,
+		},
+		digests: []string{"b121d3548d693116c3851b63befe947e49f28c7c"},
+	},
+	{
 		// node-redlock 4 and 5 acquire: every key or none; a backend votes
 		// only when the reply is #KEYS.
 		name: "multi-acquire", keys: 1, args: 2, run: runMultiAcquire,
@@ -861,6 +880,26 @@ func runDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any
 		return nil, errNotInteger
 	}
 	return deleteWhoever(ctx, l, keys[0])
+}
+
+// runDeleteAllLocks deletes every lock:* key that a backend of the
+// caller's key space has, whoever holds it, and answers how many.
+func runDeleteAllLocks(ctx context.Context, l Locker, _, _ []string) (any, error) {
+	ks, ok := l.(*keyspace)
+	if !ok {
+		return nil, errNoLister
+	}
+	locks, err := walk(ctx, ks, "lock:*", false, false)
+	for _, key := range locks {
+		if err != nil {
+			break
+		}
+		_, err = ks.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return int64(len(locks)), nil
 }
 
 // deleteWhoever deletes key whoever holds it, as DEL would: 1 when a
