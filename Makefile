@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build run test fuzz deps release
+.PHONY: build run test fuzz deps release peers
 
 ## build: the binary, stamped with the version and commit that -version,
 ## INFO and lockproxy_build_info report (VERSION and REVISION, below).
@@ -27,6 +27,12 @@ test: deps
 	$(GO) test -race -count=1 -p 1 -timeout 20m -skip '^TestModel' ./...
 	$(GO) test -count=1 ./internal/rawsock
 	$(GO) test -count=1 -v -run '^TestModel' ./quorum/internal/admit
+
+## peers: other projects' own lock test suites (redis-py's, python-redis-lock's)
+## at pinned releases, against one redis-server and through lockproxy, changing
+## only the address; prints both tallies (docs/peers.md). Not in CI.
+peers:
+	bash test/peers/run.sh
 
 ## fuzz: each native fuzz target of proxy/ for FUZZTIME (go test -fuzz takes
 ## one target at a time); inputs that fail land in proxy/testdata/fuzz.

@@ -108,6 +108,18 @@ func (e *Engine) watchRecords() {
 	defer e.running.Done()
 	tick := time.NewTicker(memberRound)
 	defer tick.Stop()
+	// A round in flight ends with the engine: Close waits for this
+	// goroutine, and a hung backend must not hold a shutdown for two
+	// backend timeouts.
+	life, end := context.WithCancel(context.Background())
+	defer end()
+	go func() {
+		select {
+		case <-e.closed:
+			end()
+		case <-life.Done():
+		}
+	}()
 	for {
 		select {
 		case <-e.closed:
@@ -115,7 +127,7 @@ func (e *Engine) watchRecords() {
 		case <-tick.C:
 		case <-e.recordsNews:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*e.cfg.NodeTimeout)
+		ctx, cancel := context.WithTimeout(life, 2*e.cfg.NodeTimeout)
 		e.readRecords(ctx)
 		cancel()
 	}

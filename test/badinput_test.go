@@ -171,7 +171,7 @@ var badRequests = []badRequest{
 	{name: "SET XX", req: resp("SET", "k", "v", "XX", "PX", "100"), want: errLockShape, prefix: true},
 	{name: "SET NX KEEPTTL", req: resp("SET", "k", "v", "NX", "KEEPTTL"), want: errLockShape, prefix: true},
 	{name: "SET NX GET", req: resp("SET", "k", "v", "NX", "PX", "100", "GET"), want: errLockShape, prefix: true},
-	{name: "SET NX PXAT", req: resp("SET", "k", "v", "NX", "PXAT", "100"), want: errLockShape, prefix: true},
+	{name: "SET NX PXAT past", req: resp("SET", "k", "v", "NX", "PXAT", "100"), want: "-ERR invalid expire time in 'set' command\r\n"},
 	{name: "SET IFEQ another token", req: resp("SET", "k", "v", "IFEQ", "w", "PX", "100"), want: errLockShape, prefix: true},
 	{name: "DELEX IFNE", req: resp("DELEX", "k", "IFNE", "v"), want: "-ERR lockproxy only takes DELEX key IFEQ token (got IFNE)\r\n"},
 	{name: "DELEX unknown condition", req: resp("DELEX", "k", "SOON", "v"), want: errSyntaxR},
