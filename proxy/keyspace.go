@@ -28,6 +28,9 @@ type keyspace struct {
 	// alone, dbs[n] adds dbMarker(n).
 	db  int
 	dbs *[numDBs]*keyspace
+	// sessions tells of this proxy's session locks asked without a TTL,
+	// which a script reading their TTL sees as -1.
+	sessions *sessions
 }
 
 var _ Locker = (*keyspace)(nil)
@@ -75,7 +78,7 @@ func (s *Server) newKeyspace(prefix string, cfg Config) *keyspace {
 			p += dbMarker(n)
 		}
 		dbs[n] = &keyspace{locks: s.locks, prefix: p, maxKey: cfg.MaxKeyBytes, maxToken: cfg.MaxTokenBytes,
-			scripts: scripts, db: n, dbs: dbs}
+			scripts: scripts, db: n, dbs: dbs, sessions: s.sessions}
 	}
 	return dbs[0]
 }
@@ -106,6 +109,16 @@ func (k *keyspace) key(key string) (string, error) {
 		return "", errorf("ERR key of %d bytes exceeds max_key_bytes (%d)", len(key), k.maxKey)
 	}
 	return k.prefix + key, nil
+}
+
+// unexpiringBy is the token of this proxy's session lock on key (as the
+// client named it) that was asked without a TTL, if there is one.
+func (k *keyspace) unexpiringBy(key string) (string, bool) {
+	full, err := k.key(key)
+	if err != nil {
+		return "", false
+	}
+	return k.sessions.unexpiringBy(full)
 }
 
 func (k *keyspace) keys(keys []string) ([]string, error) {

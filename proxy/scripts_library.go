@@ -858,6 +858,13 @@ func runCompareAndExpireSeconds(ctx context.Context, l Locker, keys, args []stri
 	if err != nil {
 		return nil, err
 	}
+	// The owner's lock taken without a TTL has none to extend, as on
+	// Redis (NotExpirable), though its lease runs on the backends.
+	if ks, ok := l.(*keyspace); ok {
+		if token, ok := ks.unexpiringBy(keys[0]); ok && token == args[0] {
+			return int64(2), nil
+		}
+	}
 	err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	return answer(err, int64(0), int64(1))
 }

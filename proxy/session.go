@@ -315,12 +315,22 @@ func (m *sessions) dropLocked(l *sessionLock) {
 // PTTL answer -1 for it, as one Redis does, though its lease runs on the
 // backends. Through another proxy they answer the lease.
 func (m *sessions) isUnexpiring(key string) bool {
-	if m.count.Load() == 0 {
-		return false
+	_, ok := m.unexpiringBy(key)
+	return ok
+}
+
+// unexpiringBy is the token of the session lock of this proxy on key that
+// was asked without a TTL, if there is one.
+func (m *sessions) unexpiringBy(key string) (token string, ok bool) {
+	if m == nil || m.count.Load() == 0 {
+		return "", false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.unexpiring[key] != nil
+	if l := m.unexpiring[key]; l != nil {
+		return l.held.Token, true
+	}
+	return "", false
 }
 
 // released is told of every release or deletion of key that a quorum

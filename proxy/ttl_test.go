@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,15 @@ func TestTTLsAsRedis(t *testing.T) {
 	do("+OK\r\n", "SET", "ttl:none", "me", "NX")
 	do(":-1\r\n", "TTL", "ttl:none")
 	do(":-1\r\n", "PTTL", "ttl:none")
+	// python-redis-lock's extend of such a lock answers 2 (NotExpirable)
+	// to its owner, 1 to another token, as on Redis.
+	extend, err := os.ReadFile("testdata/scripts/python-redis-lock-4.0.1-extend.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(":2\r\n", "EVAL", string(extend), "1", "ttl:none", "me", "10")
+	do(":1\r\n", "EVAL", string(extend), "1", "ttl:none", "other", "10")
+	do(":-1\r\n", "TTL", "ttl:none")
 	do(":1\r\n", "DEL", "ttl:none")
 	do(":-2\r\n", "TTL", "ttl:none")
 	// A lock asked with a TTL answers what is left of it.

@@ -61,12 +61,14 @@ for _ in $(seq 50); do
 	sleep 0.1
 done
 
-tally() { # label, then the pytest command
+tally() { # label, then the pytest command (run with -rf)
 	local label=$1
 	shift
 	local out
-	out=$("$@" 2>&1 | tail -1 || true)
-	printf '%-46s %s\n' "$label" "$out"
+	out=$("$@" 2>&1 || true)
+	printf '%-46s %s\n' "$label" "$(tail -1 <<<"$out")"
+	# The tests that failed, each once, however many parameters it ran with.
+	grep -E '^FAILED ' <<<"$out" | sed -E 's/^FAILED [^:]*::(.*::)?//; s/[[ ].*//' | sort | uniq -c | sed 's/^/    /' || true
 }
 for target in "redis:$plain" "lockproxy:$proxy"; do
 	name=${target%%:*}
