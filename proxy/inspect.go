@@ -250,7 +250,18 @@ func (s *Server) handleFlush(conn redcon.Conn, cmd redcon.Command) {
 	if all {
 		ks = ks.dbs[0]
 	}
-	keys, err := walk(s.ctx, ks, "*", all, false)
+	if _, err := deleteAll(s.ctx, ks, "*", all); err != nil {
+		s.writeError(conn, err)
+		return
+	}
+	conn.WriteString("OK")
+}
+
+// deleteAll deletes through the quorum, as DEL does, every key of ks that
+// matches match and any backend has (with all, the other databases' keys
+// too, ks being database 0's), and returns how many there were.
+func deleteAll(ctx context.Context, ks *keyspace, match string, all bool) (int, error) {
+	keys, err := walk(ctx, ks, match, all, false)
 	for _, k := range keys {
 		if err != nil {
 			break
@@ -260,13 +271,9 @@ func (s *Server) handleFlush(conn redcon.Conn, cmd redcon.Command) {
 			db, name := splitDB(k)
 			in, key = ks.dbs[db], name
 		}
-		_, err = in.Write(s.ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
+		_, err = in.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
 	}
-	if err != nil {
-		s.writeError(conn, err)
-		return
-	}
-	conn.WriteString("OK")
+	return len(keys), err
 }
 
 // walk lists every key of ks that matches match, page after page: those a

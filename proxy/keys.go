@@ -77,7 +77,7 @@ func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Durati
 	key := string(cmd.Args[1])
 	r, err := ks.Read(ctx, quorum.Read{Op: quorum.OpPTTL, Key: key})
 	switch {
-	case err == nil && s.unexpiring(ks, key):
+	case err == nil && unexpiring(ks, key):
 		conn.WriteInt(-1)
 	case err == nil:
 		ms := max(r.TTL.Milliseconds(), 0)
@@ -96,9 +96,9 @@ func (s *Server) replyTTL(conn redcon.Conn, cmd redcon.Command, unit time.Durati
 
 // unexpiring reports whether key, as a client of ks named it, is a session
 // lock of this proxy asked without a TTL.
-func (s *Server) unexpiring(ks *keyspace, key string) bool {
-	full, err := ks.key(key)
-	return err == nil && s.sessions.isUnexpiring(full)
+func unexpiring(ks *keyspace, key string) bool {
+	_, ok := ks.unexpiringBy(key)
+	return ok
 }
 
 // handleExists serves EXISTS key [key ...]: how many of the keys exist on

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -633,13 +632,12 @@ func runCompareAndPExpireAt(ctx context.Context, l Locker, keys, args []string) 
 	if !ok {
 		return nil, errNotInteger
 	}
-	left := at - now().UnixMilli()
-	if left <= 0 {
-		return answer(unlock(ctx, l, quorum.OpRelease, keys[:1], args[0]), int64(1), int64(0))
-	}
-	ttl, err := ms(strconv.FormatInt(left, 10), "pexpireat")
-	if err != nil {
+	ttl, err := untilMillis(at)
+	switch {
+	case err != nil:
 		return nil, err
+	case ttl <= 0:
+		return answer(unlock(ctx, l, quorum.OpRelease, keys[:1], args[0]), int64(1), int64(0))
 	}
 	return answer(lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl), int64(1), int64(0))
 }
@@ -896,17 +894,11 @@ func runDeleteAllLocks(ctx context.Context, l Locker, _, _ []string) (any, error
 	if !ok {
 		return nil, errNoLister
 	}
-	locks, err := walk(ctx, ks, "lock:*", false, false)
-	for _, key := range locks {
-		if err != nil {
-			break
-		}
-		_, err = ks.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
-	}
+	n, err := deleteAll(ctx, ks, "lock:*", false)
 	if err != nil {
 		return nil, err
 	}
-	return int64(len(locks)), nil
+	return int64(n), nil
 }
 
 // deleteWhoever deletes key whoever holds it, as DEL would: 1 when a

@@ -310,17 +310,10 @@ func (m *sessions) dropLocked(l *sessionLock) {
 	l.owner.mu.Unlock()
 }
 
-// isUnexpiring reports whether key (the Locker's, with the user's prefix)
-// is a session lock of this proxy that was asked without a TTL: TTL and
-// PTTL answer -1 for it, as one Redis does, though its lease runs on the
-// backends. Through another proxy they answer the lease.
-func (m *sessions) isUnexpiring(key string) bool {
-	_, ok := m.unexpiringBy(key)
-	return ok
-}
-
-// unexpiringBy is the token of the session lock of this proxy on key that
-// was asked without a TTL, if there is one.
+// unexpiringBy is the token of the session lock of this proxy on key (the
+// Locker's, with the user's prefix) that was asked without a TTL, if
+// there is one: TTL and PTTL answer -1 for it, as one Redis does, though
+// its lease runs on the backends (through another proxy: the lease).
 func (m *sessions) unexpiringBy(key string) (token string, ok bool) {
 	if m == nil || m.count.Load() == 0 {
 		return "", false

@@ -107,14 +107,21 @@ func ttlUntil(arg []byte, seconds bool) (time.Duration, error) {
 	if seconds {
 		n *= 1000
 	}
-	ms := n - now().UnixMilli()
-	switch {
-	case ms <= 0:
-		return 0, errExpireTime("set")
-	case ms > int64(math.MaxInt64/time.Millisecond):
-		return 0, &ttlTooLong{asked: strconv.FormatInt(n, 10) + " ms from the epoch"}
+	ttl, err := untilMillis(n)
+	if err == nil && ttl <= 0 {
+		err = errExpireTime("set")
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return ttl, err
+}
+
+// untilMillis is the TTL from now until the Unix time at (ms): not
+// positive for a time past.
+func untilMillis(at int64) (time.Duration, error) {
+	ms := at - now().UnixMilli()
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return 0, &ttlTooLong{asked: strconv.FormatInt(at, 10) + " ms from the epoch"}
+	}
+	return time.Duration(max(ms, 0)) * time.Millisecond, nil
 }
 
 // checkSetShape refuses what is not a lock: XX, GET or KEEPTTL ignore
