@@ -127,6 +127,9 @@ func (s *Server) handleSubscribe(conn redcon.Conn, cmd redcon.Command) {
 	lcs := make([]*lockChannel, len(cmd.Args)-1)
 	globs := make([]string, len(lcs))
 	for i, a := range cmd.Args[1:] {
+		if !pattern && string(a) == invalidateChannel {
+			continue
+		}
 		if lcs[i], globs[i], ok = channelOf(string(a), pattern); !ok {
 			s.writeError(conn, errNotLockChannel(strings.ToUpper(verb), string(a)))
 			return
@@ -141,7 +144,14 @@ func (s *Server) handleSubscribe(conn redcon.Conn, cmd redcon.Command) {
 		}
 		if !containsSub(*list, name) {
 			sp := &subscription{name: name, pattern: pattern, lc: lcs[i]}
-			sp.stop = w.Releases(globEscape(sub.prefix)+globs[i], func(key, _ string) { sub.released(sp, key) })
+			if lcs[i] == nil {
+				// CLIENT TRACKING's REDIRECT target (tracking.go).
+				id := state(c).id
+				s.tracking.listen(id, sub, sp)
+				sp.stop = func() { s.tracking.listen(id, nil, nil) }
+			} else {
+				sp.stop = w.Releases(globEscape(sub.prefix)+globs[i], func(key, _ string) { sub.released(sp, key) })
+			}
 			*list = append(*list, sp)
 		}
 		sub.writeReply(c, verb, name, true)

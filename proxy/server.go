@@ -368,6 +368,7 @@ func (s *Server) flushIfClosing(conn redcon.Conn) {
 func (s *Server) accepted(conn redcon.Conn, set *settings) {
 	st := &connState{id: s.nextID.Add(1), proto: 2, user: set.users.anonymous}
 	conn.SetContext(st)
+	s.tracking.opened(st.id)
 	s.log.Debug("proxy: connection opened", "id", st.id, "addr", conn.RemoteAddr())
 }
 
@@ -382,6 +383,7 @@ func (c Config) writeTimeout() time.Duration {
 
 func (s *Server) disconnected(conn redcon.Conn, err error) {
 	s.clients.Add(-1)
+	s.tracking.closed(state(conn).id)
 	s.log.Debug("proxy: connection closed", "id", state(conn).id, "addr", conn.RemoteAddr(), "err", err)
 }
 

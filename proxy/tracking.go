@@ -30,13 +30,19 @@ import (
 // Keys are registered in the Locker's space (the user's prefix and the
 // database's marker in front), and told in the client's: a tenant never
 // hears of a key outside its prefix, BCAST prefixes included.
+//
+// RESP2 has no push messages: there a tracking connection names another
+// one (REDIRECT id) that has subscribed to __redis__:invalidate, and its
+// invalidations come to that one as pub/sub messages, as on Redis. A
+// RESP3 target gets them as pushes, if it has subscribed there too.
 
 // tracker is one connection's CLIENT TRACKING state.
 type tracker struct {
-	push *pushWriter
+	push *pushWriter // nil for a RESP2 connection, which redirects
 	// Set by CLIENT TRACKING ON, under tracking.mu.
 	on, bcast, optin, optout, noloop bool
 	prefixes                         []trackedPrefix // BCAST's, in the Locker's space
+	redirect                         int64           // the connection told instead, if not 0
 	// caching is CLIENT CACHING's for the next command: 1 yes, -1 no.
 	caching atomic.Int32
 	// busy counts the keys this connection's own writes in flight touch,
@@ -67,10 +73,39 @@ type tracking struct {
 	bcast map[*tracker]struct{}
 	// watching is set once the other proxies' releases are followed.
 	watching bool
+
+	// conns are the open connections, by id, that REDIRECT may name.
+	conns sync.Map // int64 → *redirectTarget
 }
+
+// redirectTarget is an open connection as REDIRECT names it: where its
+// invalidations go while it is subscribed to __redis__:invalidate.
+type redirectTarget struct {
+	mu  sync.Mutex
+	sub *subscriber
+	sp  *subscription
+}
+
+// invalidateChannel is where Redis tells a RESP2 connection of the
+// changes that the connections redirecting to it track.
+const invalidateChannel = "__redis__:invalidate"
 
 func newTracking() *tracking {
 	return &tracking{keys: map[string]map[*tracker]string{}, bcast: map[*tracker]struct{}{}}
+}
+
+func (tr *tracking) opened(id int64) { tr.conns.Store(id, &redirectTarget{}) }
+func (tr *tracking) closed(id int64) { tr.conns.Delete(id) }
+
+// listen makes sp, a subscription of sub to invalidateChannel, where the
+// invalidations redirected to connection id go; nil sp ends it.
+func (tr *tracking) listen(id int64, sub *subscriber, sp *subscription) {
+	if v, ok := tr.conns.Load(id); ok {
+		rt := v.(*redirectTarget)
+		rt.mu.Lock()
+		rt.sub, rt.sp = sub, sp
+		rt.mu.Unlock()
+	}
 }
 
 // register notes that t read key (as the Locker has it; named as the
@@ -102,8 +137,9 @@ func (tr *tracking) tell(key string, notice bool) {
 		return
 	}
 	type note struct {
-		t    *tracker
-		name string
+		t        *tracker
+		name     string
+		redirect int64
 	}
 	var notes []note
 	tr.mu.Lock()
@@ -114,7 +150,7 @@ func (tr *tracking) tell(key string, notice bool) {
 	for t, name := range tr.keys[key] {
 		switch {
 		case !t.noloop || !t.ownChange(key, notice):
-			notes = append(notes, note{t, name})
+			notes = append(notes, note{t, name, t.redirect})
 		case notice:
 			if kept == nil {
 				kept = map[*tracker]string{}
@@ -135,7 +171,7 @@ func (tr *tracking) tell(key string, notice bool) {
 			if strings.HasPrefix(key, p.full) {
 				name := key[len(p.space):]
 				if p.space == "" || !strings.HasPrefix(name, dbMarkerStart) {
-					notes = append(notes, note{t, name})
+					notes = append(notes, note{t, name, t.redirect})
 				}
 				break
 			}
@@ -143,7 +179,40 @@ func (tr *tracking) tell(key string, notice bool) {
 	}
 	tr.mu.Unlock()
 	for _, n := range notes {
-		n.t.push.send(invalidation(n.name))
+		if n.redirect == 0 {
+			n.t.push.send(invalidation(n.name))
+		} else {
+			tr.redirected(n.t, n.redirect, n.name)
+		}
+	}
+}
+
+// redirected tells connection id of the change of name, which t tracks:
+// as Redis does, nothing is sent while id is not subscribed to
+// invalidateChannel, and a RESP3 t hears when id has gone.
+func (tr *tracking) redirected(t *tracker, id int64, name string) {
+	v, ok := tr.conns.Load(id)
+	if !ok {
+		if t.push != nil {
+			t.push.send(redirectBroken(id))
+		}
+		return
+	}
+	rt := v.(*redirectTarget)
+	rt.mu.Lock()
+	sub, sp := rt.sub, rt.sp
+	rt.mu.Unlock()
+	if sub == nil {
+		return
+	}
+	msg := invalidation(name)
+	if sub.proto.Load() == 2 {
+		msg = append([]byte("*3\r\n$7\r\nmessage\r\n$20\r\n"+invalidateChannel+"\r\n"), msg[len(">2\r\n$10\r\ninvalidate\r\n"):]...)
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sp.live {
+		sub.push.send(msg)
 	}
 }
 
@@ -153,6 +222,14 @@ func invalidation(key string) []byte {
 	b = strconv.AppendInt(b, int64(len(key)), 10)
 	b = append(b, "\r\n"...)
 	b = append(b, key...)
+	return append(b, "\r\n"...)
+}
+
+// redirectBroken is the RESP3 push that tells a tracking connection that
+// the connection it redirects to has gone.
+func redirectBroken(id int64) []byte {
+	b := []byte(">2\r\n$21\r\ntracking-redir-broken\r\n:")
+	b = strconv.AppendInt(b, id, 10)
 	return append(b, "\r\n"...)
 }
 
@@ -181,7 +258,7 @@ func (tr *tracking) start(t *tracker, opt trackingOptions) {
 	if !t.on {
 		tr.on.Add(1)
 	}
-	t.on, t.bcast, t.optin, t.optout, t.noloop, t.prefixes = true, opt.bcast, opt.optin, opt.optout, opt.noloop, opt.prefixes
+	t.on, t.bcast, t.optin, t.optout, t.noloop, t.prefixes, t.redirect = true, opt.bcast, opt.optin, opt.optout, opt.noloop, opt.prefixes, opt.redirect
 	if t.bcast {
 		tr.bcast[t] = struct{}{}
 	} else {
@@ -241,12 +318,11 @@ func (t *tracker) ownWrite(keys []string) func() {
 type trackingOptions struct {
 	bcast, optin, optout, noloop bool
 	prefixes                     []trackedPrefix
+	redirect                     int64
 }
 
-// handleClientTracking serves CLIENT TRACKING ON|OFF [BCAST] [PREFIX p
-// ...] [OPTIN] [OPTOUT] [NOLOOP], in RESP3, where invalidations are push
-// messages on the connection itself. REDIRECT, which RESP2 needs (a
-// second connection subscribed to __redis__:invalidate), is refused.
+// handleClientTracking serves CLIENT TRACKING ON|OFF [REDIRECT id]
+// [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP].
 func (s *Server) handleClientTracking(conn redcon.Conn, cmd redcon.Command) {
 	args := cmd.Args[2:]
 	on := strings.EqualFold(string(args[0]), "on")
@@ -273,8 +349,16 @@ func (s *Server) handleClientTracking(conn redcon.Conn, cmd redcon.Command) {
 			}
 			prefixes = append(prefixes, string(args[i]))
 		case "REDIRECT":
-			s.writeError(conn, errorf("ERR lockproxy does not serve CLIENT TRACKING REDIRECT: use RESP3 (HELLO 3), where invalidations are push messages on the tracking connection"))
-			return
+			if i++; i == len(args) {
+				s.writeError(conn, errSyntax)
+				return
+			}
+			id, err := strconv.ParseInt(string(args[i]), 10, 64)
+			if err != nil {
+				s.writeError(conn, errNotInteger)
+				return
+			}
+			opt.redirect = id
 		default:
 			s.writeError(conn, errSyntax)
 			return
@@ -298,8 +382,15 @@ func (s *Server) handleClientTracking(conn redcon.Conn, cmd redcon.Command) {
 	case opt.bcast && (opt.optin || opt.optout):
 		s.writeError(conn, errorf("ERR OPTIN and OPTOUT are not compatible with BCAST"))
 		return
-	case st.proto != 3 || !isClient:
-		s.writeError(conn, errorf("ERR lockproxy serves CLIENT TRACKING in RESP3 only (HELLO 3), where invalidations are push messages on the tracking connection"))
+	case !isClient:
+		s.writeError(conn, errorf("ERR CLIENT TRACKING is not served on this connection"))
+		return
+	case opt.redirect != 0 && !s.tracking.exists(opt.redirect):
+		s.writeError(conn, errorf("ERR The client ID you want redirect to does not exist"))
+		return
+	case st.proto != 3 && opt.redirect == 0:
+		// Redis accepts it and never tells anything.
+		s.writeError(conn, errorf("ERR lockproxy serves CLIENT TRACKING in RESP2 with REDIRECT only (to a connection subscribed to %s), or in RESP3 (HELLO 3), where invalidations are push messages", invalidateChannel))
 		return
 	}
 	ks := space(conn)
@@ -312,10 +403,13 @@ func (s *Server) handleClientTracking(conn redcon.Conn, cmd redcon.Command) {
 		}
 	}
 	if st.tracker == nil {
+		st.tracker = &tracker{}
+	}
+	if st.proto == 3 && st.tracker.push == nil {
 		if c.push == nil {
 			c.push = newPushWriter(c.conn, c.writeTimeout)
 		}
-		st.tracker = &tracker{push: c.push}
+		st.tracker.push = c.push
 	}
 	s.tracking.start(st.tracker, opt)
 	s.followReleases()
@@ -361,11 +455,16 @@ func (s *Server) handleClientCaching(conn redcon.Conn, cmd redcon.Command) {
 	}
 }
 
-// handleClientGetRedir serves CLIENT GETREDIR: -1 when tracking is off, 0
-// when on (lockproxy never redirects).
+func (tr *tracking) exists(id int64) bool {
+	_, ok := tr.conns.Load(id)
+	return ok
+}
+
+// handleClientGetRedir serves CLIENT GETREDIR: -1 when tracking is off,
+// else the connection it redirects to, 0 for none.
 func (s *Server) handleClientGetRedir(conn redcon.Conn, _ redcon.Command) {
 	if t := state(conn).tracker; t != nil && t.on {
-		conn.WriteInt(0)
+		conn.WriteInt64(t.redirect)
 		return
 	}
 	conn.WriteInt(-1)
@@ -378,7 +477,10 @@ func (s *Server) handleClientTrackingInfo(conn redcon.Conn, _ redcon.Command) {
 	redirect := int64(-1)
 	var prefixes []string
 	if t != nil && t.on {
-		flags, redirect = []string{"on"}, 0
+		flags, redirect = []string{"on"}, t.redirect
+		if redirect != 0 && !s.tracking.exists(redirect) {
+			flags = append(flags, "broken_redirect")
+		}
 		for cond, flag := range map[*bool]string{&t.bcast: "bcast", &t.optin: "optin", &t.optout: "optout", &t.noloop: "noloop"} {
 			if *cond {
 				flags = append(flags, flag)

@@ -3,6 +3,8 @@ package proxy
 import (
 	"strings"
 	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // invalidationOf is the RESP3 push that tells of key's change.
@@ -105,10 +107,70 @@ func TestTracking(t *testing.T) {
 
 	// What is not served says so.
 	do(tracker, "-ERR PREFIX option requires BCAST mode to be enabled\r\n", "CLIENT", "TRACKING", "ON", "PREFIX", "x")
-	do(tracker, "-ERR lockproxy does not serve CLIENT TRACKING REDIRECT: use RESP3 (HELLO 3), where invalidations are push messages on the tracking connection\r\n",
-		"CLIENT", "TRACKING", "ON", "REDIRECT", "7")
 	resp2 := dialRESP(t, r.addr)
 	do(resp2, "+OK\r\n", "AUTH", "app1", "one")
-	do(resp2, "-ERR lockproxy serves CLIENT TRACKING in RESP3 only (HELLO 3), where invalidations are push messages on the tracking connection\r\n",
+	do(resp2, "-ERR lockproxy serves CLIENT TRACKING in RESP2 with REDIRECT only (to a connection subscribed to __redis__:invalidate), or in RESP3 (HELLO 3), where invalidations are push messages\r\n",
 		"CLIENT", "TRACKING", "ON")
+	do(resp2, "-ERR The client ID you want redirect to does not exist\r\n", "CLIENT", "TRACKING", "ON", "REDIRECT", "987654")
+}
+
+// TestTrackingRedirect: in RESP2 a tracking connection's invalidations go
+// to the connection it names, subscribed to __redis__:invalidate, as
+// pub/sub messages (as pushes to a RESP3 one); once that connection has
+// gone, a RESP3 tracker hears so.
+func TestTrackingRedirect(t *testing.T) {
+	r := startRealRigWith(t, false, Config{})
+	do := func(c *respConn, want string, args ...string) {
+		t.Helper()
+		if got := r.must(t, c, args...); got != want {
+			t.Errorf("%q: %q, want %q", args, got, want)
+		}
+	}
+	read := func(c *respConn, want string) {
+		t.Helper()
+		got, err := readReply(c.rd)
+		if err != nil || got != want {
+			t.Errorf("next message: %q, %v; want %q", got, err, want)
+		}
+	}
+	idOf := func(c *respConn) string {
+		got := r.must(t, c, "CLIENT", "ID")
+		return strings.TrimSuffix(strings.TrimPrefix(got, ":"), "\r\n")
+	}
+	target, tracker, writer := dialRESP(t, r.addr), dialRESP(t, r.addr), dialRESP(t, r.addr)
+	id := idOf(target)
+	do(target, "*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n", "SUBSCRIBE", "__redis__:invalidate")
+
+	do(tracker, "+OK\r\n", "CLIENT", "TRACKING", "ON", "REDIRECT", id)
+	do(tracker, ":"+id+"\r\n", "CLIENT", "GETREDIR")
+	do(tracker, "$-1\r\n", "GET", "job")
+	do(writer, "+OK\r\n", "SET", "job", "mine", "NX", "PX", "30000")
+	read(target, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$3\r\njob\r\n")
+	// Unsubscribed, the target is told nothing; subscribed again, it is.
+	do(tracker, "$4\r\nmine\r\n", "GET", "job")
+	do(target, "*3\r\n$11\r\nunsubscribe\r\n$20\r\n__redis__:invalidate\r\n:0\r\n", "UNSUBSCRIBE")
+	do(writer, ":1\r\n", "DEL", "job")
+	do(tracker, "$-1\r\n", "GET", "job")
+	do(target, "*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n", "SUBSCRIBE", "__redis__:invalidate")
+	do(writer, "+OK\r\n", "SET", "job", "again", "NX", "PX", "30000")
+	read(target, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$3\r\njob\r\n")
+
+	// A RESP3 tracker whose target has gone hears so at the next change.
+	gone := dialRESP(t, r.addr)
+	goneID := idOf(gone)
+	resp3 := dialRESP(t, r.addr)
+	if got := r.must(t, resp3, "HELLO", "3"); !strings.HasPrefix(got, "%") {
+		t.Fatalf("HELLO 3: %q", got)
+	}
+	do(resp3, "+OK\r\n", "CLIENT", "TRACKING", "ON", "REDIRECT", goneID)
+	do(resp3, "$5\r\nagain\r\n", "GET", "job")
+	gone.conn.Close()
+	redistest.Eventually(t, func() string {
+		if info := r.must(t, resp3, "CLIENT", "TRACKINGINFO"); !strings.Contains(info, "broken_redirect") {
+			return "CLIENT TRACKINGINFO does not see the target gone: " + info
+		}
+		return ""
+	})
+	do(writer, ":1\r\n", "DEL", "job")
+	read(resp3, ">2\r\n$21\r\ntracking-redir-broken\r\n:"+goneID+"\r\n")
 }

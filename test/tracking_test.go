@@ -176,6 +176,63 @@ func TestRueidisLockThroughTwoProxies(t *testing.T) {
 	}
 }
 
+// TestTrackingRedirectGoRedis: go-redis in RESP2 tracks keys the way
+// RESP2 allows, with CLIENT TRACKING ON REDIRECT to its own connection
+// subscribed to __redis__:invalidate, and hears there of an acquisition
+// through the same proxy and of a release through the other one.
+func TestTrackingRedirectGoRedis(t *testing.T) {
+	c, other := twoProxies(t, 3)
+	ctx := t.Context()
+	sinkID := make(chan int64, 1)
+	sink := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: 2, MaxRetries: -1,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+			id, err := cn.ClientID(ctx).Result()
+			if err == nil {
+				sinkID <- id
+			}
+			return err
+		}})
+	t.Cleanup(func() { sink.Close() })
+	ps := sink.Subscribe(ctx, "__redis__:invalidate")
+	t.Cleanup(func() { ps.Close() })
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatalf("SUBSCRIBE __redis__:invalidate: %v", err)
+	}
+	id := <-sinkID
+	tracker := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: 2, PoolSize: 1, MaxRetries: -1,
+		OnConnect: func(ctx context.Context, cn *redis.Conn) error {
+			return cn.Do(ctx, "CLIENT", "TRACKING", "ON", "REDIRECT", id).Err()
+		}})
+	t.Cleanup(func() { tracker.Close() })
+	here := c.proxy.Client(t)
+	there := redis.NewClient(&redis.Options{Addr: other.Addr, MaxRetries: -1})
+	t.Cleanup(func() { there.Close() })
+
+	invalidated := func(key string) {
+		t.Helper()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		msg, err := ps.ReceiveMessage(rctx)
+		if err != nil || msg.Channel != "__redis__:invalidate" || len(msg.PayloadSlice) != 1 || msg.PayloadSlice[0] != key {
+			t.Fatalf("the invalidation of %s: %+v, %v", key, msg, err)
+		}
+	}
+	if err := tracker.Get(ctx, "job").Err(); err != redis.Nil {
+		t.Fatalf("GET of a free key: %v", err)
+	}
+	if err := here.SetNX(ctx, "job", "mine", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	invalidated("job")
+	if v, err := tracker.Get(ctx, "job").Result(); err != nil || v != "mine" {
+		t.Fatalf("GET of a held key: %q, %v", v, err)
+	}
+	if n, err := there.Eval(ctx, compareAndDelete, []string{"job"}, "mine").Int(); err != nil || n != 1 {
+		t.Fatalf("release through the other proxy: %d, %v", n, err)
+	}
+	invalidated("job")
+}
+
 // waitFor polls cond until it holds, failing the test if it never does.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
