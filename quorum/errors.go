@@ -61,6 +61,10 @@ type NoQuorumError struct {
 	Needed  int
 	Total   int
 	Nodes   []*NodeError
+	// Split, where set, says what the answers were when they split
+	// between more outcomes than Agreed counts (a release: released,
+	// still held, never held), in place of "only Agreed agreed".
+	Split string
 }
 
 func (e *NoQuorumError) Error() string {
@@ -88,6 +92,8 @@ func (e *NoQuorumError) Reason() string {
 		kinds = " (" + strings.Join(groups, ", ") + ")"
 	}
 	switch {
+	case e.Counted >= e.Needed && e.Split != "":
+		return fmt.Sprintf("%d of %d backends answered but no %d agreed: %s", e.Counted, e.Total, e.Needed, e.Split) + kinds
 	case e.Counted >= e.Needed:
 		return fmt.Sprintf("%d of %d backends answered but only %d agreed, %d needed", e.Counted, e.Total, e.Agreed, e.Needed) + kinds
 	case answered > 0:

@@ -280,8 +280,23 @@ func (e *Engine) hashRelease(ctx context.Context, key, field string, lease time.
 	case notOwned:
 		return Result{}, ErrNotHeld
 	}
-	err := &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: failures}
+	err := &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: failures, Split: t.split()}
 	return Result{}, cut(ctx, err)
+}
+
+// split says what the answers were, for a release left undecided: which
+// of them released, still hold, or never held the owner's field.
+func (t releaseTally) split() string {
+	var parts []string
+	for _, p := range []struct {
+		n    int
+		what string
+	}{{t.released, "released by"}, {t.held, "still held by"}, {t.notOwner, "not held by"}} {
+		if p.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", p.what, p.n))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // releaseTally counts the answers to a hash lock release; the backends

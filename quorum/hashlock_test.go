@@ -509,27 +509,68 @@ func TestHashLockReleaseUndecided(t *testing.T) {
 	}
 }
 
-// TestHashLockReleaseNoQuorumHolds: a fenced hash lock whose copies were
-// lost on two backends of five, released while a third hangs, answers
-// "not held" rather than NOQUORUM: two released it, two lacked it, and
-// the hung one cannot make a quorum that still holds it, whatever it did.
+// TestHashLockReleaseNoQuorumHolds: the fenced Redisson unlock that
+// answered NOQUORUM "4 of 5 backends answered but only 0 agreed" under
+// contention, reproduced. "0 agreed" counted the backends still holding
+// the lock after the release, not those that had it: none was missing a
+// copy it had been given. Contenders' attempts (planted here, as if their
+// rollbacks were still on the way) refuse the lock on two backends of
+// five, so it is granted on a bare quorum, and its holder releases it at
+// once: no top-up can copy it there, the contenders hold them. The release
+// meets one of the three granting backends hung: two released it, two
+// never had it, and the hung one cannot make a quorum that still holds
+// it, whatever it did, so the answer is "not held".
 func TestHashLockReleaseNoQuorumHolds(t *testing.T) {
 	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true, NodeTimeout: 300 * time.Millisecond})
 	key, field := uniqueKey(t), "uuid:1"
-	if _, err := hashAcquire(c.engine, t, key, field, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	redistest.Eventually(t, c.expectCounts(t, key, field, "1", "1", "1", "1", "1"))
 	for _, i := range []int{3, 4} {
-		if err := c.direct[i].Del(t.Context(), key).Err(); err != nil {
+		if err := c.direct[i].HSet(t.Context(), key, "contender:1", 1).Err(); err != nil {
 			t.Fatal(err)
 		}
+		if err := c.direct[i].PExpire(t.Context(), key, 30*time.Second).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copies := c.engine.TopUps().Copies
+	if _, err := hashAcquire(c.engine, t, key, field, 30*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	c.servers[2].Pause()
 	_, err := hashRelease(c.engine, t, key, field, "latch:"+t.Name())
 	c.servers[2].Resume()
 	if !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("release: %v, want ErrNotHeld", err)
+	}
+	if got := c.engine.TopUps().Copies; got != copies {
+		t.Errorf("%d copies made on the contenders' backends", got-copies)
+	}
+}
+
+// TestHashLockReleaseSplitSays: a release left undecided says what the
+// backends answered, not how many "agreed": here two released the lock,
+// one still holds it (it had counted one more hold), and the two hung
+// ones could make a quorum with it.
+func TestHashLockReleaseSplitSays(t *testing.T) {
+	c := newCluster(t, 5, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
+	key, field := uniqueKey(t), "uuid:1"
+	if _, err := hashAcquire(c.engine, t, key, field, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, c.expectCounts(t, key, field, "1", "1", "1", "1", "1"))
+	if err := c.direct[2].HSet(t.Context(), key, field, 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.servers[3].Pause()
+	c.servers[4].Pause()
+	_, err := hashRelease(c.engine, t, key, field, "latch:"+t.Name())
+	c.servers[3].Resume()
+	c.servers[4].Resume()
+	var nq *NoQuorumError
+	if !errors.As(err, &nq) {
+		t.Fatalf("release: %v, want a *NoQuorumError", err)
+	}
+	if want := "3 of 5 backends answered but no 3 agreed: released by 2, still held by 1 (2 timeout)"; nq.Reason() != want {
+		t.Errorf("NOQUORUM %q, want %q", nq.Reason(), want)
 	}
 }
 
