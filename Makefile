@@ -28,9 +28,10 @@ test: deps
 	$(GO) test -count=1 ./internal/rawsock
 	$(GO) test -count=1 -v -run '^TestModel' ./quorum/internal/admit
 
-## peers: other projects' own lock test suites (redis-py's, python-redis-lock's)
-## at pinned releases, against one redis-server and through lockproxy, changing
-## only the address; prints both tallies (docs/peers.md). Not in CI.
+## peers: other projects' own lock test suites (redis-py's, python-redis-lock's,
+## redsync's, node-redlock's) at pinned releases, against plain redis-servers
+## and through lockproxy, changing only the address; prints both tallies
+## (docs/peers.md). Not in CI. PEERS='redsync node-redlock' runs only those.
 peers:
 	bash test/peers/run.sh
 
