@@ -16,7 +16,9 @@ run: build
 ## test: every test, with the race detector, against real redis-server processes
 ## and the real client libraries of the compatibility suite. One package at a
 ## time (-p 1): the fault tests time backends out on purpose, and another
-## package's load on this 2-core machine must not do it for them. The test
+## package's load on this 2-core machine must not do it for them. In the
+## end-to-end package the client tests (clientTest) run four at a time, after
+## its serial fault tests, against a proxy built without -race. The test
 ## package, the compatibility suite's JVM and Python runs among it, takes
 ## over go test's default 10 minutes under -race. internal/rawsock runs again
 ## without -race, under which it uses the syscall package's calls instead of
@@ -24,7 +26,8 @@ run: build
 ## without -race (it shares no memory, and the detector would slow it
 ## tenfold), and prints the states it explored and its negative controls.
 test: deps
-	$(GO) test -race -count=1 -p 1 -timeout 20m -skip '^TestModel' ./...
+	$(GO) test -race -count=1 -p 1 -timeout 20m -skip '^TestModel' $$($(GO) list ./... | grep -v '/test$$')
+	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./test
 	$(GO) test -count=1 ./internal/rawsock
 	$(GO) test -count=1 -v -run '^TestModel' ./quorum/internal/admit
 

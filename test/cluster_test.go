@@ -101,6 +101,7 @@ func clusterAddrs(t *testing.T, slots []redis.ClusterSlot) []string {
 // serves the contended key's slot is killed, the clients go on through the
 // other.
 func TestClusterGoRedis(t *testing.T) {
+	clientTest(t)
 	cp := startClusterPair(t)
 	ctx := t.Context()
 	addrs := []string{cp.proxies[0].Addr, cp.proxies[1].Addr}
@@ -287,6 +288,7 @@ func clusterSuite(t *testing.T, clients []compatClient) {
 // TestClusterPython runs redis-py's RedisCluster (8.1.0 in RESP2 and
 // RESP3, 5.3.1 in RESP2) with its Lock, unchanged: clusterSuite.
 func TestClusterPython(t *testing.T) {
+	clientTest(t)
 	python, interpreter, dir := pyInterpreter(t)
 	program := filepath.Join(dir, "redispy_cluster.py")
 	if _, err := os.Stat(program); err != nil { // for go test's cache
@@ -307,6 +309,7 @@ func TestClusterPython(t *testing.T) {
 // TestClusterNode runs ioredis 5's Cluster client with the lock recipe,
 // unchanged: clusterSuite.
 func TestClusterNode(t *testing.T) {
+	clientTest(t)
 	dir := nodeModules(t)
 	clusterSuite(t, []compatClient{nodeClient(dir, "ioredis-5-Cluster-recipe", "ioredis-cluster.js")})
 }
@@ -315,6 +318,7 @@ func TestClusterNode(t *testing.T) {
 // RedisClusterClient in RESP3 and RESP2 with the lock recipe, unchanged:
 // clusterSuite.
 func TestClusterJava(t *testing.T) {
+	clientTest(t)
 	dir := javaBuild(t)
 	program := func(name, module, main string, props ...string) compatClient {
 		return compatClient{name: name, command: func(args ...string) *exec.Cmd {

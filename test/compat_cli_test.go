@@ -8,6 +8,7 @@ import (
 // TestCompatRedisCLI runs redis-cli itself, the recipe from a shell, by the
 // compatibility contract.
 func TestCompatRedisCLI(t *testing.T) {
+	clientTest(t)
 	requireTool(t, "redis-cli", "apt-get install -y redis-tools")
 	bash := requireTool(t, "bash", "apt-get install -y bash")
 	compatSuite(t, []compatClient{{

@@ -34,6 +34,7 @@ import (
 // workers take one lock in turn and log "enter"/"exit" lines that
 // checkLockLog proves never overlap.
 func TestCompatGo(t *testing.T) {
+	clientTest(t)
 	t.Run("direct", func(t *testing.T) {
 		s := redistest.Start(t)
 		runGoRows(t, goTarget{addr: s.Addr()})

@@ -57,6 +57,7 @@ var javaFlags = []string{"-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSer
 // proxy (compatSuite: contention and scenario, all backends up and one
 // killed).
 func TestCompatJava(t *testing.T) {
+	clientTest(t)
 	start := time.Now()
 	dir := javaBuild(t)
 	compatSuite(t, javaCompatClients(dir))
@@ -67,6 +68,7 @@ func TestCompatJava(t *testing.T) {
 // yet" row: ShedLock's default mode extends with an unconditional
 // SET k v XX PX, which ignores ownership, and lockproxy refuses it by name.
 func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {
+	clientTest(t)
 	dir := javaBuild(t)
 	c := newCluster(t, 5)
 	jvm := slices.Concat(javaFlags, []string{"-Dcompat.shedlock.safeUpdate=false",
@@ -85,6 +87,7 @@ func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {
 // redis-server: what the library does without the proxy, so that a failure
 // through the proxy is the proxy's.
 func TestCompatJavaProgramsOnRedis(t *testing.T) {
+	clientTest(t)
 	programsOnRedis(t, javaCompatClients(javaBuild(t)))
 }
 
@@ -115,6 +118,8 @@ func javaClasspath(dir, module string) string {
 // It returns the absolute path of the project.
 func javaBuild(t *testing.T) string {
 	t.Helper()
+	preparing.Lock() // client tests run side by side: one build at a time
+	defer preparing.Unlock()
 	requireTool(t, "java", "apt-get install -y openjdk-17-jdk-headless (Java 17 or later)")
 	mvn := requireTool(t, "mvn", "apt-get install -y maven")
 	dir, err := filepath.Abs(javaDir)
@@ -206,6 +211,7 @@ func dependencyLines(t *testing.T, path string) []string {
 // through proxy A, which it hears only as the proxy's unlock message: without
 // it, it would sleep out expireAfter (30 s) before trying again.
 func TestCompatJavaSpringPubSubAcrossProxies(t *testing.T) {
+	clientTest(t)
 	dir := javaBuild(t)
 	for _, down := range []int{0, 1} {
 		t.Run(fmt.Sprintf("backends_down=%d", down), func(t *testing.T) {

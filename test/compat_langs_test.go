@@ -16,6 +16,7 @@ import (
 const debianPython = "/usr/bin/python3"
 
 func TestCompatPython(t *testing.T) {
+	clientTest(t)
 	py := requireTool(t, debianPython, "apt-get install -y python3")
 	requireLangLibrary(t, "redis-py", "apt-get install -y python3-redis",
 		py, "-c", "import redis; print(redis.__version__)")
@@ -28,6 +29,7 @@ func TestCompatPython(t *testing.T) {
 }
 
 func TestCompatRuby(t *testing.T) {
+	clientTest(t)
 	ruby := requireTool(t, "ruby", "apt-get install -y ruby ruby-redis")
 	requireLangLibrary(t, "the redis gem", "apt-get install -y ruby-redis",
 		ruby, "-e", `require "redis"; puts Redis::VERSION`)
@@ -35,6 +37,7 @@ func TestCompatRuby(t *testing.T) {
 }
 
 func TestCompatPHP(t *testing.T) {
+	clientTest(t)
 	php := requireTool(t, "php", "apt-get install -y php-cli php-redis")
 	requireLangLibrary(t, "phpredis", "apt-get install -y php-redis",
 		php, "-r", `if (!extension_loaded("redis")) { fwrite(STDERR, "the redis extension is not loaded\n"); exit(1); } echo phpversion("redis"), "\n";`)
@@ -42,6 +45,7 @@ func TestCompatPHP(t *testing.T) {
 }
 
 func TestCompatPerl(t *testing.T) {
+	clientTest(t)
 	perl := requireTool(t, "perl", "apt-get install -y perl libredis-perl")
 	requireLangLibrary(t, "Perl Redis", "apt-get install -y libredis-perl",
 		perl, "-MRedis", "-e", `print "$Redis::VERSION\n"`)

@@ -29,6 +29,7 @@ var nodeClients = []struct{ name, program string }{
 // TestCompatNode runs the Node client libraries, unchanged, through the proxy
 // (compatSuite: contention and scenario, all backends up and one killed).
 func TestCompatNode(t *testing.T) {
+	clientTest(t)
 	dir := nodeModules(t)
 	clients := make([]compatClient, len(nodeClients))
 	for i, c := range nodeClients {
@@ -41,6 +42,7 @@ func TestCompatNode(t *testing.T) {
 // redis-server: what the library does without the proxy, so that a failure
 // through the proxy is the proxy's.
 func TestCompatNodeProgramsOnRedis(t *testing.T) {
+	clientTest(t)
 	dir := nodeModules(t)
 	var clients []compatClient
 	for _, c := range nodeClients {
@@ -67,6 +69,8 @@ func nodeClient(dir, name, program string) compatClient {
 // installed). It returns the absolute path of the programs' folder.
 func nodeModules(t *testing.T) string {
 	t.Helper()
+	preparing.Lock()
+	defer preparing.Unlock()
 	requireTool(t, "node", "apt-get install nodejs (Node 20 or later)")
 	npm := requireTool(t, "npm", "apt-get install npm")
 	dir, err := filepath.Abs(nodeDir)

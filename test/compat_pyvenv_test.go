@@ -71,6 +71,7 @@ var pyClients = func() []pyClient {
 // the proxy (compatSuite: contention and scenario, all backends up and one
 // killed).
 func TestCompatPyPI(t *testing.T) {
+	clientTest(t)
 	clients := pyPIClients(t)
 	start := time.Now()
 	compatSuite(t, clients)
@@ -81,6 +82,7 @@ func TestCompatPyPI(t *testing.T) {
 // real redis-server: what the library does without the proxy, so that a
 // failure through the proxy is the proxy's.
 func TestCompatPyPIProgramsOnRedis(t *testing.T) {
+	clientTest(t)
 	programsOnRedis(t, pyPIClients(t))
 }
 
@@ -159,6 +161,8 @@ func requirePythonVenv(t *testing.T) string {
 // keeps links to the interpreter that made it).
 func pyVenv(t *testing.T, python, interpreter, dir, name string) string {
 	t.Helper()
+	preparing.Lock()
+	defer preparing.Unlock()
 	venv := filepath.Join(dir, ".venv-"+name)
 	lock := filepath.Join(dir, "requirements", name+".txt")
 	venvPython := filepath.Join(venv, "bin", "python")

@@ -47,6 +47,7 @@ const redissonHoldMs = 35_000
 // lease is cut to 3 s here (the program's logic is the same, the wait
 // shorter); through the proxy it is Redisson's default.
 func TestRedissonProgramsOnRedis(t *testing.T) {
+	clientTest(t)
 	start := time.Now()
 	dir := javaBuild(t)
 	s := redistest.Start(t)
@@ -92,6 +93,7 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // (pubsub counts and quarantine are per cluster) and all run at once: the
 // watchdog's and the quarantine's waits dominate, not the work.
 func TestRedissonThroughProxies(t *testing.T) {
+	clientTest(t)
 	start := time.Now()
 	// Quarantine on (the later flag overrides twoProxiesWith's =false):
 	// fresh backends count only once up for max_ttl, so these start first

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -39,8 +40,28 @@ type compatClient struct {
 	command func(args ...string) *exec.Cmd
 }
 
+// olderRows are the rows of a library's older versions, where a row of
+// its newest is in the suite too: they run with all backends up only. The
+// BRIEF asks each library to work with one backend down, which the newest
+// version shows; an older one shows that it speaks to the proxy as the
+// newest does.
+var olderRows = map[string]bool{
+	"jedis-5-recipe": true, "jedis-7-recipe": true,
+	"spring-integration-6-RedisLockRegistry": true, "spring-integration-6-RedisLockRegistry-PUB_SUB_LOCK": true,
+	"ioredis-5-recipe": true, "node-redis-5-recipe": true, "redlock-4.2.0": true,
+}
+
+// olderRow reports whether name is a row of an older version of its
+// library (olderRows, and the PyPI redis-py's below 8.1.0).
+func olderRow(name string) bool {
+	return olderRows[name] || olderRedisPy.MatchString(name)
+}
+
+var olderRedisPy = regexp.MustCompile(`^redis-py-[5-7]\.`)
+
 // compatSuite runs the contention and scenario checks of each client against
-// a proxy over 5 real backends, with all of them up and with one killed.
+// a proxy over 5 real backends, with all of them up and, but for the
+// older versions of a library, with one killed.
 // The two run at once, each on a cluster of its own: the clients' programs
 // spend most of their time starting up and waiting out TTLs, and the test
 // package has to stay well inside CI's time.
@@ -55,6 +76,9 @@ func compatSuite(t *testing.T, clients []compatClient) {
 					c.servers[i].Kill()
 				}
 				for _, client := range clients {
+					if down > 0 && olderRow(client.name) {
+						continue
+					}
 					t.Run(client.name, func(t *testing.T) {
 						t.Run("contention", func(t *testing.T) { runContention(t, c.proxy.Addr, client, 4, 25) })
 						t.Run("scenario", func(t *testing.T) { runScenario(t, c.proxy.Addr, client) })

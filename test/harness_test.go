@@ -21,8 +21,38 @@ import (
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
-// binary is the lockproxy built once for the whole package.
-var binary string
+// binary is the lockproxy built once for the whole package, with the race
+// detector; plainBinary is the same without it, as users run it (the
+// detector swaps internal/rawsock's raw socket calls for the standard
+// ones), which the client tests drive.
+var binary, plainBinary string
+
+// clientTests are the top-level tests that drive plainBinary: those about
+// client libraries, marked by clientTest.
+var clientTests sync.Map // test name → struct{}
+
+// preparing serialises what the client tests set up on disk (the Java
+// build, Python environments, Node modules), as they run side by side.
+var preparing sync.Mutex
+
+// clientTest marks a test about client libraries: its proxies are
+// plainBinary, and it runs beside the other client tests (go test
+// -parallel), after the package's serial tests, whose timing-sensitive
+// fault runs it thus never loads. The engine's and front end's own
+// tests keep the race detector on everything (quorum/, proxy/).
+func clientTest(t *testing.T) {
+	clientTests.Store(t.Name(), struct{}{})
+	t.Parallel()
+}
+
+// proxyBinary is the binary that t's proxies run.
+func proxyBinary(t *testing.T) string {
+	top, _, _ := strings.Cut(t.Name(), "/")
+	if _, ok := clientTests.Load(top); ok {
+		return plainBinary
+	}
+	return binary
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "lockproxy-e2e")
@@ -31,11 +61,20 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "lockproxy")
-	build := exec.Command("go", "build", "-race", "-o", binary, "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building lockproxy:", err)
-		os.Exit(1)
+	plainBinary = filepath.Join(dir, "lockproxy-plain")
+	builds := []*exec.Cmd{exec.Command("go", "build", "-race", "-o", binary, ".."), exec.Command("go", "build", "-o", plainBinary, "..")}
+	for _, build := range builds {
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "building lockproxy:", err)
+			os.Exit(1)
+		}
+	}
+	for _, build := range builds {
+		if err := build.Wait(); err != nil {
+			fmt.Fprintln(os.Stderr, "building lockproxy:", err)
+			os.Exit(1)
+		}
 	}
 	redistest.SilenceGoRedis()
 	code := m.Run()
@@ -98,7 +137,7 @@ func startProxy(t *testing.T, args ...string) *proxyProcess {
 // that addrLine matches.
 func startProxyOn(t *testing.T, listen string, addrLine *regexp.Regexp, env []string, args ...string) *proxyProcess {
 	t.Helper()
-	return startBinary(t, binary, listen, addrLine, env, args...)
+	return startBinary(t, proxyBinary(t), listen, addrLine, env, args...)
 }
 
 // startBinary is startProxyOn for the lockproxy binary bin.

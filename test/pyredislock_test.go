@@ -41,6 +41,7 @@ func pyRedisLock(t *testing.T, args ...string) (string, error) {
 // BLPOP on proxy B is woken by the holder's release through proxy A, well
 // before its BLPOP's timeout (the lock's 30 s expire) would end it.
 func TestPyRedisLockAcrossProxies(t *testing.T) {
+	clientTest(t)
 	c, b := twoProxies(t, 3)
 	out, err := pyRedisLock(t, "handoff", c.proxy.Addr, b.Addr)
 	t.Logf("handoff:\n%s", out)
@@ -63,6 +64,7 @@ func TestPyRedisLockAcrossProxies(t *testing.T) {
 // short lease on the backends, released by its holder as usual, and freed
 // within a lease of its holder's process being killed.
 func TestPyRedisLockNoExpire(t *testing.T) {
+	clientTest(t)
 	const lease = 500 * time.Millisecond
 	c := newCluster(t, 3, "-session-lease", lease.String())
 	other := c.proxy.Client(t)
@@ -158,6 +160,7 @@ func (r *pyRedisLockRun) await(t *testing.T, want string) {
 // the signal comes (a release through the proxy, an LPUSH on Redis), the
 // nil array at the timeout, and the errors of bad timeouts and arity.
 func TestBLPopLikeRedis(t *testing.T) {
+	clientTest(t)
 	c := newCluster(t, 3)
 	redisAddr := c.servers[0].Addr() // a backend answers as a plain redis-server for keys the proxy never touched
 	cli := c.proxy.Client(t)

@@ -30,6 +30,7 @@ func redissonScript(t *testing.T, file string) *redis.Script {
 // hears once per release (and not for a release that leaves holds).
 // TestRedisson* in compat_redisson_test.go runs the real Redisson.
 func TestRedissonWire(t *testing.T) {
+	clientTest(t)
 	c, b := twoProxies(t, 5)
 	ctx := t.Context()
 	a, other := c.proxy.Client(t), b.Client(t)
@@ -157,6 +158,7 @@ func TestRedissonWire(t *testing.T) {
 // proxy (null once released), and a lock() by another owner waits. Its
 // unlock is RLock's release script.
 func TestRedissonFencedWire(t *testing.T) {
+	clientTest(t)
 	c, b := twoProxiesWith(t, 5, "-fencing")
 	ctx := t.Context()
 	proxies := []*redis.Client{c.proxy.Client(t), b.Client(t)}
@@ -249,6 +251,7 @@ func heldEverywhere(t *testing.T, c *cluster, name, owner string) {
 // milliseconds, not to wait out the rival's 60 s lease. One refused by
 // the rival's copies on a quorum waits out that lease.
 func TestRedissonSplitWire(t *testing.T) {
+	clientTest(t)
 	c := newCluster(t, 5, "-metrics", "127.0.0.1:0")
 	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
 	c.servers[0].Kill()

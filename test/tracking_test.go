@@ -20,6 +20,7 @@ import (
 // client-side is invalidated by an acquisition through the same proxy and
 // by the release through the other one.
 func TestRueidisDefaults(t *testing.T) {
+	clientTest(t)
 	c, other := twoProxies(t, 3)
 	ctx := t.Context()
 	ru, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{c.proxy.Addr}, DisableRetry: true})
@@ -91,6 +92,7 @@ func TestRueidisDefaults(t *testing.T) {
 // a waiter through the other proxy is woken by the invalidation that the
 // release sends, long before its own timer would try again.
 func TestRueidisLockThroughTwoProxies(t *testing.T) {
+	clientTest(t)
 	c, other := twoProxies(t, 3)
 	const validity = 3 * time.Second
 	// A waiter tries again on its own at its extend interval: a long one
@@ -181,6 +183,7 @@ func TestRueidisLockThroughTwoProxies(t *testing.T) {
 // subscribed to __redis__:invalidate, and hears there of an acquisition
 // through the same proxy and of a release through the other one.
 func TestTrackingRedirectGoRedis(t *testing.T) {
+	clientTest(t)
 	c, other := twoProxies(t, 3)
 	ctx := t.Context()
 	sinkID := make(chan int64, 1)
