@@ -16,106 +16,113 @@ import (
 // TestAcquireEverySubset checks, for every subset of backends that is
 // killed, paused or already locked by someone else, the exact outcome of an
 // acquisition, and what each backend holds afterwards.
+//
+// Each kind of fault has a cluster of its own and runs beside the others:
+// the cases wait on node timeouts and restarts, not on the CPU.
 func TestAcquireEverySubset(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
-			// Each failing case with paused backends waits this long.
-			c := newCluster(t, n, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
 			q := n/2 + 1
+			var faults sync.WaitGroup
 			for _, fault := range []string{"killed", "paused", "prelocked"} {
-				for mask := 0; mask < 1<<n; mask++ {
-					hit := func(i int) bool { return mask&(1<<i) != 0 }
-					k := bits.OnesCount(uint(mask))
-					t.Run(fmt.Sprintf("%s=%0*b", fault, n, mask), func(t *testing.T) {
-						key, token := uniqueKey(t), "me"
-						// A fresh engine per case: go-redis stops dialling a backend
-						// for up to a second after repeated refusals, which would
-						// carry one case's faults into the next.
-						e := newEngine(t, c.cfg)
-						// Connect before the faults, so only they decide the outcome.
-						redistest.Eventually(t, func() string {
-							for _, s := range e.Probe(t.Context()) {
-								if s.Err != nil {
-									return fmt.Sprintf("backend %s before the faults: %v", s.Addr, s.Err)
+				// Each failing case with paused backends waits this long.
+				c := newCluster(t, n, Config{DisableRestartQuarantine: true, NodeTimeout: 300 * time.Millisecond})
+				faults.Go(func() {
+					for mask := 0; mask < 1<<n; mask++ {
+						hit := func(i int) bool { return mask&(1<<i) != 0 }
+						k := bits.OnesCount(uint(mask))
+						t.Run(fmt.Sprintf("%s=%0*b", fault, n, mask), func(t *testing.T) {
+							key, token := uniqueKey(t), "me"
+							// A fresh engine per case: go-redis stops dialling a backend
+							// for up to a second after repeated refusals, which would
+							// carry one case's faults into the next.
+							e := newEngine(t, c.cfg)
+							// Connect before the faults, so only they decide the outcome.
+							redistest.Eventually(t, func() string {
+								for _, s := range e.Probe(t.Context()) {
+									if s.Err != nil {
+										return fmt.Sprintf("backend %s before the faults: %v", s.Addr, s.Err)
+									}
 								}
-							}
-							return ""
-						})
-						for i := range n {
-							switch {
-							case hit(i) && fault == "prelocked":
-								c.direct[i].Set(t.Context(), key, "other", time.Minute)
-							}
-						}
-						for i := range n {
-							if !hit(i) || fault == "prelocked" {
-								c.resetStats(t, i)
-							}
-						}
-						for i := range n {
-							switch {
-							case hit(i) && fault == "killed":
-								c.servers[i].Kill()
-							case hit(i) && fault == "paused":
-								c.servers[i].Pause()
-							}
-						}
-
-						_, err := e.acquire(t.Context(), key, token, 10*time.Second)
-
-						for i := range n {
-							switch {
-							case hit(i) && fault == "killed":
-								c.servers[i].Restart()
-							case hit(i) && fault == "paused":
-								c.servers[i].Resume()
-							}
-						}
-						want := "ok"
-						switch {
-						case n-k >= q:
-						case fault == "prelocked":
-							want = "refused"
-						default:
-							want = "noquorum"
-						}
-						if got := outcome(err); got != want {
-							t.Fatalf("expected %s, got %s", want, got)
-						}
-
-						// The answer comes with the quorum; the other backends'
-						// writes (or rollbacks) land within a node timeout.
-						redistest.Eventually(t, func() string {
-							values := c.values(t, key)
+								return ""
+							})
 							for i := range n {
-								exp := ""
 								switch {
 								case hit(i) && fault == "prelocked":
-									exp = "other"
-								case hit(i):
-									continue // lost or late: nothing to assert
-								case want == "ok":
-									exp = token
-								}
-								if values[i] != exp {
-									return fmt.Sprintf("backend %d holds %q, expected %q (all: %q)", i, values[i], exp, values)
-								}
-								// One SET: never retried. A backend that refused a
-								// granted lock is asked again by its top-up
-								// (topup.go), once a round at most.
-								most := 1
-								if hit(i) && want == "ok" {
-									most += len(topUpDelays)
-								}
-								if got := c.setCalls(t, i); got < 1 || got > most {
-									return fmt.Sprintf("backend %d ran SET %d times, expected 1 to %d", i, got, most)
+									c.direct[i].Set(t.Context(), key, "other", time.Minute)
 								}
 							}
-							return ""
+							for i := range n {
+								if !hit(i) || fault == "prelocked" {
+									c.resetStats(t, i)
+								}
+							}
+							for i := range n {
+								switch {
+								case hit(i) && fault == "killed":
+									c.servers[i].Kill()
+								case hit(i) && fault == "paused":
+									c.servers[i].Pause()
+								}
+							}
+
+							_, err := e.acquire(t.Context(), key, token, 10*time.Second)
+
+							for i := range n {
+								switch {
+								case hit(i) && fault == "killed":
+									c.servers[i].Restart()
+								case hit(i) && fault == "paused":
+									c.servers[i].Resume()
+								}
+							}
+							want := "ok"
+							switch {
+							case n-k >= q:
+							case fault == "prelocked":
+								want = "refused"
+							default:
+								want = "noquorum"
+							}
+							if got := outcome(err); got != want {
+								t.Fatalf("expected %s, got %s", want, got)
+							}
+
+							// The answer comes with the quorum; the other backends'
+							// writes (or rollbacks) land within a node timeout.
+							redistest.Eventually(t, func() string {
+								values := c.values(t, key)
+								for i := range n {
+									exp := ""
+									switch {
+									case hit(i) && fault == "prelocked":
+										exp = "other"
+									case hit(i):
+										continue // lost or late: nothing to assert
+									case want == "ok":
+										exp = token
+									}
+									if values[i] != exp {
+										return fmt.Sprintf("backend %d holds %q, expected %q (all: %q)", i, values[i], exp, values)
+									}
+									// One SET: never retried. A backend that refused a
+									// granted lock is asked again by its top-up
+									// (topup.go), once a round at most.
+									most := 1
+									if hit(i) && want == "ok" {
+										most += len(topUpDelays)
+									}
+									if got := c.setCalls(t, i); got < 1 || got > most {
+										return fmt.Sprintf("backend %d ran SET %d times, expected 1 to %d", i, got, most)
+									}
+								}
+								return ""
+							})
 						})
-					})
-				}
+					}
+				})
 			}
+			faults.Wait()
 		})
 	}
 }

@@ -167,50 +167,66 @@ func (v *voteFailures) snapshot() map[string]int {
 // asserts the outcome the rule gives (expectedOutcome), and that an
 // undecided extension leaves the holder's lock alone while an undecided
 // acquisition leaves nothing of its own behind.
+//
+// The cases are dealt to silentShards clusters that run side by side: a
+// case waits out a node timeout, not the CPU.
 func TestSilentHoldingFree(t *testing.T) {
+	const silentShards = 4
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
-			c := newCluster(t, n, Config{DisableRestartQuarantine: true})
-			var failures voteFailures
-			cfg := c.cfg
-			// Short, since every case with a silent backend waits it out; a
-			// backend that misses it without being paused makes its case
-			// run again (below) rather than fail.
-			cfg.NodeTimeout = 100 * time.Millisecond
-			cfg.Observer = &failures
-			e := newEngine(t, cfg)
 			q := n/2 + 1
 			roles := []byte{silent, holding, free}
 			cases := 1
 			for range n {
 				cases *= len(roles)
 			}
-			for i := range cases {
-				parts := make([]byte, n)
-				for j, x := 0, i; j < n; j, x = j+1, x/len(roles) {
-					parts[j] = roles[x%len(roles)]
-				}
-				name := string(parts)
-				t.Run(name, func(t *testing.T) {
-					h, s := strings.Count(name, string(holding)), strings.Count(name, string(silent))
-					f := n - h - s
-					for attempt := 1; ; attempt++ {
-						got, clean := runSilentCase(t, c, e, &failures, name)
-						if !clean && attempt < 3 {
-							t.Logf("attempt %d: a backend that was not paused missed the timeout; again", attempt)
-							continue
-						}
-						for _, sc := range silentCases {
-							if exp := expectedOutcome(sc.agree(h, f), s, q); got[sc.name] != exp {
-								t.Errorf("%s: expected %s, got %s", sc.name, exp, got[sc.name])
-							}
-						}
-						return
+			var shards sync.WaitGroup
+			for shard := range silentShards {
+				c := newCluster(t, n, Config{DisableRestartQuarantine: true})
+				failures := new(voteFailures)
+				cfg := c.cfg
+				// Short, since every case with a silent backend waits it out; a
+				// backend that misses it without being paused makes its case
+				// run again (below) rather than fail.
+				cfg.NodeTimeout = 100 * time.Millisecond
+				cfg.Observer = failures
+				e := newEngine(t, cfg)
+				shards.Go(func() {
+					for i := shard; i < cases; i += silentShards {
+						runSilentRoles(t, c, e, failures, n, q, i, roles)
 					}
 				})
 			}
+			shards.Wait()
 		})
 	}
+}
+
+// runSilentRoles runs case i of TestSilentHoldingFree, the i-th way of
+// giving n backends roles, as a subtest named after them.
+func runSilentRoles(t *testing.T, c *cluster, e *Engine, failures *voteFailures, n, q, i int, roles []byte) {
+	parts := make([]byte, n)
+	for j, x := 0, i; j < n; j, x = j+1, x/len(roles) {
+		parts[j] = roles[x%len(roles)]
+	}
+	name := string(parts)
+	t.Run(name, func(t *testing.T) {
+		h, s := strings.Count(name, string(holding)), strings.Count(name, string(silent))
+		f := n - h - s
+		for attempt := 1; ; attempt++ {
+			got, clean := runSilentCase(t, c, e, failures, name)
+			if !clean && attempt < 3 {
+				t.Logf("attempt %d: a backend that was not paused missed the timeout; again", attempt)
+				continue
+			}
+			for _, sc := range silentCases {
+				if exp := expectedOutcome(sc.agree(h, f), s, q); got[sc.name] != exp {
+					t.Errorf("%s: expected %s, got %s", sc.name, exp, got[sc.name])
+				}
+			}
+			return
+		}
+	})
 }
 
 // runSilentCase sets the case up, runs every operation at once while the
