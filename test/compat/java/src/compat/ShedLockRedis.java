@@ -53,12 +53,14 @@ public final class ShedLockRedis implements Contract.Program {
     @Override
     public void contend(String addr, Contract.HoldersLog log, int rounds, String worker) throws Exception {
         var provider = provider(connect(addr));
-        var contended = config("contended", Duration.ofMillis(Contract.CONTEND_TTL_MS), Duration.ZERO);
         for (int n = 0; n < rounds; n++) {
             Optional<SimpleLock> lock;
             // ShedLock never waits for a lock (a job that finds it held is
-            // skipped), so waiting is the caller's loop.
-            while ((lock = provider.lock(contended)).isEmpty()) {
+            // skipped), so waiting is the caller's loop. Each try is a run
+            // of the job, with a configuration of its own: lockAtMostFor
+            // counts from the configuration's creation, and one made before
+            // the loop would give a slow run's later tries a PX of 0 or less.
+            while ((lock = provider.lock(config("contended", Duration.ofMillis(Contract.CONTEND_TTL_MS), Duration.ZERO))).isEmpty()) {
                 Contract.backOff();
             }
             log.enter(n);
