@@ -3,9 +3,12 @@ package compat;
 import java.io.FileOutputStream;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * The compatibility contract of test/compat_test.go, shared by every Java program:
@@ -13,6 +16,7 @@ import java.util.concurrent.ThreadLocalRandom;
  * <pre>
  *   java compat.Program contend ADDR LOGFILE ROUNDS WORKER
  *   java compat.Program scenario ADDR
+ *   java compat.Program suite ADDR LOGFILE ROUNDS WORKERS
  * </pre>
  */
 final class Contract {
@@ -41,7 +45,11 @@ final class Contract {
 
     private Contract() {}
 
-    /** What a program does; each method throws to fail the program. */
+    /**
+     * What a program does; each method throws to fail the program. suite calls
+     * contend from several threads at once, so a program keeps no client in
+     * its fields: each call makes its own.
+     */
     interface Program {
         void contend(String addr, HoldersLog log, int rounds, String worker) throws Exception;
 
@@ -62,11 +70,50 @@ final class Contract {
                 }
             } else if (args.length == 2 && args[0].equals("scenario")) {
                 program.scenario(args[1]);
+            } else if (args.length == 5 && args[0].equals("suite")) {
+                suite(program, args[1].split(","), args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]));
             } else {
-                System.err.println("usage: contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR");
+                System.err.println("usage: contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS");
                 System.exit(2);
             }
         });
+    }
+
+    /**
+     * The suite: workers threads contend as contend processes would, each
+     * with the client its contend call makes, worker w through
+     * addrs[w % addrs.length]; then the scenario runs through addrs[0],
+     * whatever the workers did, so that one run reports both. A JVM per
+     * worker cost about two seconds of CPU to start, which made up most of
+     * the compatibility suite's time.
+     */
+    static void suite(Program program, String[] addrs, String logPath, int rounds, int workers) throws Exception {
+        List<Thread> threads = new ArrayList<>();
+        AtomicInteger failures = new AtomicInteger();
+        for (int w = 0; w < workers; w++) {
+            String worker = String.valueOf(w);
+            String addr = addrs[w % addrs.length];
+            threads.add(new Thread(() -> {
+                try (HoldersLog log = new HoldersLog(logPath, worker)) {
+                    program.contend(addr, log, rounds, worker);
+                } catch (Throwable e) {
+                    failures.incrementAndGet();
+                    // Printed at once, whole: the other workers' failures
+                    // follow, each under its worker's name.
+                    var text = new java.io.StringWriter();
+                    e.printStackTrace(new java.io.PrintWriter(text));
+                    System.err.print("FAIL worker " + worker + ": " + text);
+                }
+            }, "worker-" + worker));
+        }
+        threads.forEach(Thread::start);
+        for (Thread t : threads) {
+            t.join();
+        }
+        program.scenario(addrs[0]);
+        if (failures.get() > 0) {
+            throw new AssertionError(failures.get() + " of " + workers + " workers failed");
+        }
     }
 
     /**

@@ -30,7 +30,6 @@ import java.time.Duration;
  */
 public final class LettuceRecipe implements Contract.Program {
     private final ProtocolVersion protocol;
-    private RedisClient client;
 
     private LettuceRecipe(ProtocolVersion protocol) {
         this.protocol = protocol;
@@ -50,7 +49,7 @@ public final class LettuceRecipe implements Contract.Program {
         RedisURI uri = RedisURI.Builder.redis(Contract.host(addr), Contract.port(addr))
                 .withTimeout(Duration.ofSeconds(10))
                 .build();
-        client = RedisClient.create(uri);
+        RedisClient client = RedisClient.create(uri);
         // No reconnecting: a lost proxy connection fails the program instead
         // of hanging it.
         client.setOptions(ClientOptions.builder().protocolVersion(protocol).autoReconnect(false).build());
