@@ -6,6 +6,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     aioredlock_lock.py contend ADDR LOGFILE ROUNDS WORKER
     aioredlock_lock.py scenario ADDR
+    aioredlock_lock.py suite ADDR LOGFILE ROUNDS WORKERS   (workers as tasks on one loop)
 
 Run it with the Python of the virtual environment of
 requirements/aioredlock.txt: aioredlock 0.7.3 needs aioredis 1.x (< 2.0).
@@ -22,7 +23,7 @@ from aioredlock import Aioredlock, Lock, LockError
 
 # No __pycache__ beside the programs when importing the shared checks.
 sys.dont_write_bytecode = True
-from checks import AsyncChecks, eq, expect, raises_async, within  # noqa: E402
+from checks import AsyncChecks, eq, expect, raises_async, suite, within  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
@@ -157,8 +158,10 @@ def main(argv):
         asyncio.run(contend(argv[2], argv[3], int(argv[4]), argv[5]))
     elif len(argv) == 3 and argv[1] == "scenario":
         asyncio.run(scenario(argv[2]))
+    elif len(argv) == 6 and argv[1] == "suite":
+        suite(argv[2:], contend, scenario)
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     pottery_redlock.py contend ADDR LOGFILE ROUNDS WORKER
     pottery_redlock.py scenario ADDR
+    pottery_redlock.py suite ADDR LOGFILE ROUNDS WORKERS
 
 Run it with the Python of the virtual environment of requirements/pottery.txt.
 pottery keeps the lock at "redlock:" + key.
@@ -22,7 +23,7 @@ from pottery import ExtendUnlockedLock, Redlock, ReleaseUnlockedLock, TooManyExt
 
 # No __pycache__ beside the programs when importing the shared checks.
 sys.dont_write_bytecode = True
-from checks import Checks, expect, raises, within  # noqa: E402
+from checks import Checks, expect, raises, suite, within  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
@@ -135,8 +136,10 @@ def main(argv):
         contend(argv[2], argv[3], int(argv[4]), argv[5])
     elif len(argv) == 3 and argv[1] == "scenario":
         scenario(argv[2])
+    elif len(argv) == 6 and argv[1] == "suite":
+        suite(argv[2:], contend, scenario)
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     pyredislock.py contend ADDR LOGFILE ROUNDS WORKER
     pyredislock.py scenario ADDR
+    pyredislock.py suite ADDR LOGFILE ROUNDS WORKERS
 
 and, for test/pyredislock_test.go:
 
@@ -36,7 +37,7 @@ import redis_lock
 
 # No __pycache__ beside the programs when importing the shared checks.
 sys.dont_write_bytecode = True
-from checks import Checks, expect, raises, within  # noqa: E402
+from checks import Checks, expect, raises, suite, within  # noqa: E402
 from redispy_recipe import connect as recipe_connect  # noqa: E402
 
 CONTENDED = "compat:contended"
@@ -272,6 +273,8 @@ def main(argv):
         contend(argv[2], argv[3], int(argv[4]), argv[5])
     elif len(argv) == 3 and argv[1] == "scenario":
         scenario(argv[2])
+    elif len(argv) == 6 and argv[1] == "suite":
+        suite(argv[2:], contend, scenario)
     elif len(argv) == 4 and argv[1] == "handoff":
         handoff(argv[2], argv[3])
     elif len(argv) == 3 and argv[1] == "noexpire":
@@ -279,7 +282,7 @@ def main(argv):
     elif len(argv) == 5 and argv[1] == "hold":
         hold(argv[2], argv[3], argv[4])
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | handoff ADDR_A ADDR_B | noexpire ADDR | hold LIB ADDR SECONDS|forever")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS | handoff ADDR_A ADDR_B | noexpire ADDR | hold LIB ADDR SECONDS|forever")
 
 
 if __name__ == "__main__":

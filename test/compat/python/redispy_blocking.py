@@ -6,6 +6,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     redispy_blocking.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_blocking.py scenario ADDR
+    redispy_blocking.py suite ADDR LOGFILE ROUNDS WORKERS
 
 The waits outlast no read timeout: redis-py has none unless socket_timeout
 is set, and it is set here above the longest WAIT.
@@ -19,7 +20,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from redispy_recipe import RELEASE, connect  # noqa: E402
-from checks import Checks, expect  # noqa: E402
+from checks import Checks, expect, suite  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
@@ -61,5 +62,7 @@ def scenario(addr):
 if __name__ == "__main__":
     if sys.argv[1] == "contend":
         contend(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    elif sys.argv[1] == "suite":
+        suite(sys.argv[2:], contend, scenario)
     else:
         scenario(sys.argv[2])

@@ -3,10 +3,11 @@
 
 Follows the compatibility contract of test/compat_test.go, ADDR being one
 lockproxy instance (the seed: the client learns the others from CLUSTER
-SLOTS):
+SLOTS), or for suite several, comma-separated, that seed the workers in turn:
 
     redispy_cluster.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_cluster.py scenario ADDR
+    redispy_cluster.py suite ADDR LOGFILE ROUNDS WORKERS
 
 Run it with the Python of a virtual environment of requirements/ (redis-py
 5 and later). REDISPY_PROTOCOL=3 connects with protocol=3 (RESP3).
@@ -21,7 +22,7 @@ from redis.cluster import RedisCluster
 from redis.exceptions import LockNotOwnedError
 
 sys.dont_write_bytecode = True
-from checks import Checks, expect, raises, within  # noqa: E402
+from checks import Checks, expect, raises, suite, within  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
@@ -83,6 +84,8 @@ def main():
         contend(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     elif sys.argv[1] == "scenario":
         scenario(sys.argv[2])
+    elif sys.argv[1] == "suite":
+        suite(sys.argv[2:], contend, scenario)
     else:
         sys.exit(f"unknown mode {sys.argv[1]}")
 

@@ -5,6 +5,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     redispy_lock.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_lock.py scenario ADDR
+    redispy_lock.py suite ADDR LOGFILE ROUNDS WORKERS
 
 Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or
 with the Python of a virtual environment of requirements/ (redis-py 5 and
@@ -22,7 +23,7 @@ from redis.exceptions import LockNotOwnedError
 
 # No __pycache__ beside the programs when importing the shared checks.
 sys.dont_write_bytecode = True
-from checks import Checks, expect, raises, within  # noqa: E402
+from checks import Checks, expect, raises, suite, within  # noqa: E402
 from redispy_recipe import connect  # noqa: E402
 
 CONTENDED = "compat:contended"
@@ -135,8 +136,10 @@ def main(argv):
         contend(argv[2], argv[3], int(argv[4]), argv[5])
     elif len(argv) == 3 and argv[1] == "scenario":
         scenario(argv[2])
+    elif len(argv) == 6 and argv[1] == "suite":
+        suite(argv[2:], contend, scenario)
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     redispy_recipe.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_recipe.py scenario ADDR
+    redispy_recipe.py suite ADDR LOGFILE ROUNDS WORKERS
 
 Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or in
 a PyPI environment; REDISPY_PROTOCOL=3 connects with RESP3 (redis-py 5+).
@@ -19,8 +20,13 @@ import random
 import sys
 import time
 import uuid
+from functools import partial
 
 import redis
+
+# No __pycache__ beside the programs when importing the shared checks.
+sys.dont_write_bytecode = True
+from checks import suite  # noqa: E402
 
 CONTENDED = "compat:contended"
 SCENARIO = "compat:scenario"
@@ -115,8 +121,10 @@ def main(argv, release=release, extend=extend):
         contend(argv[2], argv[3], int(argv[4]), argv[5], release)
     elif len(argv) == 3 and argv[1] == "scenario":
         scenario(argv[2], release, extend)
+    elif len(argv) == 6 and argv[1] == "suite":
+        suite(argv[2:], partial(contend, release=release), partial(scenario, release=release, extend=extend))
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS")
 
 
 if __name__ == "__main__":

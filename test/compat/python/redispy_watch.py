@@ -9,6 +9,7 @@ Follows the compatibility contract of test/compat_test.go:
 
     redispy_watch.py contend ADDR LOGFILE ROUNDS WORKER
     redispy_watch.py scenario ADDR
+    redispy_watch.py suite ADDR LOGFILE ROUNDS WORKERS
 
 Run it with Debian's /usr/bin/python3 and its python3-redis (4.3.4), or in
 a PyPI environment; REDISPY_PROTOCOL=3 connects with RESP3 (redis-py 5+).
