@@ -5,6 +5,7 @@
 //
 //	node <program>.js contend ADDR LOGFILE ROUNDS WORKER
 //	node <program>.js scenario ADDR
+//	node <program>.js suite ADDR LOGFILE ROUNDS WORKERS
 
 const fs = require('fs');
 
@@ -87,7 +88,32 @@ async function errorText(err) {
   return text;
 }
 
-// main runs the program's contend or scenario function with the contract's
+// suite runs workers contend calls at once on the event loop, worker w
+// through addrs[w % addrs.length], then the scenario through addrs[0],
+// whatever the workers did, so that one run reports both. Each contend call
+// makes its own client: the proxy sees as many clients as it did processes,
+// and node starts once rather than once per worker.
+async function suite({ contend, scenario }, addrs, logPath, rounds, workers) {
+  const results = await Promise.allSettled(Array.from({ length: workers }, async (_, w) => {
+    const log = holdersLog(logPath, String(w));
+    try {
+      await contend(addrs[w % addrs.length], log, rounds, String(w));
+    } finally {
+      log.close();
+    }
+  }));
+  let failed = 0;
+  for (const [w, r] of results.entries()) {
+    if (r.status === 'rejected') {
+      failed++;
+      console.error(`FAIL worker ${w}: ${await errorText(r.reason)}`);
+    }
+  }
+  await scenario(addrs[0]);
+  if (failed > 0) throw new Error(`${failed} of ${workers} workers failed`);
+}
+
+// main runs the program's contend, scenario or suite with the contract's
 // arguments, exits 0 on success and 1 (after printing why) otherwise.
 // contend(addr, log, rounds, worker) and scenario(addr) are async.
 function main({ contend, scenario }) {
@@ -105,8 +131,11 @@ function main({ contend, scenario }) {
     };
   } else if (mode === 'scenario' && rest.length === 0 && addr) {
     run = () => scenario(addr);
+  } else if (mode === 'suite' && rest.length === 3) {
+    const [logPath, rounds, workers] = rest;
+    run = () => suite({ contend, scenario }, addr.split(','), logPath, Number(rounds), Number(workers));
   } else {
-    console.error('usage: contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR');
+    console.error('usage: contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS');
     process.exit(2);
   }
   run().then(

@@ -1,8 +1,9 @@
 'use strict';
 // ioredis's Cluster client, unchanged, with the redis.io lock recipe of
 // ioredis-recipe.js, through lockproxy in cluster mode: ADDR is one
-// instance, from which the client learns the others (CLUSTER SLOTS), and
-// each command goes to the instance that its key's slot maps to.
+// instance (for suite, the workers' seeds in turn), from which the client
+// learns the others (CLUSTER SLOTS), and each command goes to the instance
+// that its key's slot maps to.
 const c = require('./common');
 const { program } = require('./ioredis-recipe');
 const Redis = require('ioredis');
