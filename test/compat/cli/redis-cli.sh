@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # redis-cli with the redis.io recipe, by the compatibility suite's contract
-# (see test/compat_test.go): contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR.
+# (see test/compat_test.go): contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR
+# | suite ADDR LOGFILE ROUNDS WORKERS.
 set -euo pipefail
 command=$1 addr=$2
 . "$(dirname "$0")/common.sh"
 extend='if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end'
 
-case $command in
-contend)
-	log=$3 rounds=$4 worker=$5
-	for ((n = 0; n < rounds; n++)); do
-		token="$worker-$n"
+contend() { # contend LOGFILE ROUNDS WORKER
+	local n token
+	for ((n = 0; n < $2; n++)); do
+		token="$3-$n"
 		until [ "$(cli SET compat:contended "$token" NX PX 10000)" = OK ]; do
 			sleep "0.00$((RANDOM % 5 + 1))"
 		done
-		hold_and_release "$log" "$token"
+		hold_and_release "$1" "$token"
 	done
-	;;
-scenario)
+}
+
+scenario() {
 	key=compat:scenario
 	cli DEL "$key" >/dev/null
 	expect "acquire" OK "$(cli SET "$key" me NX PX 10000)"
@@ -33,9 +34,11 @@ scenario)
 	expect "release by EVALSHA" 1 "$(cli EVALSHA "$sha" 1 "$key" me)"
 	expect "free again" OK "$(cli SET "$key" other NX PX 10000)"
 	cli DEL "$key" >/dev/null
-	;;
-*)
-	echo "usage: $0 contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR" >&2
-	exit 2
-	;;
+}
+
+case $command in
+contend) [ $# = 5 ] || usage; contend "$3" "$4" "$5" ;;
+scenario) scenario ;;
+suite) [ $# = 5 ] || usage; suite "$3" "$4" "$5" ;;
+*) usage ;;
 esac

@@ -7,12 +7,14 @@
 #
 #   perl recipe.pl contend ADDR LOGFILE ROUNDS WORKER
 #   perl recipe.pl scenario ADDR
+#   perl recipe.pl suite ADDR LOGFILE ROUNDS WORKERS
 
 use strict;
 use warnings;
 
 use Digest::SHA qw(sha1_hex);
 use Fcntl qw(O_APPEND O_CREAT O_WRONLY);
+use POSIX ();
 use Redis;
 use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC sleep);
 
@@ -123,11 +125,39 @@ sub scenario {
     die scalar(@failed) . " checks failed: " . join(', ', @failed) . "\n" if @failed;
 }
 
+# The workers are forked processes, each connecting after the fork: Perl's
+# threads copy the whole interpreter, and fork is as cheap and shares no
+# client. The scenario runs whatever the workers did, so that one run
+# reports both.
+sub suite {
+    my ($addrs, $logfile, $rounds, $workers) = @_;
+    my @addrs = split /,/, $addrs;
+    my %worker_of;
+    for my $w (0 .. $workers - 1) {
+        my $pid = fork // die "fork: $!\n";
+        if ($pid == 0) {
+            my $ok = eval { contend($addrs[$w % @addrs], $logfile, $rounds, $w); 1 };
+            print STDERR "FAIL worker $w: $@" unless $ok;
+            # POSIX::_exit: the parent's END blocks and buffers are its own.
+            POSIX::_exit($ok ? 0 : 1);
+        }
+        $worker_of{$pid} = $w;
+    }
+    my @failed;
+    while ((my $pid = wait) > 0) {
+        push @failed, $worker_of{$pid} if $?;
+    }
+    scenario($addrs[0]);
+    die scalar(@failed) . " of $workers workers failed: " . join(', ', sort { $a <=> $b } @failed) . "\n" if @failed;
+}
+
 my ($mode, @args) = @ARGV;
 if (defined $mode && $mode eq 'contend' && @args == 4) {
     contend(@args);
 } elsif (defined $mode && $mode eq 'scenario' && @args == 1) {
     scenario(@args);
+} elsif (defined $mode && $mode eq 'suite' && @args == 4) {
+    suite(@args);
 } else {
-    die "usage: recipe.pl contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR\n";
+    die "usage: recipe.pl contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS\n";
 }

@@ -7,6 +7,7 @@
 //
 //   php recipe.php contend ADDR LOGFILE ROUNDS WORKER
 //   php recipe.php scenario ADDR
+//   php recipe.php suite ADDR LOGFILE ROUNDS WORKERS
 
 const CONTENDED = 'compat:contended';
 const SCENARIO = 'compat:scenario';
@@ -135,11 +136,42 @@ function scenario(string $addr): void
     }
 }
 
+// The workers are this program's contend, each in a php process of its own:
+// PHP has no threads, and its pcntl_fork is not in every build, where a
+// process costs about 20 ms to start. The scenario runs whatever the workers
+// did, so that one run reports both.
+function suite(string $addrs, string $log, int $rounds, int $workers): void
+{
+    $addrs = explode(',', $addrs);
+    $procs = [];
+    for ($w = 0; $w < $workers; $w++) {
+        $cmd = [PHP_BINARY, __FILE__, 'contend', $addrs[$w % count($addrs)], $log, (string)$rounds, (string)$w];
+        $proc = proc_open($cmd, [1 => STDOUT, 2 => STDERR], $pipes);
+        if ($proc === false) {
+            fail("worker $w: cannot start " . implode(' ', $cmd));
+        }
+        $procs[$w] = $proc;
+    }
+    $failed = [];
+    foreach ($procs as $w => $proc) {
+        if (proc_close($proc) !== 0) {
+            fwrite(STDERR, "FAIL worker $w\n");
+            $failed[] = $w;
+        }
+    }
+    scenario($addrs[0]);
+    if ($failed) {
+        fail(count($failed) . " of $workers workers failed: " . implode(', ', $failed));
+    }
+}
+
 $args = array_slice($argv, 1);
 if (count($args) === 5 && $args[0] === 'contend') {
     contend($args[1], $args[2], (int)$args[3], $args[4]);
 } elseif (count($args) === 2 && $args[0] === 'scenario') {
     scenario($args[1]);
+} elseif (count($args) === 5 && $args[0] === 'suite') {
+    suite($args[1], $args[2], (int)$args[3], (int)$args[4]);
 } else {
-    fail('usage: recipe.php contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR');
+    fail('usage: recipe.php contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS');
 }

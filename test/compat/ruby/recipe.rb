@@ -6,6 +6,7 @@
 #
 #   ruby recipe.rb contend ADDR LOGFILE ROUNDS WORKER
 #   ruby recipe.rb scenario ADDR
+#   ruby recipe.rb suite ADDR LOGFILE ROUNDS WORKERS
 
 require "digest/sha1"
 require "redis"
@@ -107,6 +108,26 @@ def scenario(addr)
   abort "#{failed.length} checks failed: #{failed.join(', ')}" unless failed.empty?
 end
 
+# The workers are threads, each with its own Redis: the proxy sees WORKERS
+# clients, and ruby starts once. The scenario runs whatever the workers did,
+# so that one run reports both.
+def suite(addrs, logfile, rounds, workers)
+  addrs = addrs.split(",")
+  threads = Array.new(workers) do |w|
+    Thread.new do
+      contend(addrs[w % addrs.length], logfile, rounds, w.to_s)
+      nil
+    rescue SystemExit, StandardError => e
+      # abort has already printed its message; any other error has not.
+      warn "FAIL worker #{w}: #{e.message}" unless e.is_a?(SystemExit)
+      w
+    end
+  end
+  failed = threads.map(&:value).compact
+  scenario(addrs[0])
+  abort "#{failed.length} of #{workers} workers failed: #{failed.join(', ')}" unless failed.empty?
+end
+
 case ARGV[0]
 when "contend"
   abort "usage: recipe.rb contend ADDR LOGFILE ROUNDS WORKER" unless ARGV.length == 5
@@ -114,6 +135,9 @@ when "contend"
 when "scenario"
   abort "usage: recipe.rb scenario ADDR" unless ARGV.length == 2
   scenario(ARGV[1])
+when "suite"
+  abort "usage: recipe.rb suite ADDR LOGFILE ROUNDS WORKERS" unless ARGV.length == 5
+  suite(ARGV[1], ARGV[2], Integer(ARGV[3]), Integer(ARGV[4]))
 else
-  abort "usage: recipe.rb contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR"
+  abort "usage: recipe.rb contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS"
 end
