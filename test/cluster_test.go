@@ -234,53 +234,19 @@ func clusterContend(ctx context.Context, cc *redis.ClusterClient, log string, ro
 	return nil
 }
 
-// clusterSuite runs each client's contend and scenario programs (the
-// contract of compat_test.go, ADDR being a seed instance) against two
-// proxy instances in cluster mode over two shard groups of 3 backends,
-// one killed in the contended key's group:
-// the contending workers are seeded with the two instances in turn, and
-// every program hears of both instances in LOCKPROXY_CLUSTER_NODES.
+// clusterSuite runs each client's suite (the contract of compat_test.go,
+// ADDR being the seed instances) against two proxy instances in cluster
+// mode over two shard groups of 3 backends, one killed in the contended
+// key's group: the contending workers are seeded with the two instances in
+// turn, the scenario with the first, and every program hears of both
+// instances in LOCKPROXY_CLUSTER_NODES.
 func clusterSuite(t *testing.T, clients []compatClient) {
 	t.Helper()
 	cp := startClusterPair(t)
-	addrs := []string{cp.proxies[0].Addr, cp.proxies[1].Addr}
-	env := "LOCKPROXY_CLUSTER_NODES=" + strings.Join(addrs, ",")
-	withEnv := func(cmd *exec.Cmd) *exec.Cmd {
-		if cmd.Env == nil {
-			cmd.Env = os.Environ()
-		}
-		cmd.Env = append(cmd.Env, env)
-		return cmd
-	}
+	addrs := cp.proxies[0].Addr + "," + cp.proxies[1].Addr
 	for _, client := range clients {
 		t.Run(client.name, func(t *testing.T) {
-			t.Run("contention", func(t *testing.T) {
-				const workers, rounds = 4, 25
-				log := filepath.Join(t.TempDir(), "holders.log")
-				var wg sync.WaitGroup
-				outputs, errs := make([]string, workers), make([]error, workers)
-				for w := range workers {
-					cmd := withEnv(client.command("contend", addrs[w%2], log, strconv.Itoa(rounds), strconv.Itoa(w)))
-					wg.Go(func() {
-						out, err := cmd.CombinedOutput()
-						outputs[w], errs[w] = string(out), err
-					})
-				}
-				wg.Wait()
-				for w, err := range errs {
-					if err != nil {
-						t.Fatalf("worker %d: %v\n%s", w, err, outputs[w])
-					}
-				}
-				checkLockLog(t, log, workers*rounds)
-			})
-			t.Run("scenario", func(t *testing.T) {
-				out, err := withEnv(client.command("scenario", addrs[0])).CombinedOutput()
-				t.Logf("%s scenario:\n%s", client.name, out)
-				if err != nil {
-					t.Fatalf("%s scenario failed: %v", client.name, err)
-				}
-			})
+			runSuite(t, addrs, client, []string{"LOCKPROXY_CLUSTER_NODES=" + addrs})
 		})
 	}
 }

@@ -38,19 +38,19 @@ var javaClients = []struct {
 }
 
 // javaProgramModules are modules of the project that are no rows of
-// javaClients: their programs run one JVM per scenario, with threads and
-// clients inside, rather than compatSuite's JVM per worker (Redisson:
+// javaClients: their programs run scenarios of their own, with threads and
+// clients inside, rather than compatSuite's contract (Redisson:
 // compat_redisson_test.go). javaBuild builds and lock-checks them too.
 var javaProgramModules = []string{"redisson-4", "redisson-3"}
 
 // springPubSub runs a Spring RedisLockRegistry in its PUB_SUB_LOCK mode.
 const springPubSub = "-Dcompat.spring.lockType=PUB_SUB_LOCK"
 
-// javaFlags keep a JVM's start short: the contract runs every worker as its
-// own process, so the suite starts about a hundred JVMs that each live a
-// second or two. C1 alone compiles soon enough for that, the class-data
-// sharing archive saves loading the JDK's classes, and the serial collector
-// starts no GC threads: a Spring worker's run drops from about 2.7 s to 1.9 s.
+// javaFlags keep a JVM's start short: the suites start a JVM per row and
+// cluster, some thirty, that each live a few seconds. C1 alone compiles soon
+// enough for that, the class-data sharing archive saves loading the JDK's
+// classes, and the serial collector starts no GC threads: a Spring worker's
+// run, when each was a JVM of its own, dropped from about 2.7 s to 1.9 s.
 var javaFlags = []string{"-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:+UseSerialGC"}
 
 // TestCompatJava runs the Java client libraries, unchanged, through the

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,9 +30,21 @@ import (
 //	    cannot take it, that releasing it with another token is refused (as
 //	    the library reports that), then releases it and checks it is free.
 //	    Prints one line per check; exits non-zero with the failing check.
+//	<program> suite ADDR LOGFILE ROUNDS WORKERS
+//	    runs WORKERS contend workers at once in the one process, workers
+//	    0 to WORKERS-1, each with a client of its own, so that the proxy sees
+//	    WORKERS clients as it would WORKERS processes; once they have all
+//	    finished, runs the scenario checks. ADDR may be several addresses,
+//	    comma-separated: worker W connects to the (W mod n)th, the scenario
+//	    to the first. Prints each failed worker's error and the scenario's
+//	    lines; exits 0 when every worker and every check passed.
 //
-// Several contend processes run at once; checkLockLog then proves from
-// LOGFILE that no two held the lock at the same time.
+// The suite is what the tests run: a JVM or an interpreter costs a second
+// or two of CPU to start, and starting one per worker made the suite's
+// hundreds of starts most of its time. Where a language has no threads to
+// spare (PHP, Perl, the shell), suite forks or spawns its workers instead.
+// checkLockLog then proves from LOGFILE that no two workers held the lock
+// at the same time.
 
 // compatClient is one library's program.
 type compatClient struct {
@@ -59,9 +72,9 @@ func olderRow(name string) bool {
 
 var olderRedisPy = regexp.MustCompile(`^redis-py-[5-7]\.`)
 
-// compatSuite runs the contention and scenario checks of each client against
-// a proxy over 5 real backends, with all of them up and, but for the
-// older versions of a library, with one killed.
+// compatSuite runs each client's suite (contention, then scenario) against a
+// proxy over 5 real backends, with all of them up and, but for the older
+// versions of a library, with one killed.
 // The two run at once, each on a cluster of its own: the clients' programs
 // spend most of their time starting up and waiting out TTLs, and the test
 // package has to stay well inside CI's time.
@@ -79,10 +92,7 @@ func compatSuite(t *testing.T, clients []compatClient) {
 					if down > 0 && olderRow(client.name) {
 						continue
 					}
-					t.Run(client.name, func(t *testing.T) {
-						t.Run("contention", func(t *testing.T) { runContention(t, c.proxy.Addr, client, 4, 25) })
-						t.Run("scenario", func(t *testing.T) { runScenario(t, c.proxy.Addr, client) })
-					})
+					t.Run(client.name, func(t *testing.T) { runSuite(t, c.proxy.Addr, client, nil) })
 				}
 			})
 		})
@@ -90,11 +100,11 @@ func compatSuite(t *testing.T, clients []compatClient) {
 	wg.Wait()
 }
 
-// programsOnRedis runs each client's contention and scenario checks against
-// one real redis-server, without the proxy: what the library does on its
-// own, so that a failure through the proxy is the proxy's. The programs
-// share lock names, so a server takes one client at a time; two servers,
-// each with half the clients, run at once.
+// programsOnRedis runs each client's suite against one real redis-server,
+// without the proxy: what the library does on its own, so that a failure
+// through the proxy is the proxy's. The programs share lock names, so a
+// server takes one client at a time; two servers, each with half the
+// clients, run at once.
 func programsOnRedis(t *testing.T, clients []compatClient) {
 	t.Helper()
 	half := (len(clients) + 1) / 2
@@ -103,51 +113,63 @@ func programsOnRedis(t *testing.T, clients []compatClient) {
 		addr := redistest.Start(t).Addr()
 		wg.Go(func() {
 			for _, client := range part {
-				t.Run(client.name, func(t *testing.T) {
-					t.Run("contention", func(t *testing.T) { runContention(t, addr, client, 4, 25) })
-					t.Run("scenario", func(t *testing.T) { runScenario(t, addr, client) })
-				})
+				t.Run(client.name, func(t *testing.T) { runSuite(t, addr, client, nil) })
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// runContention starts workers processes of client contending for one lock,
-// rounds times each, and checks the log they wrote.
-func runContention(t *testing.T, addr string, client compatClient, workers, rounds int) {
+// The contention of every suite: 4 workers taking the lock 25 times each.
+const suiteWorkers, suiteRounds = 4, 25
+
+// runSuite runs client's suite program against addr (comma-separated
+// addresses seed the workers in turn) with env added to its environment,
+// and checks the holders' log it wrote: every round of every worker held
+// the lock, never two at once.
+func runSuite(t *testing.T, addr string, client compatClient, env []string) {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "holders.log")
-	var wg sync.WaitGroup
-	outputs := make([]string, workers)
-	errs := make([]error, workers)
-	for w := range workers {
-		cmd := client.command("contend", addr, log, fmt.Sprint(rounds), fmt.Sprint(w))
-		wg.Go(func() {
-			out, err := cmd.CombinedOutput()
-			outputs[w], errs[w] = string(out), err
-		})
+	cmd := client.command("suite", addr, log, strconv.Itoa(suiteRounds), strconv.Itoa(suiteWorkers))
+	if len(env) > 0 {
+		if cmd.Env == nil {
+			cmd.Env = os.Environ()
+		}
+		cmd.Env = append(cmd.Env, env...)
 	}
-	wg.Wait()
-	for w, err := range errs {
-		if err != nil {
-			t.Errorf("worker %d: %v\n%s", w, err, outputs[w])
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s suite:\n%s", client.name, out)
+	if err != nil {
+		t.Errorf("%s suite failed: %v", client.name, err)
+		// Still prove the holdings so far never overlapped: an overlap is
+		// the worse failure, whatever stopped the workers.
+		if logged, err := os.ReadFile(log); err == nil {
+			checkLockLog(t, log, strings.Count(string(logged), "enter "))
+		}
+		t.FailNow()
+	}
+	held := checkLockLog(t, log, suiteWorkers*suiteRounds)
+	for w := range suiteWorkers {
+		for n := range suiteRounds {
+			if who := fmt.Sprintf("%d-%d", w, n); !held[who] {
+				t.Fatalf("holders' log: worker %d never held the lock in round %d", w, n)
+			}
 		}
 	}
-	checkLockLog(t, log, workers*rounds)
 }
 
 // checkLockLog proves from the holders' log that the lock was never held by
 // two workers at once: every "enter" must follow the previous holder's
-// "exit", and there must be want holdings.
-func checkLockLog(t *testing.T, path string, want int) {
+// "exit", no holding may be entered twice, and there must be want
+// holdings. It returns the holdings ("W-N") it read.
+func checkLockLog(t *testing.T, path string, want int) map[string]bool {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("holders' log: %v", err)
 	}
 	defer f.Close()
-	holder, holdings := "", 0
+	holder, held := "", map[string]bool{}
 	sc := bufio.NewScanner(f)
 	for line := 1; sc.Scan(); line++ {
 		verb, who, ok := strings.Cut(strings.TrimSpace(sc.Text()), " ")
@@ -156,9 +178,13 @@ func checkLockLog(t *testing.T, path string, want int) {
 			t.Fatalf("holders' log line %d: %q", line, sc.Text())
 		case verb == "enter" && holder != "":
 			t.Fatalf("holders' log line %d: %s entered while %s held the lock", line, who, holder)
+		case verb == "enter" && held[who]:
+			// Else a holding logged twice (or two workers sharing an id)
+			// would make up for one never logged.
+			t.Fatalf("holders' log line %d: %s entered a second time", line, who)
 		case verb == "enter":
 			holder = who
-			holdings++
+			held[who] = true
 		case verb == "exit" && who != holder:
 			t.Fatalf("holders' log line %d: %s exited while %q held the lock", line, who, holder)
 		case verb == "exit":
@@ -167,19 +193,13 @@ func checkLockLog(t *testing.T, path string, want int) {
 			t.Fatalf("holders' log line %d: %q", line, sc.Text())
 		}
 	}
-	if holdings != want {
-		t.Fatalf("%d holdings in the log, expected %d", holdings, want)
+	if holder != "" {
+		t.Fatalf("holders' log: %s entered and never exited", holder)
 	}
-}
-
-// runScenario runs the client's scenario program and reports its checks.
-func runScenario(t *testing.T, addr string, client compatClient) {
-	t.Helper()
-	out, err := client.command("scenario", addr).CombinedOutput()
-	t.Logf("%s scenario:\n%s", client.name, out)
-	if err != nil {
-		t.Fatalf("%s scenario failed: %v", client.name, err)
+	if len(held) != want {
+		t.Fatalf("%d holdings in the log, expected %d", len(held), want)
 	}
+	return held
 }
 
 // requireTool fails (never skips: a skipped compatibility row is a hidden
