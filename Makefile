@@ -2,7 +2,7 @@
 
 GO ?= go
 
-.PHONY: build run test fuzz deps release peers
+.PHONY: build run test test-long fuzz deps release peers
 
 ## build: the binary, stamped with the version and commit that -version,
 ## INFO and lockproxy_build_info report (VERSION and REVISION, below).
@@ -30,6 +30,11 @@ test: deps
 	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./test
 	$(GO) test -count=1 ./internal/rawsock
 	$(GO) test -count=1 -v -run '^TestModel' ./quorum/internal/admit
+
+## test-long: the safety runs (every nemesis phase, the negative controls) for
+## ten minutes each instead of make test's thirty seconds.
+test-long: deps
+	$(GO) test -race -count=1 -timeout 90m -run '^TestSafety' -v -safety.duration=10m ./test
 
 ## peers: other projects' own lock test suites (redis-py's, python-redis-lock's,
 ## redsync's, node-redlock's) at pinned releases, against plain redis-servers

@@ -97,8 +97,11 @@ func TestShardGroups(t *testing.T) {
 		addr := proxies[c%2].Addr
 		clients.Go(func() { runClient(runCtx, c, addr, run) })
 	}
-	time.Sleep(3 * time.Second) // the workload's first half, all groups up
+	// The workload's first half, all groups up: a count of grants, not a
+	// time.
+	awaitGrants(t, run.h, 0, 50)
 	run.h.addFault("group 1 majority down", "phase starts")
+	downAt := run.h.now()
 	servers[3].Kill()
 	servers[4].Kill()
 
@@ -161,7 +164,7 @@ func TestShardGroups(t *testing.T) {
 		}
 	}
 
-	time.Sleep(3 * time.Second) // the workload's second half
+	awaitGrants(t, run.h, downAt, 50) // the workload's second half
 	stop()
 	clients.Wait()
 	ops, faults := run.h.snapshot()

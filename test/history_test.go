@@ -1,8 +1,12 @@
 package test
 
 import (
+	"fmt"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // The safety run records every lock operation as the client saw it, on one
@@ -79,6 +83,26 @@ func (h *history) snapshot() ([]op, []fault) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]op(nil), h.ops...), append([]fault(nil), h.faults...)
+}
+
+// awaitGrants waits until the history has n granted acquisitions called
+// at or after from: a workload's length as a count of operations.
+func awaitGrants(t *testing.T, h *history, from time.Duration, n int) {
+	t.Helper()
+	redistest.Eventually(t, func() string {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		got := 0
+		for _, o := range h.ops {
+			if o.Kind == opAcquire && o.Outcome == outOK && o.Call >= from {
+				got++
+			}
+		}
+		if got < n {
+			return fmt.Sprintf("%d grants since %v, waiting for %d", got, from, n)
+		}
+		return ""
+	})
 }
 
 // driftOf is lockproxy's clock-drift allowance for a TTL at the default

@@ -26,7 +26,7 @@ import (
 // fault phase after another. Every operation is recorded; the checkers in
 // checker_test.go then prove that no two holders' validity overlapped.
 var (
-	safetyDuration = flag.Duration("safety.duration", 60*time.Second, "length of the safety run, all fault phases together")
+	safetyDuration = flag.Duration("safety.duration", 30*time.Second, "length of the safety run, all fault phases together (make test-long: 10m)")
 	safetyClients  = flag.Int("safety.clients", 16, "clients in the safety run")
 	safetyKeys     = flag.Int("safety.keys", 3, "keys the safety run's clients contend for")
 )

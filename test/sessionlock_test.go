@@ -450,6 +450,25 @@ func TestSessionLockNemesis(t *testing.T) {
 		wg        sync.WaitGroup
 		longHolds atomic.Bool
 	)
+	// stepsSince waits until the history has n steps of kind sent at or
+	// after from: the workload's length is a count, not a time.
+	stepsSince := func(kind string, from time.Duration, n int) {
+		t.Helper()
+		redistest.Eventually(t, func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			got := 0
+			for _, s := range steps {
+				if s.kind == kind && s.sent >= from {
+					got++
+				}
+			}
+			if got < n {
+				return fmt.Sprintf("%d %q steps since %v, waiting for %d", got, kind, from, n)
+			}
+			return ""
+		})
+	}
 	for w := range 4 {
 		addr := c.proxy.Addr
 		if w%2 == 1 {
@@ -457,7 +476,7 @@ func TestSessionLockNemesis(t *testing.T) {
 		}
 		wg.Go(func() { sessionWorker(w, addr, now, record, &longHolds, stop) })
 	}
-	time.Sleep(1500 * time.Millisecond) // the load runs; nothing to poll
+	stepsSince("grant", 0, 5)
 	// The pause must find a holder that holds on past the lease, so that
 	// it loses the lock rather than releasing it.
 	longHolds.Store(true)
@@ -472,15 +491,17 @@ func TestSessionLockNemesis(t *testing.T) {
 		return "no long hold yet"
 	})
 	longHolds.Store(false)
+	// Paused past the lease, until a holder is told it lost the lock.
+	pausedAt := now()
 	c.servers[0].Pause()
 	c.servers[1].Pause()
-	time.Sleep(3 * sessionLease)
+	stepsSince("told", pausedAt, 1)
 	c.servers[0].Resume()
 	c.servers[1].Resume()
-	time.Sleep(1500 * time.Millisecond)
+	stepsSince("grant", now(), 2)
 	killedAt := now()
 	c.proxy.Kill()
-	time.Sleep(4 * sessionLease)
+	stepsSince("grant", killedAt, 1)
 	close(stop)
 	wg.Wait()
 
