@@ -10,6 +10,23 @@ import (
 // invalidationOf is the RESP3 push that tells of key's change.
 func invalidationOf(key string) string { return string(invalidation(key)) }
 
+// expectReply sends args on c and fails t unless the reply is want.
+func expectReply(t *testing.T, r *realRig, c *respConn, want string, args ...string) {
+	t.Helper()
+	if got := r.must(t, c, args...); got != want {
+		t.Errorf("%q: %q, want %q", args, got, want)
+	}
+}
+
+// expectNext reads c's next reply or push, which must be want.
+func expectNext(t *testing.T, c *respConn, want string) {
+	t.Helper()
+	got, err := readReply(c.rd)
+	if err != nil || got != want {
+		t.Errorf("next message: %q, %v; want %q", got, err, want)
+	}
+}
+
 // TestTracking: through a proxy over real redis-servers, CLIENT TRACKING
 // tells a RESP3 connection of the change of a key it read, once, by a push
 // message; OPTIN tracks only the reads after CLIENT CACHING YES, OPTOUT
@@ -27,20 +44,8 @@ func TestTracking(t *testing.T) {
 		}
 		return c
 	}
-	do := func(c *respConn, want string, args ...string) {
-		t.Helper()
-		if got := r.must(t, c, args...); got != want {
-			t.Errorf("%q: %q, want %q", args, got, want)
-		}
-	}
-	// read reads the next reply or push, which must be want.
-	read := func(c *respConn, want string) {
-		t.Helper()
-		got, err := readReply(c.rd)
-		if err != nil || got != want {
-			t.Errorf("next message: %q, %v; want %q", got, err, want)
-		}
-	}
+	do := func(c *respConn, want string, args ...string) { t.Helper(); expectReply(t, r, c, want, args...) }
+	read := func(c *respConn, want string) { t.Helper(); expectNext(t, c, want) }
 	tracker, writer := conn("app1", "one"), conn("app1", "one")
 
 	// Default mode: every read is tracked, and told of once.
@@ -120,19 +125,8 @@ func TestTracking(t *testing.T) {
 // gone, a RESP3 tracker hears so.
 func TestTrackingRedirect(t *testing.T) {
 	r := startRealRigWith(t, false, Config{})
-	do := func(c *respConn, want string, args ...string) {
-		t.Helper()
-		if got := r.must(t, c, args...); got != want {
-			t.Errorf("%q: %q, want %q", args, got, want)
-		}
-	}
-	read := func(c *respConn, want string) {
-		t.Helper()
-		got, err := readReply(c.rd)
-		if err != nil || got != want {
-			t.Errorf("next message: %q, %v; want %q", got, err, want)
-		}
-	}
+	do := func(c *respConn, want string, args ...string) { t.Helper(); expectReply(t, r, c, want, args...) }
+	read := func(c *respConn, want string) { t.Helper(); expectNext(t, c, want) }
 	idOf := func(c *respConn) string {
 		got := r.must(t, c, "CLIENT", "ID")
 		return strings.TrimSuffix(strings.TrimPrefix(got, ":"), "\r\n")
