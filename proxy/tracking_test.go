@@ -141,13 +141,15 @@ func TestTrackingRedirect(t *testing.T) {
 	do(writer, "+OK\r\n", "SET", "job", "mine", "NX", "PX", "30000")
 	read(target, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$3\r\njob\r\n")
 	// Unsubscribed, the target is told nothing; subscribed again, it is.
-	do(tracker, "$4\r\nmine\r\n", "GET", "job")
+	// (Acquisitions: a release would be told twice, by the proxy at once
+	// and by the backends' notice after, which may meet a read between.)
+	do(tracker, "$-1\r\n", "GET", "quiet")
 	do(target, "*3\r\n$11\r\nunsubscribe\r\n$20\r\n__redis__:invalidate\r\n:0\r\n", "UNSUBSCRIBE")
-	do(writer, ":1\r\n", "DEL", "job")
-	do(tracker, "$-1\r\n", "GET", "job")
+	do(writer, "+OK\r\n", "SET", "quiet", "x", "NX", "PX", "30000")
 	do(target, "*3\r\n$9\r\nsubscribe\r\n$20\r\n__redis__:invalidate\r\n:1\r\n", "SUBSCRIBE", "__redis__:invalidate")
-	do(writer, "+OK\r\n", "SET", "job", "again", "NX", "PX", "30000")
-	read(target, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$3\r\njob\r\n")
+	do(tracker, "$-1\r\n", "GET", "later")
+	do(writer, "+OK\r\n", "SET", "later", "x", "NX", "PX", "30000")
+	read(target, "*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$5\r\nlater\r\n")
 
 	// A RESP3 tracker whose target has gone hears so at the next change.
 	gone := dialRESP(t, r.addr)
@@ -157,7 +159,7 @@ func TestTrackingRedirect(t *testing.T) {
 		t.Fatalf("HELLO 3: %q", got)
 	}
 	do(resp3, "+OK\r\n", "CLIENT", "TRACKING", "ON", "REDIRECT", goneID)
-	do(resp3, "$5\r\nagain\r\n", "GET", "job")
+	do(resp3, "$4\r\nmine\r\n", "GET", "job")
 	gone.conn.Close()
 	redistest.Eventually(t, func() string {
 		if info := r.must(t, resp3, "CLIENT", "TRACKINGINFO"); !strings.Contains(info, "broken_redirect") {
