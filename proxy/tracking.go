@@ -74,14 +74,15 @@ type tracking struct {
 	// watching is set once the other proxies' releases are followed.
 	watching bool
 
-	// conns are the open connections, by id, that REDIRECT may name.
+	// conns are the open connections, by id, that REDIRECT may name,
+	// each with its subscription to invalidateChannel, nil while it has
+	// none. Only the connection's own goroutine stores its entry.
 	conns sync.Map // int64 → *redirectTarget
 }
 
-// redirectTarget is an open connection as REDIRECT names it: where its
-// invalidations go while it is subscribed to __redis__:invalidate.
+// redirectTarget is where the invalidations redirected to a connection
+// go: its subscription to invalidateChannel.
 type redirectTarget struct {
-	mu  sync.Mutex
 	sub *subscriber
 	sp  *subscription
 }
@@ -94,17 +95,23 @@ func newTracking() *tracking {
 	return &tracking{keys: map[string]map[*tracker]string{}, bcast: map[*tracker]struct{}{}}
 }
 
-func (tr *tracking) opened(id int64) { tr.conns.Store(id, &redirectTarget{}) }
+func (tr *tracking) opened(id int64) { tr.conns.Store(id, (*redirectTarget)(nil)) }
 func (tr *tracking) closed(id int64) { tr.conns.Delete(id) }
+
+func (tr *tracking) exists(id int64) bool {
+	_, ok := tr.conns.Load(id)
+	return ok
+}
 
 // listen makes sp, a subscription of sub to invalidateChannel, where the
 // invalidations redirected to connection id go; nil sp ends it.
 func (tr *tracking) listen(id int64, sub *subscriber, sp *subscription) {
-	if v, ok := tr.conns.Load(id); ok {
-		rt := v.(*redirectTarget)
-		rt.mu.Lock()
-		rt.sub, rt.sp = sub, sp
-		rt.mu.Unlock()
+	var rt *redirectTarget
+	if sp != nil {
+		rt = &redirectTarget{sub, sp}
+	}
+	if tr.exists(id) {
+		tr.conns.Store(id, rt)
 	}
 }
 
@@ -199,26 +206,33 @@ func (tr *tracking) redirected(t *tracker, id int64, name string) {
 		return
 	}
 	rt := v.(*redirectTarget)
-	rt.mu.Lock()
-	sub, sp := rt.sub, rt.sp
-	rt.mu.Unlock()
-	if sub == nil {
+	if rt == nil {
 		return
 	}
-	msg := invalidation(name)
-	if sub.proto.Load() == 2 {
-		msg = append([]byte("*3\r\n$7\r\nmessage\r\n$20\r\n"+invalidateChannel+"\r\n"), msg[len(">2\r\n$10\r\ninvalidate\r\n"):]...)
+	head := invalidatePush
+	if rt.sub.proto.Load() == 2 {
+		head = invalidateMessage
 	}
-	sub.mu.Lock()
-	defer sub.mu.Unlock()
-	if sp.live {
-		sub.push.send(msg)
+	rt.sub.mu.Lock()
+	defer rt.sub.mu.Unlock()
+	if rt.sp.live {
+		rt.sub.push.send(invalidated(head, name))
 	}
 }
 
+// The heads of an invalidation: a RESP3 push, and the RESP2 pub/sub
+// message on invalidateChannel; the changed keys follow as an array.
+const (
+	invalidatePush    = ">2\r\n$10\r\ninvalidate\r\n"
+	invalidateMessage = "*3\r\n$7\r\nmessage\r\n$20\r\n" + invalidateChannel + "\r\n"
+)
+
 // invalidation is the RESP3 push that tells of key's change.
-func invalidation(key string) []byte {
-	b := []byte(">2\r\n$10\r\ninvalidate\r\n*1\r\n$")
+func invalidation(key string) []byte { return invalidated(invalidatePush, key) }
+
+// invalidated is head followed by the array of key alone.
+func invalidated(head, key string) []byte {
+	b := append([]byte(head), "*1\r\n$"...)
 	b = strconv.AppendInt(b, int64(len(key)), 10)
 	b = append(b, "\r\n"...)
 	b = append(b, key...)
@@ -453,11 +467,6 @@ func (s *Server) handleClientCaching(conn redcon.Conn, cmd redcon.Command) {
 		}
 		conn.WriteString("OK")
 	}
-}
-
-func (tr *tracking) exists(id int64) bool {
-	_, ok := tr.conns.Load(id)
-	return ok
 }
 
 // handleClientGetRedir serves CLIENT GETREDIR: -1 when tracking is off,
