@@ -11,9 +11,14 @@ import (
 )
 
 // refillTTL is the lease of the locks that TestRenewalsRefillRestarts
-// holds through restarts, and its max_ttl: a restarted backend is
-// quarantined for as long.
+// holds through restarts; its max_ttl, for which a restarted backend is
+// quarantined, has a fifth more: redis-py's extend adds a fifth of the
+// lease every fifth of it, and on a backend where the last grant or
+// extension landed after its reply (a straggler) the sum would otherwise
+// pass max_ttl, and that backend refuse.
 const refillTTL = 2 * time.Second
+
+const refillMaxTTL = refillTTL + refillTTL/5
 
 // TestRenewalsRefillRestarts: a lock held for long, renewed all along,
 // keeps every backend while they restart empty one at a time, as the
@@ -87,7 +92,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, 5, Config{MaxTTL: refillTTL, Fencing: tc.fencing})
+			c := newCluster(t, 5, Config{MaxTTL: refillMaxTTL, Fencing: tc.fencing})
 			waitAllCount(t, c.engine)
 			key := uniqueKey(t)
 			want, fence, err := tc.take(c, key)
@@ -154,8 +159,8 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 				t.Errorf("%d copies counted, want at least 3", got)
 			}
 			for i, d := range c.direct {
-				if left := d.PTTL(t.Context(), key).Val(); left <= 0 || left > refillTTL {
-					t.Errorf("backend %d: %v left, want within the lease %v", i, left, refillTTL)
+				if left := d.PTTL(t.Context(), key).Val(); left <= 0 || left > refillMaxTTL {
+					t.Errorf("backend %d: %v left, want within max_ttl %v", i, left, refillMaxTTL)
 				}
 			}
 			if tc.fencing {
