@@ -280,7 +280,7 @@ var changeReasons = [...]string{ChangeRestart, ChangeFailover, ChangeUnmarked, C
 // record names the engine's set. Each change of server is logged, once,
 // with its reason.
 func (n *node) observe(g backend.Greeting, id identity) {
-	now := time.Now()
+	now := n.clock.Now()
 	n.mu.Lock()
 	previous := n.runID
 	n.runID = g.RunID
@@ -300,7 +300,7 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	if previous == g.RunID {
 		return
 	}
-	left := time.Until(eligibleAt)
+	left := n.clock.Until(eligibleAt)
 	var reason, why string
 	switch {
 	case id.runID == "":
@@ -330,7 +330,7 @@ func (n *node) observe(g backend.Greeting, id identity) {
 		n.logEpochWait(left)
 	default:
 		n.log.Warn("backend quarantined: it may lack locks granted before; its replies count toward quorum from then on",
-			append(attrs, "counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))...)
+			append(attrs, "counts_in", left.Round(time.Second), "counts_at", n.clock.Now().Add(left).Format(time.RFC3339))...)
 	}
 }
 
@@ -345,7 +345,7 @@ func (n *node) learn(id identity) bool {
 		n.mu.Unlock()
 		return false
 	}
-	until := time.Now().Add(id.left)
+	until := n.clock.Now().Add(id.left)
 	// The same end, read again, moves by a round trip: only a new one is news.
 	moved := until.Sub(n.markerUntil).Abs() > time.Second || id.reason != n.reason
 	if moved {
@@ -368,11 +368,11 @@ func (n *node) learn(id identity) bool {
 	if moved || emptied {
 		n.scheduleCount(eligibleAt)
 	}
-	switch left := time.Until(eligibleAt); {
+	switch left := n.clock.Until(eligibleAt); {
 	case emptied:
 		n.changes[reasonIndex(ChangeUnmarked)].Add(1)
 		n.log.Warn("backend's data set lost its marker while connected (emptied or replaced: FLUSHALL, DEBUG RELOAD): it may lack locks granted before; its replies count toward quorum from then on",
-			"counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))
+			"counts_in", left.Round(time.Second), "counts_at", n.clock.Now().Add(left).Format(time.RFC3339))
 	case later && id.reason == admit.ReasonEpoch:
 		n.logEpochWait(left)
 	}
@@ -383,7 +383,7 @@ func (n *node) learn(id identity) bool {
 // logEpochWait logs that the backend waits for the old epoch's locks.
 func (n *node) logEpochWait(left time.Duration) {
 	n.log.Warn("backend in epoch wait: the backend set changed, and locks granted in the old epoch may still be held; its replies count toward quorum from then on",
-		"counts_in", left.Round(time.Second), "counts_at", time.Now().Add(left).Format(time.RFC3339))
+		"counts_in", left.Round(time.Second), "counts_at", n.clock.Now().Add(left).Format(time.RFC3339))
 }
 
 // setRecordLocked records the backend's set record, raw ("" none). A
@@ -423,7 +423,7 @@ func (n *node) eligibleLocked() time.Time {
 // waitLeft is how long until the backend's waits are over (admit.Left).
 // n.mu is held.
 func (n *node) waitLeft() time.Duration {
-	return admit.Left(time.Since(n.upSince), n.quarantine, time.Until(n.markerUntil))
+	return admit.Left(n.clock.Since(n.upSince), n.quarantine, n.clock.Until(n.markerUntil))
 }
 
 // noteRelation logs, once per change, how the backend's record stands to
@@ -475,13 +475,13 @@ func (n *node) scheduleCount(eligibleAt time.Time) {
 	if n.countTimer != nil {
 		n.countTimer.Stop()
 	}
-	left := time.Until(eligibleAt)
+	left := n.clock.Until(eligibleAt)
 	if left <= 0 {
 		n.countTimer = nil
 		n.startSeedLocked()
 		return
 	}
-	n.countTimer = time.AfterFunc(left, func() {
+	n.countTimer = n.clock.AfterFunc(left, func() {
 		n.mu.Lock()
 		still := n.eligibleAt.Equal(eligibleAt)
 		unseeded := n.unseeded

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,25 +29,28 @@ func waitAllCount(t *testing.T, e *Engine) {
 }
 
 // TestQuarantineColdStart: backends that have just started may have
-// forgotten locks, so they count only once up for max_ttl.
+// forgotten locks, so they count only once up for max_ttl (the default
+// minute, of stepped time), and not a step before.
 func TestQuarantineColdStart(t *testing.T) {
-	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
-	_, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second)
-	var nq *NoQuorumError
-	if !errors.As(err, &nq) {
-		t.Fatalf("expected *NoQuorumError while every backend is quarantined, got %v", err)
+	c := newSteppedCluster(t, []float64{1, 1, 1}, Config{})
+	noQuorum := func(left string) {
+		t.Helper()
+		_, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second)
+		var nq *NoQuorumError
+		if !errors.As(err, &nq) {
+			t.Fatalf("expected *NoQuorumError while every backend is quarantined, got %v", err)
+		}
+		// They answered: the reason must say so, and why they do not count.
+		want := "0 of 3 backends count (3 answered, 3 quarantined after a restart for up to " + left + " more); 2 needed"
+		if got := nq.Reason(); got != want {
+			t.Errorf("reason %q, expected %q", got, want)
+		}
 	}
-	// They answered: the reason must say so, and why they do not count.
-	// Up to shortMaxTTL less the backends' uptime, rounded up.
-	want := regexp.MustCompile(`^0 of 3 backends count \(3 answered, 3 quarantined after a restart for up to [1-3] s more\); 2 needed$`)
-	if got := nq.Reason(); !want.MatchString(got) {
-		t.Errorf("reason %q does not match %s", got, want)
-	}
-	start := time.Now()
+	noQuorum("60 s")
+	c.step(t, defaultMaxTTL-time.Second)
+	noQuorum("1 s")
+	c.step(t, time.Second)
 	waitAllCount(t, c.engine)
-	if waited := time.Since(start); waited > shortMaxTTL+time.Second {
-		t.Errorf("backends counted only after %s; max_ttl is %s", waited, shortMaxTTL)
-	}
 	if _, err := c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second); err != nil {
 		t.Fatalf("Acquire after quarantine: %v", err)
 	}
@@ -60,7 +62,8 @@ func TestQuarantineColdStart(t *testing.T) {
 // holds it. With quarantine it must not, even for an engine (a proxy) started
 // after the restart, until backend 1 has been up for max_ttl.
 func TestQuarantineRestartHazard(t *testing.T) {
-	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
+	c := newSteppedCluster(t, []float64{1, 1, 1}, Config{})
+	c.step(t, defaultMaxTTL)
 	waitAllCount(t, c.engine)
 	key := uniqueKey(t)
 	for _, i := range []int{0, 1} {
@@ -91,17 +94,37 @@ func TestQuarantineRestartHazard(t *testing.T) {
 }
 
 // TestQuarantineEnds: two of three backends restarted empty count again
-// after max_ttl: the set record the third keeps is recorded on them again.
+// at max_ttl of stepped time, not a step before: the set record the third
+// keeps is recorded on them again.
 func TestQuarantineEnds(t *testing.T) {
-	c := newCluster(t, 3, Config{MaxTTL: shortMaxTTL})
+	c := newSteppedCluster(t, []float64{1, 1, 1}, Config{})
+	c.step(t, defaultMaxTTL)
 	waitAllCount(t, c.engine)
-	c.servers[0].Restart()
-	c.servers[1].Restart()
-	if exp, got := "noquorum", outcome(second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second))); exp != got {
+	for i := range 2 {
+		c.servers[i].Restart()
+		c.connected(t, i)
+	}
+	try := func() error { return second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second)) }
+	if exp, got := "noquorum", outcome(try()); exp != got {
 		t.Fatalf("right after the restarts: expected %s, got %s", exp, got)
 	}
+	c.step(t, defaultMaxTTL-time.Second)
+	// The records are back by now; the quarantine alone keeps them out.
+	for _, i := range []int{0, 1} {
+		redistest.Eventually(t, func() string {
+			if c.direct[i].Exists(t.Context(), setKey).Val() == 0 {
+				return "backend " + c.servers[i].Addr() + " has no set record"
+			}
+			return ""
+		})
+	}
+	var nq *NoQuorumError
+	if err := try(); !errors.As(err, &nq) || !strings.Contains(nq.Reason(), "2 quarantined after a restart for up to 1 s more") {
+		t.Fatalf("a second before max_ttl: expected NOQUORUM for the quarantine, got %v", err)
+	}
+	c.step(t, time.Second)
 	redistest.Eventually(t, func() string {
-		if got := outcome(second(c.engine.acquire(t.Context(), uniqueKey(t), "me", time.Second))); got != "ok" {
+		if got := outcome(try()); got != "ok" {
 			return "still " + got + " after the quarantine should have ended"
 		}
 		return ""

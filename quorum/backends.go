@@ -161,7 +161,7 @@ type nodeStats struct {
 	lastErrorAt time.Time
 }
 
-func (s *nodeStats) record(latency time.Duration, kind string) {
+func (s *nodeStats) record(at time.Time, latency time.Duration, kind string) {
 	s.lastLatency.Store(int64(latency))
 	if kind == "" {
 		s.replies.Add(1)
@@ -173,7 +173,7 @@ func (s *nodeStats) record(latency time.Duration, kind string) {
 		}
 	}
 	s.mu.Lock()
-	s.lastError, s.lastErrorAt = kind, time.Now()
+	s.lastError, s.lastErrorAt = kind, at
 	s.mu.Unlock()
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
@@ -218,6 +220,7 @@ type clocks struct {
 	p      clockParams
 	f      float64       // drift_factor
 	hold   time.Duration // max_ttl
+	clock  clockwork.Clock
 	epoch  time.Time
 	judges []clockJudge // one per node
 
@@ -228,8 +231,8 @@ type clocks struct {
 
 // prepare makes a judge for each of n nodes. It comes before the nodes
 // connect: a reply delivered from then on asks its node's judge (err).
-func (c *clocks) prepare(n int, p clockParams, f float64, hold time.Duration) {
-	c.p, c.f, c.hold, c.epoch = p, f, hold, time.Now()
+func (c *clocks) prepare(n int, p clockParams, clock clockwork.Clock, f float64, hold time.Duration) {
+	c.p, c.f, c.hold, c.clock, c.epoch = p, f, hold, clock, clock.Now()
 	c.judges = make([]clockJudge, n)
 }
 
@@ -277,12 +280,16 @@ type clockReply struct {
 	err   error
 }
 
-// clockReplies hears the TIME replies. It is buffered for one per node, the
-// most that are ever in flight, so Complete never blocks a Pipe's reader.
-type clockReplies chan clockReply
+// clockReplies hears the TIME replies, stamped by the engine's clock. Its
+// channel is buffered for one per node, the most that are ever in flight,
+// so Complete never blocks a Pipe's reader.
+type clockReplies struct {
+	c     chan clockReply
+	clock clockwork.Clock
+}
 
 func (c clockReplies) Complete(i int, r backend.Reply, err error) {
-	c <- clockReply{node: i, recv: time.Now(), reply: r, err: err}
+	c.c <- clockReply{node: i, recv: c.clock.Now(), reply: r, err: err}
 }
 
 // run sends TIME to every connected backend each interval, one request in
@@ -291,18 +298,18 @@ func (c clockReplies) Complete(i int, r backend.Reply, err error) {
 // dial, and its clock will be judged once it is connected again.
 func (c *clocks) run(nodes []*node) {
 	defer c.done.Done()
-	replies := make(clockReplies, len(nodes))
+	replies := clockReplies{c: make(chan clockReply, len(nodes)), clock: c.clock}
 	reqs := make([]backend.Request, len(nodes))
 	sent := make([]time.Time, len(nodes))
 	busy := make([]bool, len(nodes))
-	tick := time.NewTicker(c.p.interval)
+	tick := c.clock.NewTicker(c.p.interval)
 	defer tick.Stop()
 	for {
 		for i, n := range nodes {
 			if status, _ := n.pipe.Status(); busy[i] || status != backend.StatusUp {
 				continue
 			}
-			busy[i], sent[i] = true, time.Now()
+			busy[i], sent[i] = true, c.clock.Now()
 			reqs[i] = backend.Request{To: replies, ID: i, Cmd: timeCommand}
 			n.pipe.Send(&reqs[i])
 		}
@@ -311,9 +318,9 @@ func (c *clocks) run(nodes []*node) {
 			select {
 			case <-c.stop:
 				return
-			case <-tick.C:
+			case <-tick.Chan():
 				break wait
-			case r := <-replies:
+			case r := <-replies.c:
 				busy[r.node] = false
 				c.record(nodes[r.node], sent[r.node], r)
 			}

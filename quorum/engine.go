@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
@@ -70,9 +71,18 @@ type Config struct {
 	// skipReseed lets a backend that may have lost its fencing counter
 	// count without a re-seed (seed.go): the tests' control.
 	skipReseed bool
-	// clock is how the backends' clocks are sampled; tests shorten it.
+	// sampling is how the backends' clocks are sampled; tests shorten it.
 	// Default: defaultClockParams.
-	clock clockParams
+	sampling clockParams
+	// clock is the engine's time: every wait it schedules (quarantines,
+	// clock samples, record rounds, re-seeds, renewal and top-up times,
+	// waiters' retries) and every time a lock's validity is measured by.
+	// Only what bounds or measures one exchange on the wire (the backend
+	// timeout, Probe's round trip) runs on the real clock, so that a hung
+	// backend still times out.
+	// Tests step a fake one, with the backends' clocks stepped alike
+	// (redistest.SteppedClock). Default: the real clock.
+	clock clockwork.Clock
 }
 
 const (
@@ -97,11 +107,14 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.clock.interval == 0 {
-		c.clock.interval = defaultClockParams.interval
+	if c.sampling.interval == 0 {
+		c.sampling.interval = defaultClockParams.interval
 	}
-	if c.clock.window == 0 {
-		c.clock.window = defaultClockParams.window
+	if c.sampling.window == 0 {
+		c.sampling.window = defaultClockParams.window
+	}
+	if c.clock == nil {
+		c.clock = clockwork.NewRealClock()
 	}
 	return c
 }
@@ -163,6 +176,7 @@ type Result struct {
 // backends. It is safe for concurrent use.
 type Engine struct {
 	cfg       Config
+	clock     clockwork.Clock // cfg.clock
 	nodes     []*node
 	quorum    int
 	rollbacks rollbacks
@@ -213,7 +227,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, quorum: len(cfg.Backends)/2 + 1, closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, clock: cfg.clock, quorum: len(cfg.Backends)/2 + 1, closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
 	where := make([]string, len(cfg.Backends))
 	for i, u := range cfg.Backends {
 		var err error
@@ -232,7 +246,7 @@ func New(cfg Config) (*Engine, error) {
 		e.nodes = append(e.nodes, n)
 	}
 	e.servers.nodes = e.nodes
-	e.clocks.prepare(len(e.nodes), cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
+	e.clocks.prepare(len(e.nodes), cfg.sampling, cfg.clock, cfg.DriftFactor, cfg.MaxTTL)
 	if err := e.connectAll(); err != nil {
 		e.Close()
 		return nil, err

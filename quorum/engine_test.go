@@ -32,6 +32,9 @@ type cluster struct {
 	direct  []*redis.Client // straight to each backend, for assertions
 	cfg     Config
 	engine  *Engine
+	// clock, when the cluster is on stepped time (newSteppedCluster), is
+	// the engine's clock and its backends'.
+	clock *redistest.SteppedClock
 }
 
 func newCluster(t *testing.T, n int, cfg Config) *cluster {

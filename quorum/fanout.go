@@ -18,6 +18,7 @@ type vote[T any] struct {
 	node int
 	val  T
 	err  error
+	at   time.Time // when it was cast, by the engine's clock
 }
 
 // fanout sends cmd to every backend at once and returns the flight, whose
@@ -51,13 +52,14 @@ func fanoutKeeping[T any](e *Engine, cmd *backend.Command, decode func(n *node, 
 func newFlight[T any](e *Engine, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
 	f := &flight[T]{
 		e:      e,
-		start:  time.Now(),
+		start:  e.clock.Now(),
 		decode: decode,
 		votes:  make(chan vote[T], len(e.nodes)),
 		wake:   make(chan struct{}, 1),
 		slots:  make([]slot, len(e.nodes)),
 	}
-	// Armed only once f.timer is set, which Complete reads.
+	// Armed only once f.timer is set, which Complete reads. The backend
+	// timeout, on the real clock (Config.clock).
 	f.timer = time.AfterFunc(time.Duration(math.MaxInt64), f.expire)
 	f.timer.Reset(e.cfg.NodeTimeout)
 	return f
@@ -153,12 +155,13 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 		kind = failureKind(err)
 		err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
 	}
-	latency := time.Since(f.start)
-	n.stats.record(latency, kind)
+	at := f.e.clock.Now()
+	latency := at.Sub(f.start)
+	n.stats.record(at, latency, kind)
 	if obs := f.e.cfg.Observer; obs != nil {
 		obs.Vote(n.addr, latency, kind)
 	}
-	v := vote[T]{node: i, val: val, err: err}
+	v := vote[T]{node: i, val: val, err: err, at: at}
 	f.mu.Lock()
 	late := f.late
 	if late == nil {

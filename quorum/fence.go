@@ -72,10 +72,10 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 		e.fences.minted.Add(1)
 	}
 	if t, broken := brokenFence(seen); broken { // a negative control's build only
-		return t, time.Now(), nil
+		return t, e.clock.Now(), nil
 	}
 	if carry >= e.quorum || e.skipFenceWriteBack {
-		return token, time.Now(), nil
+		return token, e.clock.Now(), nil
 	}
 	// Every holder behind gets the token; the answer waits only for enough
 	// of them (each within one backend timeout). Where it was written back
@@ -103,7 +103,7 @@ func (e *Engine) settleFence(ctx context.Context, op lockOp, seen []vote[ack]) (
 		if i := <-raised; i >= 0 {
 			seen[i].val.fence = token
 			if carry++; carry == e.quorum {
-				return token, time.Now(), nil
+				return token, e.clock.Now(), nil
 			}
 		}
 	}
@@ -125,6 +125,8 @@ func sendClocked[T any](f *flight[T], cmd *backend.Command) {
 	e := f.e
 	e.clockMu.Lock()
 	defer e.clockMu.Unlock()
+	// The wall clock, not the engine's: floors from every proxy share one
+	// scale, and a stepped test clock must not set a token behind them.
 	e.lastClock = max(time.Now().UnixMicro(), e.lastClock+1)
 	putFence(cmd.Blank(), e.lastClock)
 	f.send(cmd)

@@ -233,9 +233,10 @@ func TestFenceReseed(t *testing.T) {
 	for _, reseed := range []bool{false, true} {
 		t.Run(map[bool]string{false: "control: no re-seed", true: "re-seed"}[reseed], func(t *testing.T) {
 			var logs syncBuffer
-			cfg := Config{MaxTTL: shortMaxTTL, Fencing: true, skipReseed: !reseed,
+			cfg := Config{Fencing: true, skipReseed: !reseed,
 				Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-			c := newCluster(t, 3, cfg)
+			c := newSteppedCluster(t, []float64{1, 1, 1}, cfg)
+			c.step(t, defaultMaxTTL)
 			waitAllCount(t, c.engine)
 			key := uniqueKey(t)
 			ahead := time.Now().Add(time.Hour).UnixMicro()
@@ -255,6 +256,8 @@ func TestFenceReseed(t *testing.T) {
 			c.direct[2].Del(t.Context(), key)
 			seeds := c.engine.Fences().Reseeds
 			c.servers[0].Restart()
+			c.connected(t, 0) // its quarantine starts
+			c.step(t, defaultMaxTTL)
 			waitAllCount(t, c.engine)
 			c.servers[1].Kill()
 			next := lockFence(t, c.engine, key, "next")

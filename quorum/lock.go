@@ -178,7 +178,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	if !op.acquires() {
 		e.touch(op.keys[1:]) // the send counts the first
 	}
-	start := time.Now()
+	start := e.clock.Now()
 	f := newFlight(e, op.decode)
 	f.keepsTopUps = op.acquires()
 	if op.fenced {

@@ -106,7 +106,7 @@ func setRefusal(err error, ours admit.Set) *SetError {
 // come back within a second.
 func (e *Engine) watchRecords() {
 	defer e.running.Done()
-	tick := time.NewTicker(memberRound)
+	tick := e.clock.NewTicker(memberRound)
 	defer tick.Stop()
 	// A round in flight ends with the engine: Close waits for this
 	// goroutine, and a hung backend must not hold a shutdown for two
@@ -124,7 +124,7 @@ func (e *Engine) watchRecords() {
 		select {
 		case <-e.closed:
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 		case <-e.recordsNews:
 		}
 		ctx, cancel := context.WithTimeout(life, 2*e.cfg.NodeTimeout)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
@@ -22,6 +24,7 @@ type node struct {
 	stats   nodeStats
 	servers *servers  // the engine's: which backend counts which server
 	set     admit.Set // the engine's backend set
+	clock   clockwork.Clock
 
 	// quarantine is off when the backends persist every write. A failover
 	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV).
@@ -46,8 +49,8 @@ type node struct {
 	// quarantine ends, and reason why it was written (admit.Reason...).
 	upSince, markerUntil time.Time
 	reason               string
-	eligibleAt           time.Time   // when both are over: its replies count from then on
-	countTimer           *time.Timer // logs when it counts again, after a quarantine
+	eligibleAt           time.Time       // when both are over: its replies count from then on
+	countTimer           clockwork.Timer // logs when it counts again, after a quarantine
 	values               *valueScripts
 	// record is its backend set record as last read, relation how that
 	// stands to the engine's set; noted, the relation last logged.
@@ -66,7 +69,7 @@ type node struct {
 
 func newNode(index int, rawURL string, e *Engine) (*node, error) {
 	cfg := e.cfg
-	n := &node{index: index, values: valuesOf(cfg.Fencing), servers: &e.servers, set: e.set, changed: e.noteCounting,
+	n := &node{index: index, values: valuesOf(cfg.Fencing), servers: &e.servers, set: e.set, clock: e.clock, changed: e.noteCounting,
 		readRecords: e.askRecords, fencing: cfg.Fencing && !cfg.skipReseed, reseed: e.seed, quarantine: e.quarantine()}
 	hello := []*backend.Command{e.identityCommand()}
 	if cfg.skipIdentity {

@@ -92,7 +92,8 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, 5, Config{MaxTTL: refillMaxTTL, Fencing: tc.fencing})
+			c := newSteppedCluster(t, []float64{1, 1, 1, 1, 1}, Config{MaxTTL: refillMaxTTL, Fencing: tc.fencing})
+			c.step(t, refillMaxTTL)
 			waitAllCount(t, c.engine)
 			key := uniqueKey(t)
 			want, fence, err := tc.take(c, key)
@@ -103,32 +104,29 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 				t.Fatalf("the lock's fencing token is %d, with fencing %v", fence, tc.fencing)
 			}
 			everywhere := slices.Repeat([]string{want}, 5)
-			lastRenewal := time.Now()
-			// holdUntil renews the lock a few times per lease, as a
-			// watchdog does, until cond says nothing is wrong.
+			// holdUntil steps time a fifth of the lease at a time and
+			// renews the lock after each step, as a watchdog does, until
+			// cond says nothing is wrong.
 			holdUntil := func(what string, cond func() string) {
 				t.Helper()
-				deadline := time.Now().Add(20 * time.Second)
-				for {
+				for steps := 0; ; steps++ {
 					wrong := cond()
 					if wrong == "" {
 						return
 					}
-					if time.Now().After(deadline) {
+					if steps == 50 {
 						t.Fatalf("%s: %s", what, wrong)
 					}
-					if time.Since(lastRenewal) > refillTTL/5 {
-						if err := tc.renew(c, key); err != nil {
-							t.Fatalf("%s: the renewal failed: %v; backends have %q", what, err, tc.has(c, key))
-						}
-						lastRenewal = time.Now()
+					c.step(t, refillTTL/5)
+					if err := tc.renew(c, key); err != nil {
+						t.Fatalf("%s: the renewal failed: %v; backends have %q", what, err, tc.has(c, key))
 					}
-					time.Sleep(10 * time.Millisecond)
 				}
 			}
 			startCopies := c.engine.topUps.copies.Load()
 			for i := range 3 {
 				c.servers[i].Restart()
+				c.connected(t, i)
 				quarantined := false
 				holdUntil(fmt.Sprintf("backend %d restarted", i), func() string {
 					quarantined = quarantined || c.engine.Backends()[i].State == StateQuarantined

@@ -165,7 +165,6 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	// quorum-th yes, so each vote's arrival is kept.
 	total := len(e.nodes)
 	votes := make([]vote[renewAnswer], 0, total)
-	arrived := make([]time.Time, 0, total)
 	var failures []*NodeError
 	for len(votes) < total {
 		v, ok := f.next(ctx)
@@ -173,7 +172,6 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 			break
 		}
 		votes = append(votes, v)
-		arrived = append(arrived, time.Now())
 		if v.err != nil {
 			failures = append(failures, v.err.(*NodeError))
 		}
@@ -185,12 +183,12 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	var refused []int // positions in sent
 	for j, i := range sent {
 		t := tally{total: total, quorum: e.quorum, failures: failures}
-		for k, v := range votes {
+		for _, v := range votes {
 			switch {
 			case v.err != nil:
 			case v.val.renewed[j] == '1':
 				if t.yes++; t.yes == t.quorum {
-					t.quorumAt = arrived[k]
+					t.quorumAt = v.at
 				}
 			default:
 				t.no++

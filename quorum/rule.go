@@ -61,7 +61,7 @@ func (t *tally) add(v vote[ack]) {
 			t.minTTL = v.val.ttl
 		}
 		if t.yes == t.quorum {
-			t.quorumAt = time.Now()
+			t.quorumAt = v.at
 		}
 	default:
 		t.no++

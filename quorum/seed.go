@@ -79,7 +79,7 @@ func (e *Engine) seed(n *node) {
 			n.seeding = false
 			n.mu.Unlock()
 			return
-		case <-time.After(seedRetry):
+		case <-e.clock.After(seedRetry):
 		}
 	}
 }

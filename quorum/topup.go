@@ -154,7 +154,7 @@ type topUp struct {
 // sent (flight.sent, sendMark).
 func (e *Engine) newTopUp(fill *fill, key uint32, sent uint64, deadline time.Time) *topUp {
 	s, sends := e.stripe(key)
-	return &topUp{e: e, fill: fill, stripe: s, sends: sends, sent: sent, granted: time.Now(), deadline: deadline,
+	return &topUp{e: e, fill: fill, stripe: s, sends: sends, sent: sent, granted: e.clock.Now(), deadline: deadline,
 		votes: make([]vote[ack], 0, len(e.nodes))}
 }
 
@@ -272,14 +272,14 @@ func (tu *topUp) run() {
 	}()
 	for _, d := range topUpDelays {
 		select {
-		case <-time.After(time.Until(tu.granted.Add(d))):
+		case <-e.clock.After(e.clock.Until(tu.granted.Add(d))):
 		case <-e.closed:
 			return
 		}
 		tu.mu.Lock()
 		ask, held, known := tu.toAsk()
 		tu.mu.Unlock()
-		left := time.Until(tu.deadline)
+		left := e.clock.Until(tu.deadline)
 		if left < topUpLeast {
 			return
 		}

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
@@ -59,6 +61,7 @@ type waits struct {
 	// straggle is how long after a quorum's copies of a release its
 	// callers wait for the other counting backends' copies (Releases).
 	straggle time.Duration
+	clock    clockwork.Clock // the engine's
 	stats    waitCounts
 }
 
@@ -84,9 +87,9 @@ type waitQueue struct {
 // releaseSeen is what a queue knows of one release.
 type releaseSeen struct {
 	at    time.Time
-	from  map[int]bool // the backends that told it
-	late  *time.Timer  // wakes the head at the end of the straggle
-	spent bool         // a grant (or an await) has used it
+	from  map[int]bool    // the backends that told it
+	late  clockwork.Timer // wakes the head at the end of the straggle
+	spent bool            // a grant (or an await) has used it
 }
 
 // waiter is one caller in a queue.
@@ -139,7 +142,7 @@ func (e *Engine) subscribe() {
 	e.waits.watches = map[string]*watch{}
 	e.waits.subs = make([]*backend.Subscriber, len(e.nodes))
 	e.waits.quorum = e.quorum
-	e.waits.straggle = e.cfg.NodeTimeout
+	e.waits.straggle, e.waits.clock = e.cfg.NodeTimeout, e.clock
 	e.waits.counting = func() []bool {
 		out := make([]bool, len(e.nodes))
 		for i, n := range e.nodes {
@@ -223,7 +226,7 @@ func (w *waits) heard(key, id string, from int, counting []bool) {
 	if q == nil {
 		return
 	}
-	now := time.Now()
+	now := w.clock.Now()
 	seen := q.released[id]
 	switch {
 	case seen != nil && now.Sub(seen.at) < noticeDedupe && seen.spent:
@@ -245,7 +248,7 @@ func (w *waits) heard(key, id string, from int, counting []bool) {
 	case from < 0 || len(seen.from) >= w.quorum && coveredBy(seen.from, carrying(counting, q.confirmed)):
 		q.wakeHead()
 	case len(seen.from) >= w.quorum && seen.late == nil:
-		seen.late = time.AfterFunc(w.straggle, func() {
+		seen.late = w.clock.AfterFunc(w.straggle, func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if !seen.spent && w.queues[key] == q {
@@ -387,10 +390,10 @@ type place struct {
 // returns once its turn came, or with ok false when the wait or ctx ended
 // first. The caller must call leave.
 func (e *Engine) getInLine(ctx context.Context, key string, wait time.Duration) (p *place, ok bool) {
-	p = &place{e: e, stop: func() {}, start: time.Now()}
+	p = &place{e: e, stop: func() {}, start: e.clock.Now()}
 	if wait > 0 {
-		t := time.NewTimer(wait)
-		p.deadline, p.stop = t.C, func() { t.Stop() }
+		t := e.clock.NewTimer(wait)
+		p.deadline, p.stop = t.Chan(), func() { t.Stop() }
 	}
 	p.q, p.me = e.waits.join(key)
 	// A release between this engine's first try and its subscription
@@ -440,7 +443,7 @@ func (p *place) granted() {
 
 func (p *place) observe(outcome string) {
 	if obs, ok := p.e.cfg.Observer.(WaitObserver); ok {
-		obs.Waited(time.Since(p.start), outcome)
+		obs.Waited(p.e.clock.Since(p.start), outcome)
 	}
 }
 
@@ -465,11 +468,11 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 	// one said how long the key is taken for: then it waits for a release.
 	for first := true; ; first = false {
 		if !first || !e.waits.freeAt(q).IsZero() {
-			timer := time.NewTimer(time.Until(e.waits.freeAt(q)))
+			timer := e.clock.NewTimer(e.clock.Until(e.waits.freeAt(q)))
 			select {
 			case <-q.wake:
 				stats.wakeUps.Add(1)
-			case <-timer.C:
+			case <-timer.Chan():
 			case <-p.deadline:
 				timer.Stop()
 				return Result{}, p.ended(ctx, lastErr)
@@ -490,7 +493,7 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			e.waits.setFreeAt(q, time.Time{})
 			return Result{}, p.ended(ctx, ErrNotAcquired)
 		case err == nil:
-			e.waits.setFreeAt(q, time.Now().Add(ttl))
+			e.waits.setFreeAt(q, e.clock.Now().Add(ttl))
 			p.granted()
 			return res, nil
 		case errors.Is(err, ErrNotAcquired):
@@ -498,11 +501,11 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			left, perr := e.pttl(context.WithoutCancel(ctx), key)
 			switch {
 			case perr == nil:
-				e.waits.setFreeAt(q, time.Now().Add(e.freedAfter(left)))
+				e.waits.setFreeAt(q, e.clock.Now().Add(e.freedAfter(left)))
 			case errors.Is(perr, ErrNoExpiry):
-				e.waits.setFreeAt(q, time.Now().Add(e.cfg.MaxTTL))
+				e.waits.setFreeAt(q, e.clock.Now().Add(e.cfg.MaxTTL))
 			default: // gone since, or undecided
-				e.waits.setFreeAt(q, time.Now().Add(retryUndecided))
+				e.waits.setFreeAt(q, e.clock.Now().Add(retryUndecided))
 			}
 		default:
 			var tooFew *NoQuorumError
@@ -518,7 +521,7 @@ func (e *Engine) acquireWaiting(ctx context.Context, key, token string, ttl, wai
 			if tooFew.Counted >= tooFew.Needed {
 				again = retryUndecided + rand.N(3*retryUndecided)
 			}
-			e.waits.setFreeAt(q, time.Now().Add(again))
+			e.waits.setFreeAt(q, e.clock.Now().Add(again))
 		}
 	}
 }
@@ -644,8 +647,8 @@ func (w *waits) confirmedPattern(i int, pattern string) bool {
 type sighting struct {
 	at   time.Time
 	from map[int]bool
-	told bool        // the callers heard it
-	late *time.Timer // tells the callers at the end of the straggle
+	told bool            // the callers heard it
+	late clockwork.Timer // tells the callers at the end of the straggle
 }
 
 // watched hears backend from's copy of a notice on a watched pattern:
@@ -658,7 +661,7 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 		w.mu.Unlock()
 		return
 	}
-	now := time.Now()
+	now := w.clock.Now()
 	s := wt.seen[id]
 	if s != nil && now.Sub(s.at) < noticeDedupe && !s.from[from] {
 		s.from[from] = true // another backend's copy
@@ -677,7 +680,7 @@ func (w *waits) watched(from int, pattern, id, name, payload string) {
 	}
 	if wt.copies > 1 && !coveredBy(s.from, carrying(counting, wt.confirmed)) {
 		if s.late == nil {
-			s.late = time.AfterFunc(w.straggle, func() { w.tell(wt, s, name, payload) })
+			s.late = w.clock.AfterFunc(w.straggle, func() { w.tell(wt, s, name, payload) })
 		}
 		w.mu.Unlock()
 		return
@@ -750,12 +753,12 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 	// hand-over that the waiter before left, if any: its caller takes the
 	// key in that time, or lets it be.
 	for {
-		if at := e.waits.freeAt(p.q); time.Until(at) > 0 {
-			timer := time.NewTimer(time.Until(at))
+		if left := e.clock.Until(e.waits.freeAt(p.q)); left > 0 {
+			timer := e.clock.NewTimer(left)
 			select {
 			case <-p.q.wake:
 				e.waits.stats.wakeUps.Add(1)
-			case <-timer.C:
+			case <-timer.Chan():
 			case <-p.deadline:
 				timer.Stop()
 				return p.ended(ctx, ErrTimeout)
@@ -770,7 +773,7 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 		case errors.Is(err, ErrNotFound):
 			// The caller takes the key itself: the next in line gives it
 			// a backend timeout to do so before looking.
-			e.waits.setFreeAt(p.q, time.Now().Add(e.cfg.NodeTimeout))
+			e.waits.setFreeAt(p.q, e.clock.Now().Add(e.cfg.NodeTimeout))
 			p.granted()
 			return nil
 		case errors.Is(err, ErrNoExpiry):
@@ -778,6 +781,6 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 		case err != nil:
 			left = max(retryUndecided, e.cfg.NodeTimeout)
 		}
-		e.waits.setFreeAt(p.q, time.Now().Add(e.freedAfter(left)))
+		e.waits.setFreeAt(p.q, e.clock.Now().Add(e.freedAfter(left)))
 	}
 }

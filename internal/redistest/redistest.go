@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +50,10 @@ type Server struct {
 	opts []string
 	env  []string // added to the environment of every process
 	port int      // fixed once Start returns: Restart reuses it
+	// steps is the SteppedClock the server's clock is on, stepped its
+	// reading there; nil when it runs by itself.
+	steps   *SteppedClock
+	stepped *steppedServer
 
 	mu     sync.Mutex
 	proc   *process // nil when not started or killed
@@ -91,8 +96,13 @@ type Options struct {
 	// times real speed from the moment it starts, through libfaketime: at
 	// 1.5 a key set with a TTL of 3 s is gone after 2 s. Restart keeps it;
 	// SetClockRate changes it.
+	// With Stepped, the rate at which it follows the steps.
 	// Default: 0, the real clock.
 	ClockRate float64
+	// Stepped, when set, freezes the servers' wall clocks (TIME, key
+	// expiry, uptime) at its time, and moves them only when it is
+	// advanced. Restart keeps them on it.
+	Stepped *SteppedClock
 }
 
 // StartWith starts n servers as StartN does, with o.
@@ -103,7 +113,7 @@ func StartWith(t testing.TB, n int, o Options) []*Server {
 		t.Fatalf("redistest: redis-server is not installed (%v); install it with: %s (Debian/Ubuntu, as root or with sudo)", err, installHint)
 	}
 	var env []string
-	if o.ClockRate != 0 {
+	if o.ClockRate != 0 && o.Stepped == nil {
 		if env, err = fakeClock(o.ClockRate); err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
@@ -116,6 +126,14 @@ func StartWith(t testing.TB, n int, o Options) []*Server {
 		// Registered after t.TempDir, so it runs before the dir is removed.
 		t.Cleanup(s.close)
 		servers[i] = s
+		if o.Stepped != nil {
+			if err := s.stepOn(o.Stepped); err != nil {
+				t.Fatalf("redistest: %v", err)
+			}
+			if o.ClockRate != 0 {
+				s.SetClockRate(o.ClockRate)
+			}
+		}
 		// The goroutines only return errors: t.Fatalf must stay on the test
 		// goroutine.
 		wg.Go(func() { errs[i] = s.start() })
@@ -241,9 +259,14 @@ func (s *Server) Restart() {
 }
 
 // SetClockRate sets the rate of the server's clocks, as Options.ClockRate
-// does (0: the real clock), from its next Restart on. It reports a missing
+// does (0: the real clock), from its next Restart on; on a SteppedClock,
+// from its next step on (0: as the steps). It reports a missing
 // libfaketime with t.Errorf and leaves the rate as it was.
 func (s *Server) SetClockRate(rate float64) {
+	if s.steps != nil {
+		s.steps.setRate(s.stepped, cmp.Or(rate, 1))
+		return
+	}
 	var env []string
 	if rate != 0 {
 		var err error
@@ -417,6 +440,12 @@ func fakeClock(rate float64) ([]string, error) {
 	if rate < 0 {
 		return nil, fmt.Errorf("clock rate %g is negative", rate)
 	}
+	return fakeTimeEnv("FAKETIME=+0 x" + strconv.FormatFloat(rate, 'f', -1, 64))
+}
+
+// fakeTimeEnv returns the environment that preloads libfaketime, with
+// settings, its FAKETIME variables.
+func fakeTimeEnv(settings ...string) ([]string, error) {
 	if _, err := exec.LookPath("faketime"); err != nil {
 		return nil, fmt.Errorf("libfaketime is not installed (%v); install it with: %s (Debian/Ubuntu, as root or with sudo)", err, fakeTimeHint)
 	}
@@ -427,10 +456,7 @@ func fakeClock(rate float64) ([]string, error) {
 			return nil, fmt.Errorf("libfaketime.so.1 is not under /usr/lib*/[*/]faketime; install it with: %s", fakeTimeHint)
 		}
 	}
-	return []string{
-		"LD_PRELOAD=libc_malloc_debug.so.0:/usr/$LIB/faketime/libfaketime.so.1",
-		"FAKETIME=+0 x" + strconv.FormatFloat(rate, 'f', -1, 64),
-	}, nil
+	return append([]string{"LD_PRELOAD=libc_malloc_debug.so.0:/usr/$LIB/faketime/libfaketime.so.1"}, settings...), nil
 }
 
 // freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
