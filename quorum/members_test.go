@@ -253,13 +253,14 @@ func TestAdoptRefuses(t *testing.T) {
 // state shows with a countdown that moves; a lock the old epoch granted
 // before is not granted again before it expires.
 func TestAdoptGrows(t *testing.T) {
-	servers := redistest.StartN(t, 5)
+	clock := redistest.NewSteppedClock(time.Now().UTC().Truncate(time.Second))
+	servers := redistest.StartWith(t, 5, redistest.Options{Stepped: clock})
 	var urls []string
 	for _, s := range servers {
 		urls = append(urls, s.URL())
 	}
-	const maxTTL = 4 * time.Second
-	oldCfg := Config{Backends: urls[:3], NodeTimeout: time.Second, MaxTTL: maxTTL, DisableRestartQuarantine: true}
+	const maxTTL = defaultMaxTTL
+	oldCfg := Config{Backends: urls[:3], NodeTimeout: time.Second, MaxTTL: maxTTL, DisableRestartQuarantine: true, clock: clock}
 	old := newEngine(t, oldCfg)
 	waitAllCount(t, old)
 	key := uniqueKey(t)
@@ -302,12 +303,17 @@ func TestAdoptGrows(t *testing.T) {
 	if _, err := e.acquire(t.Context(), key, "second", time.Second); err != ErrNotAcquired {
 		t.Errorf("the old epoch's lock through the new engine: %v, want not acquired", err)
 	}
-	redistest.Eventually(t, func() string {
-		if left := e.Backends()[3].QuarantineLeft; left >= first {
-			return fmt.Sprintf("the countdown stands at %v", left)
-		}
-		return ""
-	})
+	clock.Advance(time.Second)
+	if left := e.Backends()[3].QuarantineLeft; left >= first {
+		t.Errorf("the countdown stands at %v a second after %v", left, first)
+	}
+	clock.Advance(first - 2*time.Second)
+	if st := e.Backends()[3].State; st != StateEpochWait {
+		t.Errorf("new member 3 a second before the epoch wait's end: %s", st)
+	}
+	// The wait starts where the set is recorded on the new members: at
+	// the adopt, or at the new engine's first round of the records.
+	clock.Advance(time.Second + memberRound)
 	waitAllCount(t, e)
 	if _, err := e.acquire(t.Context(), uniqueKey(t), "me", time.Second); err != nil {
 		t.Errorf("after the epoch wait: %v", err)
