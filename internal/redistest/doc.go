@@ -6,7 +6,10 @@
 // survive: Kill (a lost node), Pause and Resume (a hung node, SIGSTOP and
 // SIGCONT) and Restart (a node that comes back empty, having forgotten every
 // lock it held). StartWith's ClockRate (libfaketime) runs a server's clock
-// fast or slow, as a host whose clock is off would.
+// fast or slow, as a host whose clock is off would; its Stepped puts the
+// servers' clocks on a SteppedClock, which moves them only when the test
+// advances it, together with the clockwork.Clock it gives the code under
+// test: a wait of a minute then takes one step.
 //
 // It knows nothing about locks, quorums or the proxy. It needs the
 // redis-server binary in PATH and fails the test when it is missing rather
