@@ -86,10 +86,7 @@ func TestShardGroups(t *testing.T) {
 	}
 
 	// The safety workload over both proxies, on keys of every group.
-	oldKeys := *safetyKeys
-	*safetyKeys = 9
-	t.Cleanup(func() { *safetyKeys = oldKeys })
-	run := &safetyRun{h: newHistory()}
+	run := &safetyRun{h: newHistory(), keys: 9}
 	run.res = newResourceLog(run.h)
 	runCtx, stop := context.WithCancel(ctx)
 	var clients sync.WaitGroup

@@ -259,7 +259,7 @@ func runSafetyOn(t *testing.T, setup safetySetup, schedule []phase, total time.D
 		waitForQuorum(t, p)
 	}
 
-	run := &safetyRun{h: e.h, res: newResourceLog(e.h)}
+	run := &safetyRun{h: e.h, res: newResourceLog(e.h), keys: *safetyKeys}
 	ctx, cancel := context.WithCancel(t.Context())
 	var clients sync.WaitGroup
 	for c := range *safetyClients {

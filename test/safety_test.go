@@ -224,10 +224,12 @@ func (e *safetyEnv) restartProxy(i int) {
 	e.proxies[i] = startBinary(e.t, e.binary, addr, listeningLine, nil, e.args...)
 }
 
-// safetyRun is one run: its history and resource log when it ended.
+// safetyRun is one run: its history and resource log when it ended, and
+// how many keys its clients contend for.
 type safetyRun struct {
-	h   *history
-	res *resourceLog
+	h    *history
+	res  *resourceLog
+	keys int
 }
 
 // runSafety runs the schedule with the proxies on all 5 backends.
@@ -261,7 +263,7 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 	h := run.h
 	rng := rand.New(rand.NewPCG(uint64(id), 42))
 	for n := 0; ctx.Err() == nil; n++ {
-		key := fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys))
+		key := fmt.Sprintf("safety:%d", rng.IntN(run.keys))
 		token := fmt.Sprintf("c%d-%d", id, n)
 		acquire := tryAcquire(ctx, h, cli, id, key, token)
 		if acquire.Outcome != outOK {
