@@ -16,9 +16,11 @@ run: build
 ## test: every test, with the race detector, against real redis-server processes
 ## and the real client libraries of the compatibility suite. One package at a
 ## time (-p 1): the fault tests time backends out on purpose, and another
-## package's load on this 2-core machine must not do it for them. In the
-## end-to-end package the client tests (clientTest) run four at a time, after
-## its serial fault tests, against a proxy built without -race. The test
+## package's load on this 2-core machine must not do it for them. The
+## end-to-end package runs its tests four at a time: a few timing-sensitive
+## ones alone first, then those of the proxy alone (proxyTest, one heavy
+## safety run or build among them at a time), then the client tests
+## (clientTest) against a proxy built without -race. The test
 ## package, the compatibility suite's JVM and Python runs among it, takes
 ## over go test's default 10 minutes under -race. internal/rawsock runs again
 ## without -race, under which it uses the syscall package's calls instead of

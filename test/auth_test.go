@@ -48,6 +48,7 @@ func clientKeys(t *testing.T, s *redistest.Server) int64 {
 // configured, an unauthenticated SET gets NOAUTH and nothing reaches the
 // backends; PING is served before AUTH.
 func TestAuthNoAuthReachesNoBackend(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-password", "s3cret")
 	anon := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: 2, MaxRetries: -1})
 	defer anon.Close()
@@ -86,6 +87,7 @@ func TestAuthNoAuthReachesNoBackend(t *testing.T) {
 // with SHA-256 and bcrypt hashes; each user's locks land under its prefix
 // on the backends, and another user can neither see nor release them.
 func TestAuthUsersKeyPrefix(t *testing.T) {
+	proxyTest(t)
 	bc, err := bcrypt.GenerateFromPassword([]byte("pw-two"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -168,6 +170,7 @@ key_prefix = "app2:"
 // TestAuthUserFlag: the flag form of a user, and a bad one stops the
 // proxy with a message naming the key and not the hash.
 func TestAuthUserFlag(t *testing.T) {
+	proxyTest(t)
 	hash := sha256Hex("flag-pw")
 	c := newCluster(t, 3, "-users", "ops:sha256:"+hash+":ops:", "-password", "legacy")
 	ops := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Username: "ops", Password: "flag-pw", MaxRetries: -1})
@@ -195,6 +198,7 @@ func TestAuthUserFlag(t *testing.T) {
 // or have none (they see every key, an administrator's account), are
 // accepted.
 func TestAuthOverlappingPrefixes(t *testing.T) {
+	proxyTest(t)
 	hash := sha256Hex("pw")
 	out, err := runBinary("-users", "outer:sha256:"+hash+":t:", "-users", "inner:sha256:"+hash+":t:x:")
 	if err == nil {

@@ -41,6 +41,7 @@ func synthHolding(client int, token string, start, end float64) holding {
 }
 
 func TestCheckerHistories(t *testing.T) {
+	proxyTest(t)
 	for _, tc := range []struct {
 		name     string
 		ops      []op
@@ -266,6 +267,7 @@ func TestCheckerHistories(t *testing.T) {
 }
 
 func TestCheckerResource(t *testing.T) {
+	proxyTest(t)
 	e := func(token string, at float64) resourceEntry { return resourceEntry{Token: token, At: msDur(at)} }
 	for _, tc := range []struct {
 		name string
@@ -311,6 +313,7 @@ func TestCheckerResource(t *testing.T) {
 // accepted per key, accepts it again and refuses a smaller one, whenever
 // the write comes.
 func TestResourceFenced(t *testing.T) {
+	proxyTest(t)
 	r := newResourceLog(newHistory())
 	for _, w := range []struct {
 		key, token string
@@ -345,6 +348,7 @@ func TestResourceFenced(t *testing.T) {
 // once per writer; a stale holder refused after its holding is fencing
 // doing its job.
 func TestCheckerFencedWrites(t *testing.T) {
+	proxyTest(t)
 	grant := func(client int, token string, call, ret float64, fence int64) op {
 		o := synthAcquire(client, token, call, ret, outOK)
 		o.Fence = fence
@@ -379,6 +383,7 @@ func TestCheckerFencedWrites(t *testing.T) {
 }
 
 func TestCheckerDescriptions(t *testing.T) {
+	proxyTest(t)
 	o := overlap{Key: "k", A: synthHolding(1, "a", 1, 97), B: synthHolding(2, "b", 51, 147)}
 	if exp, got := `key "k": client 1 (token a) [1.0ms, 97.0ms] and client 2 (token b) [51.0ms, 147.0ms] both held it for 46.0ms`, o.String(); exp != got {
 		t.Errorf("overlap:\nexpected %s\ngot      %s", exp, got)
@@ -437,6 +442,7 @@ func cleanHistory(n, keys, clients int) ([]op, map[string][]resourceEntry, int) 
 }
 
 func TestCheckerLargeHistory(t *testing.T) {
+	proxyTest(t)
 	ops, log, acquired := cleanHistory(20000, 3, 16)
 	hs := holdings(ops)
 	n := 0
@@ -569,6 +575,7 @@ func simulateLocks(seed uint64, clients, keys, n, broken int) []op {
 }
 
 func TestCheckerSimulatedServer(t *testing.T) {
+	proxyTest(t)
 	for seed := range uint64(5) {
 		t.Run(fmt.Sprintf("correct server, seed %d", seed), func(t *testing.T) {
 			ops := simulateLocks(seed, 16, 3, 20000, 0)
@@ -596,6 +603,7 @@ func TestCheckerSimulatedServer(t *testing.T) {
 // that of a grant which returned before it was asked for, and a grant
 // without a token; grants that overlap in time may come in either order.
 func TestCheckerFences(t *testing.T) {
+	proxyTest(t)
 	grant := func(token string, call, ret time.Duration, fence int64) op {
 		return op{Key: "k", Token: token, Kind: opAcquire, Outcome: outOK, Call: call * time.Millisecond, Return: ret * time.Millisecond, Fence: fence}
 	}

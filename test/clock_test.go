@@ -19,6 +19,7 @@ import (
 // INFO backends, /readyz and the metrics, and its votes do not count; one
 // at 1.001, inside drift_factor, counts.
 func TestClockRate(t *testing.T) {
+	proxyTest(t)
 	servers := []*redistest.Server{
 		redistest.StartWith(t, 1, redistest.Options{ClockRate: 1.5})[0],
 		redistest.StartWith(t, 1, redistest.Options{ClockRate: 1.001})[0],

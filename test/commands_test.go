@@ -43,6 +43,7 @@ func do(t *testing.T, c *redis.Client, args ...any) string {
 // TestCommands runs every row of the command table through go-redis v9
 // against 3 and 5 real backends.
 func TestCommands(t *testing.T) {
+	proxyTest(t)
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
 			c := newCluster(t, n)
@@ -149,6 +150,7 @@ func TestCommands(t *testing.T) {
 
 // TestRedisCLI follows the README's walk-through with redis-cli itself.
 func TestRedisCLI(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 5)
 	addr := c.proxy.Addr
 	for _, step := range []struct {
@@ -177,6 +179,7 @@ func TestRedisCLI(t *testing.T) {
 // TestRESP3 checks that a RESP3 connection (go-redis's default) and a RESP2
 // one both get the null each expects for contention.
 func TestRESP3AndRESP2(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	for _, proto := range []int{2, 3} {
 		cli := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: proto, MaxRetries: -1})
@@ -206,6 +209,7 @@ func TestRESP3AndRESP2(t *testing.T) {
 // TestPipelinedLocks: a go-redis pipeline of lock commands, on distinct keys
 // and on one key, gets every reply right and in order.
 func TestPipelinedLocks(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	cli := c.proxy.Client(t)
 	ctx := t.Context()
@@ -250,6 +254,7 @@ func TestPipelinedLocks(t *testing.T) {
 // never run, as on redis-server, even lock commands the proxy would run
 // ahead of their turn: a client must not hold a lock it never heard of.
 func TestQuitEndsThePipeline(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	for _, tc := range []struct {
 		name, req, want string
@@ -299,6 +304,7 @@ func TestQuitEndsThePipeline(t *testing.T) {
 // DB, redis-py's redis://host:port/n), which they SELECT at connect, holds
 // locks apart from database 0's of the same name.
 func TestDatabasesThroughClients(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	ctx := t.Context()
 	zero := c.proxy.Client(t)

@@ -23,6 +23,7 @@ const noBackends = "lockproxy: backends: empty: list the Redis masters (redis://
 // a file without the key, config.example.toml left unedited) stops the
 // proxy at start with one message, never a fallback to embedded backends.
 func TestConfigEmptyBackends(t *testing.T) {
+	proxyTest(t)
 	for _, tc := range []struct {
 		name string
 		env  []string
@@ -49,6 +50,7 @@ func TestConfigEmptyBackends(t *testing.T) {
 // TestConfigDuplicateBackend: two URLs that reach one redis-server (an
 // address and a name for it) stop the proxy at start, naming both.
 func TestConfigDuplicateBackend(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 2)
 	port := strings.Split(servers[0].Addr(), ":")[1]
 	runID := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(servers[0].Client(t).Info(t.Context(), "server").Val())[1]
@@ -68,6 +70,7 @@ func TestConfigDuplicateBackend(t *testing.T) {
 // them, though every backend answers, and INFO backends says
 // backends_embedded:1; a proxy over real backends says neither.
 func TestEmbeddedNotReady(t *testing.T) {
+	proxyTest(t)
 	p := startProxy(t, "-metrics", "127.0.0.1:0")
 	base := "http://" + p.waitLog(t, metricsLine)[1]
 	resp, err := http.Get(base + "/readyz")

@@ -124,6 +124,7 @@ func checkHeld(t *testing.T, c *cluster, all []acquisition) (ok int) {
 // new connections are refused meanwhile; every OK any client got is held
 // on a quorum; the process exits 0 within the shutdown timeout.
 func TestDrainAcquisitions(t *testing.T) {
+	proxyTest(t)
 	const shutdownTimeout = 10 * time.Second
 	c := newCluster(t, 3, "-backend-timeout", "5s", "-shutdown-timeout", shutdownTimeout.String())
 	as, term := termWithAcquisitionsInFlight(t, c, 16, 200)
@@ -174,6 +175,7 @@ func TestDrainAcquisitions(t *testing.T) {
 // timeout, the proxy exits anyway, and none of them is answered OK. The
 // bound on the exit leaves room for the backend timeout.
 func TestDrainDeadline(t *testing.T) {
+	proxyTest(t)
 	const shutdownTimeout, backendTimeout = time.Second, 5 * time.Second
 	c := newCluster(t, 3, "-backend-timeout", backendTimeout.String(), "-shutdown-timeout", shutdownTimeout.String())
 	as, term := termWithAcquisitionsInFlight(t, c, 8, 50)

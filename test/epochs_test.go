@@ -65,6 +65,7 @@ func infoBackend(t *testing.T, addr string, i int) map[string]string {
 // moving and never above max_ttl; the log says when the quorum was lost
 // and when it came back.
 func TestWedgeClears(t *testing.T) {
+	proxyTest(t)
 	servers, list := backends(t, 5)
 	const maxTTL = 3 * time.Second
 	common := []string{"-backends", list, "-max-ttl", maxTTL.String(), "-backend-timeout", "500ms"}
@@ -123,6 +124,7 @@ func TestWedgeClears(t *testing.T) {
 // beside the deployment: it writes no record, says what it misses, and
 // the deployment never stops granting.
 func TestStrayProxyWritesNothing(t *testing.T) {
+	proxyTest(t)
 	servers, list := backends(t, 3)
 	a := startProxy(t, "-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms")
 	waitForQuorum(t, a)
@@ -160,6 +162,7 @@ func TestStrayProxyWritesNothing(t *testing.T) {
 // backends count again within the epoch wait, the mistaken proxy is
 // refused, and a lock taken before is never granted twice.
 func TestUndoMistakenEpoch(t *testing.T) {
+	proxyTest(t)
 	servers, _ := backends(t, 4)
 	const maxTTL = 5 * time.Second
 	common := []string{"-max-ttl", maxTTL.String(), "-restart-quarantine=false", "-backend-timeout", "500ms"}
@@ -215,6 +218,7 @@ func TestUndoMistakenEpoch(t *testing.T) {
 // epoch wait of the two new backends, in INFO, /readyz, the metrics and
 // the log, with a countdown that moves.
 func TestChangeSetProcedure(t *testing.T) {
+	proxyTest(t)
 	servers, _ := backends(t, 5)
 	dir := t.TempDir()
 	config := func(name string, epoch int, idx ...int) string {
@@ -326,6 +330,7 @@ func TestChangeSetProcedure(t *testing.T) {
 // a backend that went down in the background, and shows it back within
 // about a second, its quarantine counting down from then.
 func TestIdleProxySeesBackendReturn(t *testing.T) {
+	proxyTest(t)
 	servers, list := backends(t, 3)
 	p := startProxy(t, "-backends", list, "-max-ttl", "3s", "-backend-timeout", "500ms")
 	waitForQuorum(t, p)

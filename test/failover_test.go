@@ -19,6 +19,7 @@ import (
 // (quorum's TestFailoverIsQuarantined runs the same scenario with the
 // checks off, and a second holder gets the lock.)
 func TestFailoverToAReplicaThatMissedTheLock(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 3)
 	master, b, c := servers[0], servers[1], servers[2]
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strings.Split(master.Addr(), ":")[1])
@@ -70,6 +71,7 @@ func TestFailoverToAReplicaThatMissedTheLock(t *testing.T) {
 // TestReplicaBackendIsRefused: a replica listed as a backend does not count
 // and is sent no lock commands; the log says why, once, in these words.
 func TestReplicaBackendIsRefused(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 3)
 	// A deployment whose third backend was made a replica since its set
 	// was recorded (a first start records nothing until every backend
@@ -115,6 +117,7 @@ func TestReplicaBackendIsRefused(t *testing.T) {
 // TestEvictingBackendIsLogged: a backend whose maxmemory-policy may evict
 // keys with a TTL still counts, and the log says once why it must not.
 func TestEvictingBackendIsLogged(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 2)
 	evicting := redistest.Start(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
 	p := startProxy(t, "-backends", servers[0].URL()+","+servers[1].URL()+","+evicting.URL(), "-restart-quarantine=false")

@@ -312,6 +312,7 @@ func pingErr(c *redis.Client) string {
 }
 
 func TestFaultNetLatencyAndClear(t *testing.T) {
+	proxyTest(t)
 	srv := redistest.Start(t)
 	fn := newFaultNet(t, []string{srv.Addr()})
 	if want := "redis://" + fn.Addr(0); fn.URLs() != want {
@@ -366,6 +367,7 @@ func TestFaultNetLatencyAndClear(t *testing.T) {
 }
 
 func TestFaultNetDropRestore(t *testing.T) {
+	proxyTest(t)
 	srv := redistest.Start(t)
 	fn := newFaultNet(t, []string{srv.Addr()})
 	addr := fn.Addr(0)
@@ -423,6 +425,7 @@ func TestFaultNetDropRestore(t *testing.T) {
 }
 
 func TestFaultNetBlackhole(t *testing.T) {
+	proxyTest(t)
 	srv := redistest.Start(t)
 	fn := newFaultNet(t, []string{srv.Addr()})
 	ctx := context.Background()
@@ -455,6 +458,7 @@ func TestFaultNetBlackhole(t *testing.T) {
 // for the race detector and for deadlocks between toxiproxy's locks and
 // connections that come and go.
 func TestFaultNetUnderLoad(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 2)
 	fn := newFaultNet(t, []string{servers[0].Addr(), servers[1].Addr()})
 	ctx, stop := context.WithCancel(context.Background())

@@ -19,6 +19,7 @@ import (
 // TestPreheldOnMajority: a key held by someone else on 3 of 5 backends gives
 // nil, and the acquisition leaves no trace on the other 2.
 func TestPreheldOnMajority(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 5)
 	for _, s := range c.servers[:3] {
 		s.Client(t).Set(t.Context(), "k", "other", time.Minute)
@@ -37,6 +38,7 @@ func TestPreheldOnMajority(t *testing.T) {
 // TestBackendFaults walks through the faults of the acceptance list on one
 // proxy over 5 backends, checking PING is answered throughout.
 func TestBackendFaults(t *testing.T) {
+	proxyTest(t)
 	const timeout = 300 * time.Millisecond
 	c := newCluster(t, 5, "-backend-timeout", timeout.String())
 	cli := c.proxy.Client(t)
@@ -96,6 +98,7 @@ func TestBackendFaults(t *testing.T) {
 // short random pause when it is held (as lock libraries do), with a
 // non-atomic critical section that would see two holders at once.
 func TestContention(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 5)
 	const workers, rounds = 16, 100
 	var (
@@ -154,6 +157,7 @@ func TestContention(t *testing.T) {
 // TestShutdownDrains: SIGTERM lets a command in flight finish with its real
 // answer, then the process exits 0.
 func TestShutdownDrains(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-backend-timeout", "2s")
 	cli := c.proxy.Client(t)
 	if got := do(t, cli, "PING"); got != "PONG" {

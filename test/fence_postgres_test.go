@@ -42,6 +42,7 @@ var acquiredLine = regexp.MustCompile(`(?m)^acquired token=(\d+)$`)
 // (the example's -unfenced, the wrong way) A's late write overwrites B's,
 // which shows that the fence is what refused it.
 func TestFencePostgresLateWrite(t *testing.T) {
+	proxyTest(t)
 	dsn := startPostgres(t)
 	c := newCluster(t, 3, "-fencing")
 	example := filepath.Join(t.TempDir(), "fenced-postgres")

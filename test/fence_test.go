@@ -21,6 +21,7 @@ import (
 // SET NX answering OK, which redis-py's Lock and go-redis's SetNX need; the
 // next holder's token is larger.
 func TestFenceThroughClients(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 5, "-fencing")
 	ctx := t.Context()
 	cli := c.proxy.Client(t)
@@ -101,6 +102,7 @@ print(lock.acquire(blocking=False), r.execute_command("FENCE", "job:py", lock.lo
 // TestFenceOff: without -fencing, CLIENT FENCING ON says so and FENCE
 // answers nil: no lock has a token.
 func TestFenceOff(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	cli := c.proxy.Client(t)
 	if got := do(t, cli, "CLIENT", "FENCING", "ON"); got != "ERR:ERR fencing is off: set fencing = true on every lockproxy of this deployment" {
@@ -123,6 +125,7 @@ func TestFenceOff(t *testing.T) {
 // with WithSetNXOnExtend (extend-or-acquire) keeps it; the next
 // acquisition's token is larger.
 func TestFenceThroughLockLibraries(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-fencing")
 	ctx := t.Context()
 	cli := c.proxy.Client(t)

@@ -40,6 +40,7 @@ func groupFlags(servers []*redistest.Server, n, size int) []string {
 // no two holders and no fencing token out of order; the other groups go on
 // serving, and the group without a majority answers NOQUORUM for its keys.
 func TestShardGroups(t *testing.T) {
+	proxyTest(t)
 	const groups, size = 3, 3
 	servers := redistest.StartN(t, groups*size)
 	args := append(groupFlags(servers, groups, size), "-restart-quarantine=false", "-backend-timeout", "500ms",
@@ -181,6 +182,7 @@ func TestShardGroups(t *testing.T) {
 // refused by them and answers NOQUORUM, rather than granting keys that the
 // first proxy holds in the other group.
 func TestShardGroupsOtherLayoutRefused(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 6)
 	common := []string{"-restart-quarantine=false", "-backend-timeout", "500ms"}
 	flags := groupFlags(servers, 2, 3)
@@ -207,6 +209,7 @@ func TestShardGroupsOtherLayoutRefused(t *testing.T) {
 // adoption on. A proxy started later, with one group's majority down,
 // serves the other groups at once: the waits are written on the backends.
 func TestShardGroupsChangeDrains(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 9)
 	const maxTTL = 3 * time.Second
 	common := []string{"-restart-quarantine=false", "-backend-timeout", "500ms", "-max-ttl", maxTTL.String()}

@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -35,14 +36,68 @@ var clientTests sync.Map // test name → struct{}
 // build, Python environments, Node modules), as they run side by side.
 var preparing sync.Mutex
 
+// The package's tests run in three phases. First come the few tests that
+// call neither proxyTest nor clientTest, one after another: they assert
+// on timing that a loaded machine upset when they ran beside others (a
+// grant or a cut-off measured to the millisecond, the negative control's
+// restart hazard). Then the tests of the proxy on its own (proxyTest,
+// heavyTest) run side by side; their fault runs time backends out on
+// purpose. Last the client tests (clientTest), whose JVMs and interpreters
+// keep both cores of a CI machine busy and must not load those fault runs.
+// go test -parallel N sets how many tests of a phase run at once
+// (proxySlots, clientSlots), of which one heavy proxy test at most
+// (heavySlot). TestMain lifts go test's own limit: a client test waits for
+// the proxy tests once go test has started it, and under go test's limit
+// the waiting client tests could hold every place the proxy tests need.
+var (
+	proxyTests              sync.WaitGroup // the proxy tests not yet finished
+	proxySlots, clientSlots chan struct{}
+	heavySlot               = make(chan struct{}, 1)
+)
+
+// proxyTest marks a test of the proxy on its own, with no client library's
+// program: it runs beside other proxy tests, before any client test.
+// It counts itself in proxyTests before t.Parallel, while go test runs
+// the package's top-level tests up to their t.Parallel one after another,
+// so that every proxy test is counted before any client test waits.
+func proxyTest(t *testing.T) {
+	t.Helper()
+	proxyTests.Add(1)
+	t.Cleanup(proxyTests.Done)
+	t.Parallel()
+	take(t, proxySlots)
+}
+
+// heavyTest is proxyTest for a test that keeps about a core busy for many
+// seconds (a safety run, a build, a listing of 100,000 locks): one runs at
+// a time, so that the lighter ones beside it keep a core. It waits for its
+// turn before it takes one of proxySlots, which it would hold idle.
+func heavyTest(t *testing.T) {
+	t.Helper()
+	proxyTests.Add(1)
+	t.Cleanup(proxyTests.Done)
+	t.Parallel()
+	take(t, heavySlot)
+	take(t, proxySlots)
+}
+
 // clientTest marks a test about client libraries: its proxies are
-// plainBinary, and it runs beside the other client tests (go test
-// -parallel), after the package's serial tests, whose timing-sensitive
-// fault runs it thus never loads. The engine's and front end's own
-// tests keep the race detector on everything (quorum/, proxy/).
+// plainBinary, and it runs beside the other client tests, after every
+// proxy test, whose timing-sensitive fault runs it thus never loads. The
+// engine's and front end's own tests keep the race detector on everything
+// (quorum/, proxy/).
 func clientTest(t *testing.T) {
+	t.Helper()
 	clientTests.Store(t.Name(), struct{}{})
 	t.Parallel()
+	proxyTests.Wait()
+	take(t, clientSlots)
+}
+
+// take waits for a place in slots and gives it back when t ends.
+func take(t *testing.T, slots chan struct{}) {
+	slots <- struct{}{}
+	t.Cleanup(func() { <-slots })
 }
 
 // proxyBinary is the binary that t's proxies run.
@@ -55,6 +110,10 @@ func proxyBinary(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	n := flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
+	proxySlots, clientSlots = make(chan struct{}, n), make(chan struct{}, n)
+	flag.Set("test.parallel", "1000000") // every top-level test; the slots limit them
 	dir, err := os.MkdirTemp("", "lockproxy-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,6 +21,7 @@ var metricsLine = regexp.MustCompile(`msg="metrics and health listening" addr=(\
 // TestHealthEndpoints: /healthz answers while the process runs; /readyz
 // flips to 503 when a majority of backends is down and names each state.
 func TestHealthEndpoints(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-metrics", "127.0.0.1:0")
 	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
 	get := func(path string) (int, map[string]any, string) {
@@ -72,6 +73,7 @@ func TestHealthEndpoints(t *testing.T) {
 
 // TestPprofEndpoint: -pprof serves Go's profiles next to /metrics.
 func TestPprofEndpoint(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-metrics", "127.0.0.1:0", "-pprof")
 	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
 	resp, err := http.Get(base + "/debug/pprof/goroutine?debug=1")
@@ -90,6 +92,7 @@ func TestPprofEndpoint(t *testing.T) {
 // in their own words in the log, /readyz, the failure metric and INFO,
 // not as "bad reply type 'H'" or "unreachable".
 func TestBackendMistakesShown(t *testing.T) {
+	proxyTest(t)
 	// Two mistakes made after the deployment's set was recorded (a first
 	// start records nothing until every backend answers): a backend's
 	// password changed but not its URL, and another service took a

@@ -83,6 +83,7 @@ func lockListAll(t *testing.T, cli *redis.Client, args ...any) map[string]listed
 // on one backend shows it there; GET /locks says the same as JSON, and
 // redis-cli --scan lists a tenant's held keys.
 func TestInspectTwoProxies(t *testing.T) {
+	proxyTest(t)
 	pass := sha256Hex("pw")
 	users := []string{"-users", "t1:sha256:" + pass + ":t1:", "-users", "t2:sha256:" + pass + ":t2:", "-users", "admin:sha256:" + pass}
 	c := newCluster(t, 3, append(users, "-metrics", "127.0.0.1:0")...)
@@ -216,6 +217,7 @@ func TestInspectTwoProxies(t *testing.T) {
 // most about COUNT locks and costs each backend a bounded number of SCANs
 // and scripts, and KEYS is never called.
 func TestInspectBounded(t *testing.T) {
+	heavyTest(t)
 	const locks, count = 100_000, 1000
 	c := newCluster(t, 3)
 	for _, s := range c.servers {

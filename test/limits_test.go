@@ -60,6 +60,7 @@ func (c *rawConn) closed() bool {
 // error and is closed, and nothing else changes; once one leaves, a new
 // one is served.
 func TestLimitMaxClients(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-max-clients", "2")
 	a, b := dialRaw(t, c.proxy.Addr), dialRaw(t, c.proxy.Addr)
 	for _, conn := range []*rawConn{a, b} {
@@ -90,6 +91,7 @@ func TestLimitMaxClients(t *testing.T) {
 // TestLimitIdleTimeout: a connection idle for idle_timeout is closed;
 // one that keeps talking is not.
 func TestLimitIdleTimeout(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-idle-timeout", "500ms")
 	busy, idle := dialRaw(t, c.proxy.Addr), dialRaw(t, c.proxy.Addr)
 	idle.roundTrip(t, wireCmd("PING"))
@@ -112,6 +114,7 @@ func TestLimitIdleTimeout(t *testing.T) {
 // max_token_bytes are served; one byte more gets an error naming the
 // limit, and nothing reaches the backends.
 func TestLimitKeyAndTokenBytes(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-max-key-bytes", "16", "-max-token-bytes", "8")
 	r := c.proxy.Client(t)
 	key, token := strings.Repeat("k", 16), strings.Repeat("t", 8)
@@ -143,6 +146,7 @@ func TestLimitKeyAndTokenBytes(t *testing.T) {
 // wire is served; one byte more gets the protocol error and the
 // connection is closed, and the proxy serves others as before.
 func TestLimitMaxRequestBytes(t *testing.T) {
+	proxyTest(t)
 	const limit = 2048
 	c := newCluster(t, 3, "-max-request-bytes", fmt.Sprint(limit), "-max-token-bytes", fmt.Sprint(limit))
 	// setOfSize returns a SET of n bytes on the wire, and its token.
@@ -230,6 +234,7 @@ func heapUse(t *testing.T, metrics string) int {
 // commands are sent a few at a time: only what the idle connections keep
 // is measured.
 func TestLimitIdleConnectionMemory(t *testing.T) {
+	proxyTest(t)
 	const conns, payload, workers = 1000, 1_000_000, 4
 	c := newCluster(t, 3, "-metrics", "127.0.0.1:0", "-pprof")
 	metrics := c.proxy.waitLog(t, metricsLine)[1]
@@ -307,6 +312,7 @@ func TestLimitIdleConnectionMemory(t *testing.T) {
 // interaction either way, as Redis's timeout counts it), and each frees its
 // max_clients slot; a client that reads its replies is served throughout.
 func TestLimitNonReadingClients(t *testing.T) {
+	proxyTest(t)
 	const limit, stuck = time.Second, 20
 	for _, tc := range []struct {
 		name string

@@ -23,6 +23,7 @@ import (
 // NOQUORUM naming the other set, and logs why once per backend, in these
 // words.
 func TestTwoBackendSets(t *testing.T) {
+	proxyTest(t)
 	servers := redistest.StartN(t, 5)
 	url := func(idx ...int) string {
 		var urls []string
@@ -183,6 +184,7 @@ func runChangeSetWith(t *testing.T, bin string, oldSet, newSet []int, during fun
 // TestSafetyGrowThreeToFive: the safety workload while the set grows from
 // backends {0,1,2} to {0,1,2,3,4}: zero overlaps.
 func TestSafetyGrowThreeToFive(t *testing.T) {
+	heavyTest(t)
 	if v := runChangeSet(t, []int{0, 1, 2}, []int{0, 1, 2, 3, 4}, nil); v.violations > 0 {
 		t.Fatalf("%d safety violations", v.violations)
 	}
@@ -191,6 +193,7 @@ func TestSafetyGrowThreeToFive(t *testing.T) {
 // TestSafetyReplaceOne: the safety workload while backend 2 of {0,1,2} is
 // replaced by backend 3: zero overlaps.
 func TestSafetyReplaceOne(t *testing.T) {
+	heavyTest(t)
 	if v := runChangeSet(t, []int{0, 1, 2}, []int{0, 1, 3}, nil); v.violations > 0 {
 		t.Fatalf("%d safety violations", v.violations)
 	}
@@ -202,6 +205,7 @@ func TestSafetyReplaceOne(t *testing.T) {
 // existed: each counted its own list. The checker must find the overlaps
 // the two sets cause, or the runs above prove nothing.
 func TestSafetyChangeSetNegativeControl(t *testing.T) {
+	heavyTest(t)
 	bin, err := brokenSetBinary()
 	if err != nil {
 		t.Fatal(err)

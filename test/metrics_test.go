@@ -49,6 +49,7 @@ func scrape(t *testing.T, base string) map[string]float64 {
 // TestMetricsEndpoint: after a lock cycle /metrics shows it, and each
 // backend's up gauge follows the backend.
 func TestMetricsEndpoint(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-metrics", "127.0.0.1:0")
 	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
 	rdb := c.proxy.Client(t)
@@ -110,6 +111,7 @@ func TestMetricsEndpoint(t *testing.T) {
 // TestInfoBackendsRedisCLI: redis-cli INFO backends shows every backend's
 // state, and a killed one as down.
 func TestInfoBackendsRedisCLI(t *testing.T) {
+	proxyTest(t)
 	if _, err := exec.LookPath("redis-cli"); err != nil {
 		t.Fatalf("redis-cli: %v", err)
 	}

@@ -105,6 +105,7 @@ func dialTLS(t *testing.T, addr string, certs *testcerts.Set) (*rawConn, *big.In
 // replaced in place serves the new certificate to new connections; a
 // connection opened before stays open and keeps locking.
 func TestReloadTLSCertificate(t *testing.T) {
+	proxyTest(t)
 	certs := testcerts.New(t)
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "server.pem"), filepath.Join(dir, "server-key.pem")
@@ -151,6 +152,7 @@ func TestReloadTLSCertificate(t *testing.T) {
 // whole running configuration and logs exactly one line, an error naming
 // the key; the proxy serves on as before.
 func TestReloadBrokenFile(t *testing.T) {
+	proxyTest(t)
 	_, list := backends(t, 3)
 	good := fmt.Sprintf("backends = %s\npassword = \"old\"\n", tomlList(list))
 	conf := writeFile(t, "lockproxy.toml", good)
@@ -184,6 +186,7 @@ func TestReloadBrokenFile(t *testing.T) {
 // file: a new AUTH needs the new password, and a connection authenticated
 // before keeps working. log_level changes too.
 func TestReloadPassword(t *testing.T) {
+	proxyTest(t)
 	_, list := backends(t, 3)
 	conf := func(pass, level string) string {
 		return fmt.Sprintf("backends = %s\nlog_level = %q\n[[users]]\nname = \"app\"\npassword_sha256 = %q\n",
@@ -229,6 +232,7 @@ func TestReloadPassword(t *testing.T) {
 // running backends keep serving, and every later reload refuses it again.
 // A changed metrics address needs a restart and is refused likewise.
 func TestReloadBackends(t *testing.T) {
+	proxyTest(t)
 	old, oldList := backends(t, 3)
 	_, newList := backends(t, 3)
 	conf := func(list, pass, metrics string) string {

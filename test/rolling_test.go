@@ -23,6 +23,7 @@ import (
 // and redsync's Extend would fail from then on. With fencing, the copies
 // carry the lock's fencing token, and FENCE answers it to the end.
 func TestRollingRestartKeepsExtendedLock(t *testing.T) {
+	proxyTest(t)
 	for _, fencing := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fencing=%v", fencing), func(t *testing.T) { rollWhileExtending(t, fencing) })
 	}

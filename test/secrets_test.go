@@ -12,6 +12,7 @@ import (
 // none of them on the command line or in the log; a flag overrides its
 // variable.
 func TestSecretEnv(t *testing.T) {
+	proxyTest(t)
 	_, list := backends(t, 3)
 	hash := sha256Hex("user-pw")
 	p := startProxyOn(t, "127.0.0.1:0", listeningLine, []string{
@@ -48,6 +49,7 @@ func TestSecretEnv(t *testing.T) {
 // one, a connection authenticated before keeps working, and a user added to
 // the file can AUTH. No secret is logged.
 func TestSecretFiles(t *testing.T) {
+	proxyTest(t)
 	pwFile := writeFile(t, "password", "first-pw\n")
 	usersFile := writeFile(t, "users", "# tenants\napp:sha256:"+sha256Hex("app-pw")+":app:\n")
 	c := newCluster(t, 3, "-password-file", pwFile, "-users-file", usersFile)

@@ -14,6 +14,7 @@ import (
 
 // TestChatter: the small commands clients send around their locks.
 func TestChatter(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	cli := c.proxy.Client(t)
 	for _, s := range []struct {
@@ -40,6 +41,7 @@ func TestChatter(t *testing.T) {
 // TestAuth: with a password, nothing but the handshake is served before
 // AUTH, and nothing reaches the backends.
 func TestAuth(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-password", "s3cret")
 	anon := redis.NewClient(&redis.Options{Addr: c.proxy.Addr, Protocol: 2, MaxRetries: -1})
 	defer anon.Close()
@@ -71,6 +73,7 @@ func TestAuth(t *testing.T) {
 // TestQuarantineOnColdStart: fresh backends count only once up for max_ttl,
 // and the error says why.
 func TestQuarantineOnColdStart(t *testing.T) {
+	proxyTest(t)
 	_, list := backends(t, 3)
 	p := startProxy(t, "-backends", list, "-max-ttl", "3s", "-backend-timeout", "500ms")
 	cli := p.Client(t)

@@ -21,6 +21,8 @@ import (
 
 // TestEmbeddedDefault: with no configuration the proxy runs on in-memory
 // backends, says so once, and takes a lock at once.
+// It runs alone (no proxyTest): beside other tests, its in-process backends
+// once missed the default 50 ms backend timeout.
 func TestEmbeddedDefault(t *testing.T) {
 	p := startProxy(t)
 	if got := redisCLI(t, p.Addr, "SET", "mylock", "me", "NX", "PX", "30000"); got != "OK" {
@@ -40,6 +42,7 @@ func TestEmbeddedDefault(t *testing.T) {
 // TestCrashRequest: the 27-byte request that panics redcon gets a protocol
 // error; the proxy lives on and serves locks.
 func TestCrashRequest(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	conn, err := net.Dial("tcp", c.proxy.Addr)
 	if err != nil {
@@ -66,6 +69,7 @@ func TestCrashRequest(t *testing.T) {
 // TestBadStartup: a bad configuration stops the proxy with a message naming
 // the key, before it listens.
 func TestBadStartup(t *testing.T) {
+	proxyTest(t)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -90,6 +94,7 @@ func TestBadStartup(t *testing.T) {
 // flag exits 2 with a suggestion and a pointer to -help, not the whole of
 // it.
 func TestHelpAndUsage(t *testing.T) {
+	proxyTest(t)
 	for _, arg := range []string{"-help", "-h"} {
 		stdout, stderr, code := runExit(t, arg)
 		if code != 0 || stderr != "" || !strings.HasPrefix(stdout, "lockproxy speaks the Redis protocol") || !strings.Contains(stdout, "\n  -max-ttl ") {
@@ -126,6 +131,7 @@ func runExit(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // TestMetricsPortTaken: with the metrics port taken the proxy fails at
 // start naming it, and never says it is listening first.
 func TestMetricsPortTaken(t *testing.T) {
+	proxyTest(t)
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +154,7 @@ func TestMetricsPortTaken(t *testing.T) {
 // by the version, with checksums that sha256sum -c accepts; this host's
 // binary says the same version in -version, INFO and lockproxy_build_info.
 func TestRelease(t *testing.T) {
+	heavyTest(t)
 	for tool, pkg := range map[string]string{"make": "make", "git": "git", "sha256sum": "coreutils"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("make release needs %s: apt-get install %s", tool, pkg)

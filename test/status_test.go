@@ -14,6 +14,7 @@ import (
 // address, with every backend and, from its running sampler, the rate of
 // the lock operations it served.
 func TestStatusPage(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3, "-metrics", "127.0.0.1:0")
 	base := "http://" + c.proxy.waitLog(t, metricsLine)[1]
 	get := func(path string) (int, string) {

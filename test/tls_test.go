@@ -40,6 +40,7 @@ func redisCLITLS(t *testing.T, addr string, tlsArgs []string, args ...string) (s
 // TestTLSClients: go-redis and redis-cli lock through the proxy's TLS
 // listener with the test CA; the plain listener keeps working beside it.
 func TestTLSClients(t *testing.T) {
+	proxyTest(t)
 	certs := testcerts.New(t)
 	c := newCluster(t, 3, "-tls-listen", "127.0.0.1:0", "-tls-cert-file", certs.ServerCert, "-tls-key-file", certs.ServerKey)
 	addr := c.proxy.waitLog(t, tlsListeningLine)[1]
@@ -73,6 +74,7 @@ func TestTLSClients(t *testing.T) {
 // signed locks; one without a certificate, or with one from another CA,
 // is refused during the handshake.
 func TestTLSMutual(t *testing.T) {
+	proxyTest(t)
 	certs, other := testcerts.New(t), testcerts.New(t)
 	c := newCluster(t, 3, "-tls-listen", "127.0.0.1:0", "-tls-cert-file", certs.ServerCert, "-tls-key-file", certs.ServerKey,
 		"-tls-ca-cert-file", certs.CA)
@@ -104,6 +106,7 @@ func TestTLSMutual(t *testing.T) {
 // TestTLSOnly: listen = "" with tls_listen serves TLS alone, and
 // tls_min_version 1.3 refuses a TLS 1.2 client.
 func TestTLSOnly(t *testing.T) {
+	proxyTest(t)
 	certs := testcerts.New(t)
 	_, list := backends(t, 3)
 	p := startProxyTLSOnly(t, "-backends", list, "-restart-quarantine=false", "-backend-timeout", "500ms",
@@ -134,6 +137,7 @@ func startProxyTLSOnly(t *testing.T, args ...string) *proxyProcess {
 // client certificate, which the backends require. Without the certificate the backends refuse it and
 // the proxy says NOQUORUM.
 func TestTLSBackends(t *testing.T) {
+	proxyTest(t)
 	certs := testcerts.New(t)
 	var servers []*redistest.Server
 	var urls []string

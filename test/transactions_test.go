@@ -128,6 +128,7 @@ func bulk(s string) string { return fmt.Sprintf("$%d\r\n%s\r\n", len(s), s) }
 // through the proxy over 5 real backends: for the owner, a non-owner and
 // an absent key, with all backends up, one down, and a majority down.
 func TestStackExchangeLockTransactions(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 5)
 	owner := newSEClient(t, c.proxy.Addr)
 	take := func(key, token string) {
@@ -224,6 +225,7 @@ func TestStackExchangeLockTransactions(t *testing.T) {
 // answer as a plain redis-server answers them, byte for byte, for the
 // owner and for a non-owner whose watched key changed.
 func TestTransactionsAgainstRedis(t *testing.T) {
+	proxyTest(t)
 	c := newCluster(t, 3)
 	plain := redistest.Start(t)
 	for _, target := range []struct {

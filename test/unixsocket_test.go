@@ -21,6 +21,7 @@ import (
 // the socket has unix_socket_perm's permissions and goes when the proxy
 // stops.
 func TestUnixSocket(t *testing.T) {
+	proxyTest(t)
 	path := filepath.Join(t.TempDir(), "lockproxy.sock")
 	c := newCluster(t, 3, "-unix-socket", path, "-unix-socket-perm", "770")
 	fi, err := os.Lstat(path)
@@ -64,6 +65,7 @@ func TestUnixSocket(t *testing.T) {
 // and the proxy stops with an error that says so; a path that is not a
 // socket is never removed.
 func TestUnixSocketLeftOrTaken(t *testing.T) {
+	proxyTest(t)
 	_, list := backends(t, 1)
 	dir := t.TempDir()
 
