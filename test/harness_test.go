@@ -39,8 +39,8 @@ var preparing sync.Mutex
 // The package's tests run in three phases. First come the few tests that
 // call neither proxyTest nor clientTest, one after another: they assert
 // on timing that a loaded machine upset when they ran beside others (a
-// grant or a cut-off measured to the millisecond, the negative control's
-// restart hazard). Then the tests of the proxy on its own (proxyTest,
+// cut-off measured to the millisecond, the negative control's restart
+// hazard). Then the tests of the proxy on its own (proxyTest,
 // heavyTest) run side by side; their fault runs time backends out on
 // purpose. Last the client tests (clientTest), whose JVMs and interpreters
 // keep both cores of a CI machine busy and must not load those fault runs.
