@@ -205,7 +205,7 @@ func TestSafetyReplaceOne(t *testing.T) {
 // existed: each counted its own list. The checker must find the overlaps
 // the two sets cause, or the runs above prove nothing.
 func TestSafetyChangeSetNegativeControl(t *testing.T) {
-	heavyTest(t)
+	heavyTest(t, brokenSetBinary)
 	bin, err := brokenSetBinary()
 	if err != nil {
 		t.Fatal(err)

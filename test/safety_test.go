@@ -404,8 +404,7 @@ func TestSafetyNegativeControl(t *testing.T) {
 // token an hour below those granted on backend 0 before it, so checkFences
 // and the fenced resource must both report it, or they prove nothing.
 func TestSafetyBrokenFenceNegativeControl(t *testing.T) {
-	heavyTest(t)
-	go brokenFenceBinary() // compiles while the sound binary runs
+	heavyTest(t, brokenFenceBinary)
 	t.Run("lockproxy", func(t *testing.T) {
 		if v := runFenceDrift(t, binary); v.violations > 0 {
 			t.Fatalf("%d safety violations", v.violations)
