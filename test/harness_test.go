@@ -44,15 +44,19 @@ var preparing sync.Mutex
 // heavyTest) run side by side; their fault runs time backends out on
 // purpose. Last the client tests (clientTest), whose JVMs and interpreters
 // keep both cores of a CI machine busy and must not load those fault runs.
-// go test -parallel N sets how many tests of a phase run at once
-// (proxySlots, clientSlots), of which one heavy proxy test at most
-// (heavySlot). TestMain lifts go test's own limit: a client test waits for
-// the proxy tests once go test has started it, and under go test's limit
-// the waiting client tests could hold every place the proxy tests need.
+// go test -parallel N sets how many tests of a phase run at once: N
+// client tests (clientSlots), and one heavy proxy test at most (heavySlot)
+// with N-1 others (proxySlots). The heavy tests run one after another,
+// the longest chain of the phase, so one of the N places is kept for
+// them: in a place shared with the light tests, each waited its turn
+// behind a queue of them. With N = 1 there is one place for all
+// (heavySlot is proxySlots). TestMain lifts go test's own limit: a client
+// test waits for the proxy tests once go test has started it, and under
+// go test's limit the waiting client tests could hold every place the
+// proxy tests need.
 var (
-	proxyTests              sync.WaitGroup // the proxy tests not yet finished
-	proxySlots, clientSlots chan struct{}
-	heavySlot               = make(chan struct{}, 1)
+	proxyTests                         sync.WaitGroup // the proxy tests not yet finished
+	proxySlots, heavySlot, clientSlots chan struct{}
 )
 
 // proxyTest marks a test of the proxy on its own, with no client library's
@@ -70,11 +74,11 @@ func proxyTest(t *testing.T) {
 
 // heavyTest is proxyTest for a test that keeps about a core busy for many
 // seconds (a safety run, a listing of 100,000 locks): one runs at a time,
-// so that the lighter ones beside it keep a core. It waits for its turn
-// before it takes one of proxySlots, which it would hold idle. The builds
-// it is given (brokenFenceBinary, brokenSetBinary) run before it waits for
-// its turn, not in it, where the other heavy tests would wait on the
-// compiler; the test asks again for what they built (or their error).
+// in the place kept for them, so that the lighter ones beside it keep a
+// core. The builds it is given (brokenFenceBinary, brokenSetBinary) run
+// before it waits for its turn, not in it, where the other heavy tests
+// would wait on the compiler; the test asks again for what they built (or
+// their error).
 func heavyTest(t *testing.T, builds ...func() (string, error)) {
 	t.Helper()
 	proxyTests.Add(1)
@@ -84,7 +88,6 @@ func heavyTest(t *testing.T, builds ...func() (string, error)) {
 		build()
 	}
 	take(t, heavySlot)
-	take(t, proxySlots)
 }
 
 // clientTest marks a test about client libraries: its proxies are
@@ -118,7 +121,10 @@ func proxyBinary(t *testing.T) string {
 func TestMain(m *testing.M) {
 	flag.Parse()
 	n := flag.Lookup("test.parallel").Value.(flag.Getter).Get().(int)
-	proxySlots, clientSlots = make(chan struct{}, n), make(chan struct{}, n)
+	proxySlots, heavySlot, clientSlots = make(chan struct{}, max(n-1, 1)), make(chan struct{}, 1), make(chan struct{}, n)
+	if n == 1 {
+		heavySlot = proxySlots
+	}
 	flag.Set("test.parallel", "1000000") // every top-level test; the slots limit them
 	dir, err := os.MkdirTemp("", "lockproxy-e2e")
 	if err != nil {
