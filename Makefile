@@ -14,24 +14,31 @@ run: build
 	./lockproxy $(ARGS)
 
 ## test: every test, with the race detector, against real redis-server processes
-## and the real client libraries of the compatibility suite. One package at a
-## time (-p 1): the fault tests time backends out on purpose, and another
-## package's load on this 2-core machine must not do it for them. The
+## and the real client libraries of the compatibility suite, and prints its
+## wall time at the end, pass or fail. The packages but the end-to-end one
+## run two at a time (-p 2): the engine's tests step time where they wait for
+## it (quorum's newSteppedCluster), and their backend timeouts are generous.
+## The model checker of the admission decisions runs beside them, without
+## -race (it shares no memory, and the detector would slow it tenfold), and
+## prints the states it explored and its negative controls at the end. The
 ## end-to-end package runs its tests four at a time: a few timing-sensitive
-## ones alone first, then those of the proxy alone (proxyTest, one heavy
-## safety run or build among them at a time), then the client tests
-## (clientTest) against a proxy built without -race. The test
-## package, the compatibility suite's JVM and Python runs among it, takes
-## over go test's default 10 minutes under -race. internal/rawsock runs again
+## ones alone first, then those of the proxy (proxyTest, one heavy safety run
+## or build among them at a time), then the client tests (clientTest)
+## against a proxy built without -race; its JVM and Python runs take it past
+## go test's default 10 minutes under -race. internal/rawsock runs again
 ## without -race, under which it uses the syscall package's calls instead of
-## its raw ones. The model checker of the admission decisions runs last,
-## without -race (it shares no memory, and the detector would slow it
-## tenfold), and prints the states it explored and its negative controls.
+## its raw ones.
 test: deps
-	$(GO) test -race -count=1 -p 1 -timeout 20m -skip '^TestModel' $$($(GO) list ./... | grep -v '/test$$')
-	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./test
-	$(GO) test -count=1 ./internal/rawsock
-	$(GO) test -count=1 -v -run '^TestModel' ./quorum/internal/admit
+	@start=$$(date +%s); model=$$(mktemp); \
+	trap 'rm -f $$model; echo "make test: $$(($$(date +%s) - start)) s of wall time"' EXIT; set -e; \
+	$(GO) test -count=1 -v -run '^TestModel' ./quorum/internal/admit >$$model 2>&1 & modelpid=$$!; \
+	set -x; \
+	$(GO) test -race -count=1 -p 2 -timeout 20m -skip '^TestModel' $$($(GO) list ./... | grep -v '/test$$'); \
+	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./test; \
+	$(GO) test -count=1 ./internal/rawsock; \
+	set +x; \
+	wait $$modelpid || { cat $$model; exit 1; }; \
+	cat $$model
 
 ## test-long: the safety runs (every nemesis phase, the negative controls) for
 ## ten minutes each instead of make test's thirty seconds.
