@@ -18,7 +18,10 @@ type vote[T any] struct {
 	node int
 	val  T
 	err  error
-	at   time.Time // when it was cast, by the engine's clock
+	// at is when it was cast, by the engine's clock: its reply came then,
+	// after the backend ran the command, so a lock's validity counted to
+	// its quorum-th yes is as Redlock counts it.
+	at time.Time
 }
 
 // fanout sends cmd to every backend at once and returns the flight, whose
