@@ -209,7 +209,7 @@ func dependencyLines(t *testing.T, path string) []string {
 // threads of a registry on each proxy contend for one key (no two holders,
 // every holding counted), then a waiter on proxy B is woken by an unlock
 // through proxy A, which it hears only as the proxy's unlock message: without
-// it, it would sleep out expireAfter (30 s) before trying again.
+// it, it would sleep out expireAfter (60 s) before trying again.
 func TestCompatJavaSpringPubSubAcrossProxies(t *testing.T) {
 	clientTest(t)
 	dir := javaBuild(t)
@@ -235,7 +235,12 @@ func TestCompatJavaSpringPubSubAcrossProxies(t *testing.T) {
 					checkLockLog(t, log, 2*threads*rounds)
 					t.Logf("%d holdings by %d threads on two proxies in %v: %s", 2*threads*rounds, 2*threads, time.Since(start).Round(time.Millisecond), out)
 					before := b.Client(t).Info(t.Context(), "pubsub").Val()
-					out, err = java("wake", c.proxy.Addr, b.Addr, "10", "30000").CombinedOutput()
+					// expireAfter 60 s: a waiter that missed the message
+					// sleeps it out, and the program fails any wake later
+					// than a tenth of it, 6 s; a JVM's first wake, on a
+					// machine busy with three more client tests, once
+					// took 3.3 s.
+					out, err = java("wake", c.proxy.Addr, b.Addr, "10", "60000").CombinedOutput()
 					if err != nil {
 						t.Fatalf("wake: %v\n%s", err, out)
 					}
