@@ -449,7 +449,7 @@ func TestClockRateHazard(t *testing.T) {
 			} else {
 				// The grant's top-up finds backend 2 down, as its rounds
 				// would on the real clock, before it restarts.
-				topUpsRun(t, c)
+				c.topUpsRun(t, topUpDelays[len(topUpDelays)-1])
 			}
 			c.servers[2].Restart() // empty
 			c.connected(t, 2)
@@ -469,7 +469,7 @@ func TestClockRateHazard(t *testing.T) {
 			if check {
 				// Its top-up copies it to the fast backend now, not after
 				// the step below.
-				topUpsRun(t, c)
+				c.topUpsRun(t, topUpDelays[len(topUpDelays)-1])
 			}
 
 			c.step(t, 4*time.Second+time.Millisecond)
@@ -491,15 +491,6 @@ func TestClockRateHazard(t *testing.T) {
 			}
 		})
 	}
-}
-
-// topUpsRun steps time through the rounds of the top-ups under way
-// (topup.go), as the real clock would pass them at once, and waits until
-// they are over.
-func topUpsRun(t *testing.T, c *cluster) {
-	t.Helper()
-	c.step(t, topUpDelays[len(topUpDelays)-1])
-	waitFor(t, func() bool { return c.engine.TopUps().Running == 0 })
 }
 
 // TestCloseStopsClockSampling: Close ends the sampling goroutine, even with

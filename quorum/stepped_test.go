@@ -74,6 +74,15 @@ func (e *Engine) sampledAt(i int, t time.Time) bool {
 	return n > 0 && j.samples[n-1].recv >= t.Sub(e.clocks.epoch)
 }
 
+// topUpsRun steps time by d, past the rounds of the top-ups under way
+// (topup.go), and waits until they are over: where the real clock would
+// pass them before the test's next command, which could stop them.
+func (c *cluster) topUpsRun(t *testing.T, d time.Duration) {
+	t.Helper()
+	c.step(t, d)
+	waitFor(t, func() bool { return c.engine.TopUps().Running == 0 })
+}
+
 // connected waits until the engine is connected to backend i again, as
 // after its restart: the sampling uses the connection there is, and
 // requests dial.
