@@ -24,7 +24,7 @@ func TestFailoverToAReplicaThatMissedTheLock(t *testing.T) {
 	master, b, c := servers[0], servers[1], servers[2]
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strings.Split(master.Addr(), ":")[1])
 	front := newFaultNet(t, []string{master.Addr()})
-	args := []string{"-backends", "redis://" + front.addrs[0] + ",redis://" + b.Addr() + ",redis://" + c.Addr(),
+	args := []string{"-backends", "redis://" + front.Addr(0) + ",redis://" + b.Addr() + ",redis://" + c.Addr(),
 		"-restart-quarantine=false", "-max-ttl", "20s", "-backend-timeout", "500ms"}
 	first := startProxy(t, args...)
 	ctx := t.Context()
@@ -62,7 +62,7 @@ func TestFailoverToAReplicaThatMissedTheLock(t *testing.T) {
 			t.Fatalf("%s granted a second holder while the first holds the lock", name)
 		}
 		p.waitLog(t, regexp.MustCompile(`backend quarantined.*promoted`))
-		if info := redisCLI(t, p.Addr, "INFO", "backends"); !strings.Contains(info, "backend0:addr="+front.addrs[0]+",state=quarantined") {
+		if info := redisCLI(t, p.Addr, "INFO", "backends"); !strings.Contains(info, "backend0:addr="+front.Addr(0)+",state=quarantined") {
 			t.Errorf("%s: INFO backends does not show the promoted replica quarantined:\n%s", name, info)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
@@ -27,22 +26,29 @@ import (
 // nemesis can degrade the network between lockproxy and the backends without
 // touching the redis-server processes.
 //
+// lockproxy dials a gate, not the toxiproxy proxy: the gate holds its port
+// from the start of the test to the end, and forwards each connection to the
+// proxy. A fault that must cut connections or move the backend (Drop,
+// Redirect) never gives the port up, so nothing else on the machine can take
+// it in between and answer in the backend's place; toxiproxy itself rebinds
+// when its upstream changes, which is why it is never the address lockproxy
+// knows.
+//
 // Every method may be called from any goroutine while clients run. Errors go
 // to t.Errorf, never t.Fatalf, because a nemesis goroutine cannot stop the
 // test. Once the test has ended the methods do nothing, so a nemesis that
 // outlives it by a moment does not panic the test binary.
 type faultNet struct {
 	t       *testing.T
-	addrs   []string // fixed for the whole test: lockproxy is configured with them once
+	gates   []*gate
 	proxies []*toxiproxy.Proxy
 	srv     *toxiproxy.ApiServer
 
 	// mu serialises every change: toxiproxy locks each call, but Latency's
-	// replace (remove, then add) and the dropped flags must not interleave
-	// with another change to the same backend.
-	mu      sync.Mutex
-	dropped []bool
-	closed  bool
+	// replace (remove, then add) must not interleave with another change to
+	// the same backend.
+	mu     sync.Mutex
+	closed bool
 }
 
 // Toxic names, one per direction, so Latency can replace its own by name
@@ -54,71 +60,30 @@ const (
 	toxicBlackholeDown = "blackhole_downstream"
 )
 
-// newFaultNet starts one proxy per upstream "host:port", each on its own
-// 127.0.0.1 port, and stops them all when the test ends.
+// newFaultNet starts one gate and proxy per upstream "host:port" and stops
+// them all when the test ends.
 func newFaultNet(t *testing.T, upstreams []string) *faultNet {
 	t.Helper()
 	// A Nop logger: toxiproxy logs every accepted and closed connection at
 	// info level, which would bury the test's output. No metrics collectors
 	// are set, so the container only satisfies the API.
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
-	f := &faultNet{
-		t:       t,
-		srv:     srv,
-		addrs:   make([]string, len(upstreams)),
-		proxies: make([]*toxiproxy.Proxy, len(upstreams)),
-		dropped: make([]bool, len(upstreams)),
-	}
+	f := &faultNet{t: t, srv: srv}
 	t.Cleanup(f.close)
 	for i, up := range upstreams {
-		p, err := f.listen(fmt.Sprintf("backend%d", i), up)
-		if err != nil {
+		p := toxiproxy.NewProxy(srv, fmt.Sprintf("backend%d", i), "127.0.0.1:0", up)
+		// Start rewrites Listen to the bound address.
+		if err := srv.Collection.Add(p, true); err != nil {
 			t.Fatalf("faultNet: proxy for %s: %v", up, err)
 		}
-		f.proxies[i] = p
-		f.addrs[i] = p.Listen
+		g, err := newGate(p.Listen)
+		if err != nil {
+			t.Fatalf("faultNet: gate for %s: %v", up, err)
+		}
+		f.proxies = append(f.proxies, p)
+		f.gates = append(f.gates, g)
 	}
 	return f
-}
-
-// listen starts a proxy on a free port outside the kernel's ephemeral range.
-// Drop closes the listener and Restore must bind the same port again; a port
-// from the ephemeral range (what ":0" hands out) could meanwhile be taken by
-// any outgoing connection or any other ":0" listener, such as a redis-server
-// started by redistest, and lockproxy would then talk to the wrong server.
-// The kernel never assigns ports below the range by itself, so only another
-// explicit bind to the very same port could collide.
-func (f *faultNet) listen(name, upstream string) (*toxiproxy.Proxy, error) {
-	lo := 20000
-	hi := ephemeralLow()
-	var err error
-	for range 100 {
-		addr := "127.0.0.1:0"
-		if hi-lo >= 1000 {
-			addr = fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
-		}
-		p := toxiproxy.NewProxy(f.srv, name, addr, upstream)
-		if err = f.srv.Collection.Add(p, true); err == nil {
-			// Start has rewritten Listen to the bound address, and a
-			// restart listens on Listen again.
-			return p, nil
-		}
-	}
-	return nil, err
-}
-
-// ephemeralLow returns the first port of the kernel's ephemeral range, or 0
-// when it cannot tell, in which case listen falls back to ":0".
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
-		return 0
-	}
-	return lo
 }
 
 // Redirect makes backend i's address lead to upstream from now on, as a
@@ -131,26 +96,33 @@ func (f *faultNet) Redirect(i int, upstream string) {
 		return
 	}
 	p := f.proxies[i]
-	if err := p.Update(&toxiproxy.Proxy{Name: p.Name, Listen: p.Listen, Upstream: upstream, Enabled: true}); err != nil {
+	// A new port for the proxy: its old one was given up, and may be taken.
+	if err := p.Update(&toxiproxy.Proxy{Name: p.Name, Listen: "127.0.0.1:0", Upstream: upstream, Enabled: true}); err != nil {
 		f.t.Errorf("faultNet: redirecting backend %d to %s: %v", i, upstream, err)
+		return
 	}
+	f.gates[i].redirect(p.Listen)
 }
 
 func (f *faultNet) close() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
+	for _, g := range f.gates {
+		g.close()
+	}
 	_ = f.srv.Collection.Clear()
 }
 
-// Addr returns the listen address of backend i's proxy, "127.0.0.1:port".
-func (f *faultNet) Addr(i int) string { return f.addrs[i] }
+// Addr returns the address of backend i as lockproxy dials it,
+// "127.0.0.1:port".
+func (f *faultNet) Addr(i int) string { return f.gates[i].addr() }
 
-// URLs returns the proxies as a value for lockproxy's -backends flag.
+// URLs returns the backends as a value for lockproxy's -backends flag.
 func (f *faultNet) URLs() string {
-	urls := make([]string, len(f.addrs))
-	for i, a := range f.addrs {
-		urls[i] = "redis://" + a
+	urls := make([]string, len(f.gates))
+	for i, g := range f.gates {
+		urls[i] = "redis://" + g.addr()
 	}
 	return strings.Join(urls, ",")
 }
@@ -208,7 +180,7 @@ func (f *faultNet) Blackhole(i int) {
 }
 
 // Clear removes every toxic of backend i (latency, blackhole). It does not
-// undo Drop, which is not a toxic: Restore does.
+// undo Drop, which is the gate's: Restore does.
 func (f *faultNet) Clear(i int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -225,23 +197,20 @@ func (f *faultNet) ClearAll() {
 	}
 }
 
-// Drop cuts backend i off: every current connection through its proxy is
-// closed at once, in both directions, so lockproxy reads EOF (or a reset,
-// when unread data was pending) even on an idle connection, and new dials
-// are refused because the listener is closed. That is what a crashed backend
-// host or a firewall that REJECTs looks like, and it fails fast, unlike
-// Blackhole's hang. The alternative, a reset_peer toxic, only fires when data
-// flows and lets new dials succeed first, so an idle connection would look
-// healthy for as long as it is unused. Toxics stay in place and apply again
-// after Restore. Dropping a dropped backend does nothing.
+// Drop cuts backend i off: every current connection to it is closed at
+// once, in both directions, so lockproxy reads EOF (or a reset, when unread
+// data was pending) even on an idle connection, and every new connection is
+// reset as soon as it opens. That is what a crashed backend process looks
+// like, and it fails fast, unlike Blackhole's hang. The alternative, a
+// reset_peer toxic, only fires when data flows, so an idle connection would
+// look healthy for as long as it is unused. Toxics stay in place and apply
+// again after Restore. Dropping a dropped backend does nothing.
 func (f *faultNet) Drop(i int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed || f.dropped[i] {
-		return
+	if !f.closed {
+		f.gates[i].drop()
 	}
-	f.proxies[i].Stop()
-	f.dropped[i] = true
 }
 
 // Restore lets backend i accept connections again, on the same address.
@@ -249,14 +218,9 @@ func (f *faultNet) Drop(i int) {
 func (f *faultNet) Restore(i int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.closed || !f.dropped[i] {
-		return
+	if !f.closed {
+		f.gates[i].restore()
 	}
-	if err := f.proxies[i].Start(); err != nil {
-		f.t.Errorf("faultNet: restoring backend %d on %s: %v", i, f.addrs[i], err)
-		return
-	}
-	f.dropped[i] = false
 }
 
 // add adds a toxic with toxicity 1 (every connection). Callers hold f.mu.
@@ -407,8 +371,14 @@ func TestFaultNetDropRestore(t *testing.T) {
 	if err := faultNetClient(t, addr).Ping(ctx).Err(); err == nil {
 		t.Fatal("PING on a new connection succeeded after Drop")
 	}
-	if _, err := net.Dial("tcp", addr); !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Fatalf("dial after Drop: %v, want connection refused", err)
+	// A new connection is reset as it opens (a dial may see it refused
+	// outright, or succeed a moment before the reset).
+	if after, err := net.Dial("tcp", addr); err == nil {
+		_ = after.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := after.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("new connection after Drop: read gave %v, want a reset", err)
+		}
+		after.Close()
 	}
 
 	fn.Restore(0)
