@@ -18,4 +18,9 @@
 // All methods of a Server are safe for concurrent use, so a nemesis goroutine
 // may Kill, Pause, Resume and Restart while the test goroutine runs clients.
 // Start and StartN call t.Fatalf and must run on the test goroutine.
+//
+// Where things are: redistest.go (Server, Start, StartWith, the faults and
+// the clock rate), stepped.go (SteppedClock, and the libfaketime files it
+// rewrites at each step), eventually.go (Eventually, the poll that stands in
+// for a sleep wherever a test waits for a condition).
 package redistest
