@@ -67,11 +67,8 @@ func (c *cluster) step(t *testing.T, d time.Duration, engines ...*Engine) {
 // sampledAt reports whether backend i's last clock sample was answered at
 // t or later.
 func (e *Engine) sampledAt(i int, t time.Time) bool {
-	j := &e.clocks.judges[i]
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	n := len(j.samples)
-	return n > 0 && j.samples[n-1].recv >= t.Sub(e.clocks.epoch)
+	s := e.clocks.judges[i].judge.Samples()
+	return len(s) > 0 && s[len(s)-1].Recv >= t.Sub(e.clocks.epoch)
 }
 
 // topUpsRun steps time by d, past the rounds of the top-ups under way
