@@ -73,12 +73,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	log := newLogger(stderr, cfg.logFormat, level)
 	cfg.quorum.Logger, cfg.proxy.Logger = log, log
 	cfg.proxy.Version = build.Version
-	for _, backends := range append(cfg.groups, cfg.quorum.Backends) {
-		if n := len(backends); n%2 == 0 && n > 0 {
-			log.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
-				"backends", n, "quorum", n/2+1)
-		}
-	}
 
 	if cfg.embedded {
 		urls, stop, err := startEmbedded()

@@ -227,13 +227,17 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, clock: cfg.clock, quorum: len(cfg.Backends)/2 + 1, closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, clock: cfg.clock, quorum: admit.Majority(len(cfg.Backends)), closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
 	where := make([]string, len(cfg.Backends))
 	for i, u := range cfg.Backends {
 		var err error
 		if where[i], err = backend.Where(u); err != nil {
 			return nil, fmt.Errorf("backend %d: %w", i, err)
 		}
+	}
+	if n := len(cfg.Backends); n%2 == 0 {
+		cfg.Logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
+			"backends", n, "quorum", e.quorum)
 	}
 	e.values = valuesOf(cfg.Fencing)
 	e.set = newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)

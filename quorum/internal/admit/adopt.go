@@ -136,8 +136,8 @@ func PlanAdopt(sets []Set, members []Member) (Plan, error) {
 }
 
 // Blocking is how many members of a set of n must refuse its proxies for
-// the rest to be no quorum of it: n − (n/2+1) + 1.
-func Blocking(n int) int { return n - (n/2 + 1) + 1 }
+// the rest to be no quorum of it: n − Majority(n) + 1.
+func Blocking(n int) int { return n - Majority(n) + 1 }
 
 // oldSets lists the distinct sets of the newest epoch that members record
 // final, none when none does: the sets whose proxies may be taking locks.

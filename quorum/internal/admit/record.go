@@ -56,8 +56,12 @@ func (s Set) Has(addr string) bool {
 	return s.Members != "" && slices.Contains(strings.Split(s.Members, ","), url.QueryEscape(addr))
 }
 
-// Quorum is N/2+1.
-func (s Set) Quorum() int { return s.N/2 + 1 }
+// Quorum is how many of the set's members must agree.
+func (s Set) Quorum() int { return Majority(s.N) }
+
+// Majority is the quorum of n backends, n/2+1: the one place the engine,
+// its records and its model compute it.
+func Majority(n int) int { return n/2 + 1 }
 
 // Token is what every record of the set starts with, "epoch:N:fingerprint:":
 // the lock scripts' set check compares it (lua/setcheck.lua).
