@@ -527,7 +527,10 @@ func (n *node) noteSetRefusal(err *SetError) {
 // *ClockError.
 func (e *Engine) verdict(i int, n *node) error {
 	n.mu.Lock()
-	rel, recorded := brokenRelation(n.relation), n.recordRaw
+	rel, recorded := n.relation, n.recordRaw
+	if e.hooks.brokenSet {
+		rel = admit.Ours
+	}
 	left, reason, unseeded := n.waitLeft(), n.reason, n.unseeded
 	n.mu.Unlock()
 	clock := e.clocks.err(i)

@@ -191,12 +191,7 @@ type Engine struct {
 	waits     waits      // callers waiting for held keys (waits.go)
 	clockMu   sync.Mutex // sendClocked's order
 	lastClock int64      // the last clock floor it sent, in µs
-	// skipFenceWriteBack grants a lock whose token too few backends carry
-	// (tests: the control that shows why the write-back is there).
-	skipFenceWriteBack bool
-	// splitPaused, when set, is called for the pause before a split
-	// acquisition's second try, and returns it (tests: to act in it).
-	splitPaused func() time.Duration
+	hooks     hooks
 
 	closed      chan struct{} // closed by Close: background work ends
 	closeOnce   sync.Once
@@ -227,7 +222,7 @@ func New(cfg Config) (*Engine, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, clock: cfg.clock, quorum: admit.Majority(len(cfg.Backends)), closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
+	e := &Engine{cfg: cfg, clock: cfg.clock, quorum: admit.Majority(len(cfg.Backends)), hooks: negativeControl, closed: make(chan struct{}), seedNews: make(chan struct{}, 1), recordsNews: make(chan struct{}, 1)}
 	where := make([]string, len(cfg.Backends))
 	for i, u := range cfg.Backends {
 		var err error

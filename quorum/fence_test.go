@@ -151,7 +151,7 @@ func TestFenceWithoutWriteBackRegresses(t *testing.T) {
 	for _, writeBack := range []bool{false, true} {
 		t.Run(map[bool]string{false: "control: no write-back", true: "write-back"}[writeBack], func(t *testing.T) {
 			c := newCluster(t, 5, Config{DisableRestartQuarantine: true, Fencing: true})
-			c.engine.skipFenceWriteBack = !writeBack
+			c.engine.hooks.skipFenceWriteBack = !writeBack
 			key := uniqueKey(t)
 			ahead := time.Now().Add(time.Hour).UnixMicro()
 			for _, i := range []int{0, 1} {

@@ -32,8 +32,8 @@ func (e *Engine) retrySplit(ctx context.Context, keys []string, token string, tr
 		return res, err
 	}
 	wait := splitPause + rand.N(3*splitPause)
-	if e.splitPaused != nil {
-		wait = e.splitPaused()
+	if e.hooks.splitPaused != nil {
+		wait = e.hooks.splitPaused()
 	}
 	pause := time.NewTimer(wait)
 	defer pause.Stop()

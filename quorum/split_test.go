@@ -92,12 +92,12 @@ func TestSplitTriedAgain(t *testing.T) {
 		other(t, key, 1, 2)
 		before := e.Splits()
 		// The other contender rolls back in the pause.
-		e.splitPaused = func() time.Duration {
+		e.hooks.splitPaused = func() time.Duration {
 			c.direct[1].Del(t.Context(), key)
 			c.direct[2].Del(t.Context(), key)
 			return 0
 		}
-		defer func() { e.splitPaused = nil }()
+		defer func() { e.hooks.splitPaused = nil }()
 		if res, err := acquire(t, key); err != nil || res.Validity <= 0 {
 			t.Fatalf("acquire whose rival rolled back in the pause: %+v, %v; want granted", res, err)
 		}

@@ -153,26 +153,45 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// brokenFenceBinary builds, once, lockproxy with the deliberate fencing
-// bug of quorum/fence_broken.go, for the negative control that shows the
-// checkers catch it; brokenSetBinary the set check's of
-// quorum/set_broken.go, for the negative control of a change of the
-// backend set. No other test runs them.
+// brokenFenceBinary is lockproxy with fencing deliberately broken
+// (quorum/hooks.go's brokenFence), for the negative control that shows the
+// checkers catch it; brokenSetBinary with the set check broken, for the
+// negative control of a change of the backend set. Both are one build,
+// made once (negativeControlBinary), which each runs with the breach it
+// names. No other test runs them.
 var (
-	brokenFenceBinary = sync.OnceValues(func() (string, error) { return brokenBinary("lockproxy_broken_fence") })
-	brokenSetBinary   = sync.OnceValues(func() (string, error) { return brokenBinary("lockproxy_broken_set") })
+	brokenFenceBinary = sync.OnceValues(func() (string, error) { return negativeControl("fence") })
+	brokenSetBinary   = sync.OnceValues(func() (string, error) { return negativeControl("set") })
 )
 
-// brokenBinary builds lockproxy with the build tag of a deliberate bug,
-// niced: it compiles beside a heavy test's fault run, and takes only the
-// CPU the running tests leave.
-func brokenBinary(tag string) (string, error) {
+// negativeControlBinary builds lockproxy with the tag that lets
+// LOCKPROXY_NEGATIVE_CONTROL break it (quorum/negative_control.go), niced:
+// it compiles beside a heavy test's fault run, and takes only the CPU the
+// running tests leave.
+var negativeControlBinary = sync.OnceValues(func() (string, error) {
+	const tag = "lockproxy_negative_control"
 	bin := binary + "-" + tag
 	out, err := exec.Command("nice", "-n", "19", "go", "build", "-race", "-tags", tag, "-o", bin, "..").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("building lockproxy -tags %s: %v\n%s", tag, err, out)
 	}
 	return bin, nil
+})
+
+// negativeControl returns an executable that runs the negative controls'
+// build with breach set, as every start of a proxy in the safety runs
+// takes it: a path, with its arguments.
+func negativeControl(breach string) (string, error) {
+	bin, err := negativeControlBinary()
+	if err != nil {
+		return "", err
+	}
+	script := bin + "-" + breach
+	text := fmt.Sprintf("#!/bin/sh\nLOCKPROXY_NEGATIVE_CONTROL=%s exec %q \"$@\"\n", breach, bin)
+	if err := os.WriteFile(script, []byte(text), 0o755); err != nil {
+		return "", err
+	}
+	return script, nil
 }
 
 // runAdopt runs lockproxy adopt with args (the proxies' own settings, a

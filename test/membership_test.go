@@ -200,8 +200,8 @@ func TestSafetyReplaceOne(t *testing.T) {
 }
 
 // TestSafetyChangeSetNegativeControl: the same growth with a lockproxy
-// built to count every backend whatever set it records (the
-// lockproxy_broken_set tag), which is what proxies did before the records
+// built to count every backend whatever set it records (the negative
+// controls' build, with its brokenSet hook), which is what proxies did before the records
 // existed: each counted its own list. The checker must find the overlaps
 // the two sets cause, or the runs above prove nothing.
 func TestSafetyChangeSetNegativeControl(t *testing.T) {

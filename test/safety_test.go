@@ -398,8 +398,8 @@ func TestSafetyNegativeControl(t *testing.T) {
 // tokens that go back, on the binary. Backend 0's fencing counter is put an
 // hour ahead of the others', then backend 0 is killed. lockproxy carries
 // the largest token minted to a quorum, so its tokens stay above the hour
-// once backend 0 is gone: no violation. The build with
-// quorum/fence_broken.go takes the token of the lowest-numbered backend
+// once backend 0 is gone: no violation. The negative controls' build with
+// its brokenFence hook (quorum/hooks.go) takes the token of the lowest-numbered backend
 // that granted and writes nothing back: every grant after the kill gets a
 // token an hour below those granted on backend 0 before it, so checkFences
 // and the fenced resource must both report it, or they prove nothing.
