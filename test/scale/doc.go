@@ -16,4 +16,9 @@
 // lpscale0 on 10.231.0.0/24 are removed at exit, on error or SIGINT, and
 // at the start of the next run if a crash left them; /run/lpscale.lock
 // keeps two runs from removing each other's.
+//
+// Files: main.go (flags, the run and its results), netns.go (namespaces,
+// veth pairs and the bridge), procs.go (the redis-servers and proxies it
+// starts and stops), measure.go (the measurements), report.go (the
+// printed tables).
 package main

@@ -14,6 +14,10 @@
 // lua/identity.lua, the set check in lua/setcheck.lua) is compared with
 // Mark and Allows against real redis-servers by quorum's tests.
 //
+// Files: record.go (Set, a backend's set record, and Relate), claim.go
+// (View, Claims, Counts, Seed), marker.go (the quarantine marker: Mark),
+// adopt.go (PlanAdopt, Blocking).
+//
 // docs/design/membership.md gives the argument; its safety and liveness
 // are what the model checks.
 package admit

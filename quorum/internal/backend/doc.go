@@ -14,7 +14,9 @@
 //
 // Files: pipe.go (Pipe, Request, Completer), dial.go (the URL, TLS and
 // dialling), greet.go (the greeting and Greeting), wire.go (Command,
-// Script, Reply, and reading replies), classify.go (failures).
+// Script, Reply, and reading replies), classify.go (failures),
+// subscribe.go (Subscriber: one subscribed-mode connection per server,
+// dialled again when lost, with every channel still wanted).
 //
 // A Pipe is safe for concurrent use, and so are Commands and Scripts,
 // which never change once built; a Reply is a value.
