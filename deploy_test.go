@@ -536,7 +536,7 @@ func TestDeployDocker(t *testing.T) {
 	}
 	// Nothing the build needs is left out: go.mod, go.sum, the sources and
 	// the files they embed.
-	for _, needed := range []string{"go.mod", "go.sum", "main.go", "status/status.html", "quorum/lua", "deploy/docker/lockproxy.toml"} {
+	for _, needed := range []string{"go.mod", "go.sum", "main.go", "internal/admin/status.html", "quorum/lua", "deploy/docker/lockproxy.toml"} {
 		for _, pattern := range strings.Split(ignore, "\n") {
 			if pattern == "" || strings.HasPrefix(pattern, "#") {
 				continue

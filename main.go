@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lockproxy/lockproxy/internal/admin"
 	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -126,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// In the background: a hung backend must not delay serving.
-	go probe(context.Background(), groups, log)
+	go admin.Probe(context.Background(), groups, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -136,12 +137,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var ops *http.Server
 	if mln != nil {
-		status := &statusPage{groups: groups, sampler: newOpsSampler(srv.Stats), embedded: cfg.Embedded, log: log, version: build.Version, held: heldSample(groups)}
+		status := admin.NewStatusPage(groups, srv.Stats, cfg.Embedded, build.Version, log)
 		g.Go(func() error {
-			status.sampler.run(gctx)
+			status.Sample(gctx)
 			return nil
 		})
-		ops = &http.Server{Handler: opsHandler(groups, status, cfg.Pprof, cfg.Embedded), ReadHeaderTimeout: 5 * time.Second}
+		ops = &http.Server{Handler: admin.Handler(groups, status, cfg.Pprof, cfg.Embedded), ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
