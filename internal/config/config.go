@@ -20,7 +20,10 @@ import (
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
-// Config is the resolved configuration: what main wires together.
+// Config is the resolved configuration: what main wires together. A field
+// is the key of its name (Listen is listen, ShutdownTimeout
+// shutdown_timeout) once checked; the engine's keys are in Quorum, the
+// front end's in Proxy.
 type Config struct {
 	Listen         string
 	TLSListen      string
