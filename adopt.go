@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -24,15 +25,15 @@ func adopt(args []string, stdout io.Writer) error {
 		dryRun = dryRun || found
 		return found
 	})
-	cfg, err := loadConfig(args, os.LookupEnv, stdout)
+	cfg, err := config.Load(args, os.LookupEnv, stdout)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		fmt.Fprintln(stdout, "\nlockproxy adopt [-dry-run] takes the same settings, and writes the backend set they name (backends or groups, backend_set_epoch) to every one of its backends.")
 		return nil
 	case err != nil:
 		return err
-	case cfg.embedded:
-		return &usageError{"adopt needs the backends of the configuration to adopt: backends, or groups, with backend_set_epoch"}
+	case cfg.Embedded:
+		return &config.UsageError{Msg: "adopt needs the backends of the configuration to adopt: backends, or groups, with backend_set_epoch"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -25,6 +25,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
@@ -241,27 +242,27 @@ func TestDeploySystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if drain := defaultConfig(t).shutdownTimeout; d <= drain {
+	if drain := defaultConfig(t).ShutdownTimeout; d <= drain {
 		t.Errorf("TimeoutStopSec %v is not above shutdown_timeout's default %v: systemd would kill commands in flight", d, drain)
 	}
 }
 
 // defaultConfig is the configuration of a file that sets nothing but the
 // backends.
-func defaultConfig(t *testing.T) *config {
+func defaultConfig(t *testing.T) *config.Config {
 	t.Helper()
 	return loadTOML(t, `backends = ["redis://127.0.0.1:6379"]`)
 }
 
 // loadTOML loads text as a -config file, the way the proxy does at start.
-func loadTOML(t *testing.T, text string) *config {
+func loadTOML(t *testing.T, text string) *config.Config {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "lockproxy.toml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	noEnv := func(string) (string, bool) { return "", false }
-	cfg, err := loadConfig([]string{"-config", path}, noEnv, io.Discard)
+	cfg, err := config.Load([]string{"-config", path}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatalf("the proxy refuses this configuration: %v\n%s", err, text)
 	}
@@ -420,11 +421,11 @@ func TestDeployKubernetes(t *testing.T) {
 	for i := range *sts.Spec.Replicas {
 		want = append(want, "redis://"+sts.Name+"-"+string(rune('0'+i))+"."+headless.Name+":6379")
 	}
-	if !slices.Equal(cfg.quorum.Backends, want) {
-		t.Errorf("the proxies' backends %v, want the StatefulSet's pods %v", cfg.quorum.Backends, want)
+	if !slices.Equal(cfg.Quorum.Backends, want) {
+		t.Errorf("the proxies' backends %v, want the StatefulSet's pods %v", cfg.Quorum.Backends, want)
 	}
-	if cfg.metrics != "0.0.0.0:7380" || cfg.listen != "0.0.0.0:7379" {
-		t.Errorf("listen %q, metrics %q", cfg.listen, cfg.metrics)
+	if cfg.Metrics != "0.0.0.0:7380" || cfg.Listen != "0.0.0.0:7379" {
+		t.Errorf("listen %q, metrics %q", cfg.Listen, cfg.Metrics)
 	}
 	if !slices.Equal(c.Args, []string{"-config", "/etc/lockproxy/lockproxy.toml"}) ||
 		!slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/lockproxy" }) ||
@@ -436,8 +437,8 @@ func TestDeployKubernetes(t *testing.T) {
 	if h := c.Lifecycle; h != nil && h.PreStop != nil && h.PreStop.Sleep != nil {
 		preStop = time.Duration(h.PreStop.Sleep.Seconds) * time.Second
 	}
-	if grace <= preStop+cfg.shutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %v is not above preStop %v plus shutdown_timeout %v", grace, preStop, cfg.shutdownTimeout)
+	if grace <= preStop+cfg.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %v is not above preStop %v plus shutdown_timeout %v", grace, preStop, cfg.ShutdownTimeout)
 	}
 }
 
@@ -489,8 +490,8 @@ func TestDeployDocker(t *testing.T) {
 	// added, as docker run's arguments add them.
 	baked := deployFile(t, "deploy", "docker", "lockproxy.toml")
 	cfg := loadTOML(t, baked+"\n"+`backends = ["redis://127.0.0.1:6379"]`)
-	if cfg.listen != "0.0.0.0:7379" || cfg.metrics != "0.0.0.0:7380" {
-		t.Errorf("the image's configuration: listen %q, metrics %q", cfg.listen, cfg.metrics)
+	if cfg.Listen != "0.0.0.0:7379" || cfg.Metrics != "0.0.0.0:7380" {
+		t.Errorf("the image's configuration: listen %q, metrics %q", cfg.Listen, cfg.Metrics)
 	}
 	for _, line := range []string{
 		"COPY deploy/docker/lockproxy.toml /etc/lockproxy/lockproxy.toml",
@@ -519,7 +520,7 @@ func TestDeployDocker(t *testing.T) {
 	if err != nil {
 		t.Fatalf("compose's stop_grace_period: %v", err)
 	}
-	if drain := defaultConfig(t).shutdownTimeout; grace <= drain {
+	if drain := defaultConfig(t).ShutdownTimeout; grace <= drain {
 		t.Errorf("compose's stop_grace_period %v is not above shutdown_timeout's default %v", grace, drain)
 	}
 	if cmd := compose.Services["lockproxy"].Command; slices.Contains(cmd, "-listen") || len(cmd) != 2 || cmd[0] != "-backends" {
@@ -535,7 +536,7 @@ func TestDeployDocker(t *testing.T) {
 	}
 	// Nothing the build needs is left out: go.mod, go.sum, the sources and
 	// the files they embed.
-	for _, needed := range []string{"go.mod", "go.sum", "main.go", "status/status.html", "quorum/lua", "deploy/docker/lockproxy.toml"} {
+	for _, needed := range []string{"go.mod", "go.sum", "main.go", "internal/admin/status.html", "quorum/lua", "deploy/docker/lockproxy.toml"} {
 		for _, pattern := range strings.Split(ignore, "\n") {
 			if pattern == "" || strings.HasPrefix(pattern, "#") {
 				continue

@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/lockproxy/lockproxy/internal/admin"
+	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/lockproxy/lockproxy/shard"
@@ -38,7 +40,7 @@ func main() {
 	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "lockproxy:", err)
-		var usage *usageError
+		var usage *config.UsageError
 		if errors.As(err, &usage) {
 			os.Exit(2)
 		}
@@ -58,47 +60,47 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return adopt(args[1:], stdout)
 	}
 	build := buildInfo()
-	cfg, err := loadConfig(args, os.LookupEnv, stdout)
+	cfg, err := config.Load(args, os.LookupEnv, stdout)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		return nil
-	case errors.Is(err, errVersion):
+	case errors.Is(err, config.ErrVersion):
 		fmt.Fprintln(stdout, build)
 		return nil
 	case err != nil:
 		return err
 	}
 	level := new(slog.LevelVar)
-	level.Set(cfg.logLevel)
-	log := newLogger(stderr, cfg.logFormat, level)
-	cfg.quorum.Logger, cfg.proxy.Logger = log, log
-	cfg.proxy.Version = build.Version
+	level.Set(cfg.LogLevel)
+	log := config.NewLogger(stderr, cfg.LogFormat, level)
+	cfg.Quorum.Logger, cfg.Proxy.Logger = log, log
+	cfg.Proxy.Version = build.Version
 
-	if cfg.embedded {
+	if cfg.Embedded {
 		urls, stop, err := startEmbedded()
 		if err != nil {
 			return err
 		}
 		defer stop()
-		cfg.quorum.Backends = urls
+		cfg.Quorum.Backends = urls
 		// They start with the proxy, so quarantine would only delay a first try.
-		cfg.quorum.DisableRestartQuarantine = true
+		cfg.Quorum.DisableRestartQuarantine = true
 		// In-process servers answer in microseconds, unless the machine is
 		// busy (their Lua is slow under the race detector): a newcomer's
 		// first lock must not fail for a hiccup of the default 50 ms.
-		cfg.quorum.NodeTimeout = max(cfg.quorum.NodeTimeout, 500*time.Millisecond)
-		cfg.proxy.Embedded = true
+		cfg.Quorum.NodeTimeout = max(cfg.Quorum.NodeTimeout, 500*time.Millisecond)
+		cfg.Proxy.Embedded = true
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
 
 	obs := newMetrics(build)
-	cfg.quorum.Observer, cfg.proxy.Observer = obs, obs
+	cfg.Quorum.Observer, cfg.Proxy.Observer = obs, obs
 	groups, err := newGroups(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer groups.Close()
-	srv, err := proxy.New(reportingGroups{groups}, cfg.proxy)
+	srv, err := proxy.New(reportingGroups{groups}, cfg.Proxy)
 	if err != nil {
 		return err
 	}
@@ -107,25 +109,25 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 
 	r := &reloader{
-		load:    func() (*config, error) { return loadConfig(args, os.LookupEnv, io.Discard) },
+		load:    func() (*config.Config, error) { return config.Load(args, os.LookupEnv, io.Discard) },
 		log:     log,
 		level:   level,
 		srv:     srv,
 		groups:  groups,
-		running: cfg.fingerprints,
+		running: cfg.Fingerprints,
 	}
-	r.tls.Store(cfg.tls)
-	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
+	r.tls.Store(cfg.TLS)
+	r.shutdownTimeout.Store(int64(cfg.ShutdownTimeout))
 	attrs := []any{"backends", len(backendsOf(groups)), "quorum", reportingGroups{groups}.Quorum()}
 	if n := len(groups.Engines()); n > 1 {
 		attrs = append(attrs, "groups", n)
 	}
-	lns, mln, err := openListeners(cfg, log, &r.tls, append(attrs, "max_ttl", cfg.quorum.MaxTTL, "restart_quarantine", !cfg.quorum.DisableRestartQuarantine)...)
+	lns, mln, err := openListeners(cfg, log, &r.tls, append(attrs, "max_ttl", cfg.Quorum.MaxTTL, "restart_quarantine", !cfg.Quorum.DisableRestartQuarantine)...)
 	if err != nil {
 		return err
 	}
 	// In the background: a hung backend must not delay serving.
-	go probe(context.Background(), groups, log)
+	go admin.Probe(context.Background(), groups, log)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -135,12 +137,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var ops *http.Server
 	if mln != nil {
-		status := &statusPage{groups: groups, sampler: newOpsSampler(srv.Stats), embedded: cfg.embedded, log: log, version: build.Version, held: heldSample(groups)}
+		status := admin.NewStatusPage(groups, srv.Stats, cfg.Embedded, build.Version, log)
 		g.Go(func() error {
-			status.sampler.run(gctx)
+			status.Sample(gctx)
 			return nil
 		})
-		ops = &http.Server{Handler: opsHandler(groups, status, cfg.pprof, cfg.embedded), ReadHeaderTimeout: 5 * time.Second}
+		ops = &http.Server{Handler: admin.Handler(groups, status, cfg.Pprof, cfg.Embedded), ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
 			if err := ops.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -175,7 +177,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 // backends. Each group's set records its slot range, so that proxies
 // whose groups differ are refused where the other's records are, rather
 // than each granting a key in another group.
-func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
+func newGroups(cfg *config.Config, log *slog.Logger) (*shard.Groups, error) {
 	var engines []*quorum.Engine
 	fail := func(err error) (*shard.Groups, error) {
 		for _, e := range engines {
@@ -206,14 +208,14 @@ func newGroups(cfg *config, log *slog.Logger) (*shard.Groups, error) {
 
 // groupConfigs is the engine configuration of each shard group, or of the
 // one set of backends.
-func groupConfigs(cfg *config) []quorum.Config {
-	sets := cfg.groups
+func groupConfigs(cfg *config.Config) []quorum.Config {
+	sets := cfg.Groups
 	if len(sets) == 0 {
-		sets = [][]string{cfg.quorum.Backends}
+		sets = [][]string{cfg.Quorum.Backends}
 	}
 	configs := make([]quorum.Config, len(sets))
 	for i, backends := range sets {
-		qc := cfg.quorum
+		qc := cfg.Quorum
 		qc.Backends = backends
 		if len(sets) > 1 {
 			first, last := shard.Range(i, len(sets))
@@ -230,7 +232,7 @@ func groupConfigs(cfg *config) []quorum.Config {
 // says it is listening. The TLS listener serves, to each new connection,
 // the settings that tlsNow holds then, so that a reload rotates the
 // certificate without closing a connection.
-func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) (lns []net.Listener, ops net.Listener, err error) {
+func openListeners(cfg *config.Config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) (lns []net.Listener, ops net.Listener, err error) {
 	var opened []net.Listener
 	open := func(key, addr string) net.Listener {
 		if err != nil || addr == "" {
@@ -244,10 +246,10 @@ func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Con
 		opened = append(opened, ln)
 		return ln
 	}
-	plain, secure, ops := open("listen", cfg.listen), open("tls_listen", cfg.tlsListen), open("metrics", cfg.metrics)
+	plain, secure, ops := open("listen", cfg.Listen), open("tls_listen", cfg.TLSListen), open("metrics", cfg.Metrics)
 	var local net.Listener
-	if err == nil && cfg.unixSocket != "" {
-		if local, err = listenUnix(cfg.unixSocket, cfg.unixSocketPerm); err != nil {
+	if err == nil && cfg.UnixSocket != "" {
+		if local, err = listenUnix(cfg.UnixSocket, cfg.UnixSocketPerm); err != nil {
 			err = fmt.Errorf("unix_socket: %w", err)
 		} else {
 			opened = append(opened, local)
@@ -259,7 +261,7 @@ func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Con
 	}
 	if local != nil {
 		lns = append(lns, local)
-		log.Info("lockproxy listening on a Unix socket", append([]any{"path", cfg.unixSocket, "perm", fmt.Sprintf("%o", cfg.unixSocketPerm)}, attrs...)...)
+		log.Info("lockproxy listening on a Unix socket", append([]any{"path", cfg.UnixSocket, "perm", fmt.Sprintf("%o", cfg.UnixSocketPerm)}, attrs...)...)
 	}
 	if plain != nil {
 		lns = append(lns, plain)
@@ -270,7 +272,7 @@ func openListeners(cfg *config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Con
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return tlsNow.Load(), nil },
 		}))
 		log.Info("lockproxy listening with TLS", append([]any{"addr", secure.Addr().String(),
-			"min_version", tls.VersionName(cfg.tls.MinVersion), "client_certificates", cfg.tls.ClientCAs != nil}, attrs...)...)
+			"min_version", tls.VersionName(cfg.TLS.MinVersion), "client_certificates", cfg.TLS.ClientCAs != nil}, attrs...)...)
 	}
 	if ops != nil {
 		log.Info("metrics and health listening", "addr", ops.Addr().String())

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/lockproxy/lockproxy/shard"
@@ -20,7 +20,7 @@ import (
 // the others are refused with a log line and keep their running values.
 // Only its watch goroutine calls reload, so reloads never overlap.
 type reloader struct {
-	load   func() (*config, error) // the file and the flags as given at start
+	load   func() (*config.Config, error) // the file and the flags as given at start
 	log    *slog.Logger
 	level  *slog.LevelVar
 	srv    *proxy.Server
@@ -32,7 +32,7 @@ type reloader struct {
 	// running are the fingerprints of the values in effect: a refused
 	// key keeps its old one, so that every later reload refuses it again
 	// until its value is put back.
-	running map[string][sha256.Size]byte
+	running config.Fingerprints
 }
 
 // watch reloads on every signal from hup until ctx ends.
@@ -56,42 +56,37 @@ func (r *reloader) reload() {
 	if err == nil {
 		// It was checked as a whole when loaded; this fails only if the
 		// proxy's own checks say otherwise.
-		err = r.srv.Reload(next.proxy)
+		err = r.srv.Reload(next.Proxy)
 	}
 	if err != nil {
 		r.log.Error("reload failed: the running configuration is kept", "err", err)
 		return
 	}
-	changed := map[onReload][]string{}
-	for _, k := range keys {
-		if next.fingerprints[k.name] != r.running[k.name] {
-			changed[k.reload] = append(changed[k.reload], k.name)
-		}
-	}
-	refused := changed[restart]
+	changed := next.Fingerprints.Changed(r.running)
+	refused := changed[config.Restart]
 	if len(refused) > 0 {
 		r.log.Warn("reload: these keys change only with a restart; their running values are kept",
 			"keys", strings.Join(refused, ","))
 	}
-	if keys := changed[engine]; len(keys) > 0 {
-		if err := changeEngine(r.groups, next.quorum); err != nil {
+	if keys := changed[config.Engine]; len(keys) > 0 {
+		if err := changeEngine(r.groups, next.Quorum); err != nil {
 			r.log.Warn("reload: the backends and engine settings are not changed; the running ones are kept",
 				"keys", strings.Join(keys, ","), "reason", err)
 			refused = append(refused, keys...)
 		}
 	}
 	for _, name := range refused {
-		next.fingerprints[name] = r.running[name]
+		next.Fingerprints[name] = r.running[name]
 	}
-	r.running = next.fingerprints
+	r.running = next.Fingerprints
 	// Nil when tls_listen was emptied, which is refused: the running TLS
 	// listener keeps its settings.
-	if next.tls != nil {
-		r.tls.Store(next.tls)
+	if next.TLS != nil {
+		r.tls.Store(next.TLS)
 	}
-	r.shutdownTimeout.Store(int64(next.shutdownTimeout))
-	r.level.Set(next.logLevel)
-	applied := strings.Join(changed[live], ",")
+	r.shutdownTimeout.Store(int64(next.ShutdownTimeout))
+	r.level.Set(next.LogLevel)
+	applied := strings.Join(changed[config.Live], ",")
 	if applied == "" {
 		applied = "none"
 	}

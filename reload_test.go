@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/internal/testcerts"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
@@ -21,7 +22,7 @@ import (
 // to log, with a proxy.Server of its own.
 func testReloader(t *testing.T, args []string, log io.Writer) *reloader {
 	t.Helper()
-	load := func() (*config, error) { return loadConfig(args, noEnv, io.Discard) }
+	load := func() (*config.Config, error) { return config.Load(args, noEnv, io.Discard) }
 	cfg, err := load()
 	if err != nil {
 		t.Fatal(err)
@@ -31,13 +32,13 @@ func testReloader(t *testing.T, args []string, log io.Writer) *reloader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	srv, err := proxy.New(engine, cfg.proxy)
+	srv, err := proxy.New(engine, cfg.Proxy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reloader{load: load, log: slog.New(slog.NewTextHandler(log, nil)), level: new(slog.LevelVar), srv: srv, running: cfg.fingerprints}
-	r.tls.Store(cfg.tls)
-	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
+	r := &reloader{load: load, log: slog.New(slog.NewTextHandler(log, nil)), level: new(slog.LevelVar), srv: srv, running: cfg.Fingerprints}
+	r.tls.Store(cfg.TLS)
+	r.shutdownTimeout.Store(int64(cfg.ShutdownTimeout))
 	return r
 }
 
@@ -114,6 +115,20 @@ log_format = %q
 	if cert := r.tls.Load().Certificates[0].Leaf; cert == nil || cert.Equal(firstTLS.Certificates[0].Leaf) {
 		t.Error("the TLS listener serves the first certificate still")
 	}
+}
+
+// noEnv is an environment without variables, so that tests do not depend
+// on the one they run in.
+func noEnv(string) (string, bool) { return "", false }
+
+// writeConfig writes body to a configuration file of the test's.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lockproxy.toml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // copyTo writes src's content to dst.

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -112,14 +113,15 @@ func groupStates(ctx context.Context, g *shard.Groups) (states []backendState, c
 	return states, counting, ready, groups
 }
 
-// opsHandler serves the status page at /, /metrics, /healthz (the process
-// answers), /readyz (a quorum of backends answers PING within the backend
-// timeout), /locks (a page of the lock listing, for operators), and with withPprof Go's profiles, which are off by default: a
-// CPU profile costs the proxy while it runs, and the address may be reachable
-// by more than the operator. On embedded backends /readyz always answers 503:
+// Handler is the metrics address: the status page at /, /metrics (the
+// default Prometheus registry), /healthz (the process answers), /readyz (a
+// quorum of backends answers PING within the backend timeout), /locks (a
+// page of the lock listing, for operators), and with withPprof Go's
+// profiles, which are off by default: a CPU profile costs the proxy while
+// it runs, and the address may be reachable by more than the operator. On embedded backends /readyz always answers 503:
 // they answer every PING, yet locks on them die with the process and no other
 // proxy shares them, so no orchestrator may take such a proxy for a ready one.
-func opsHandler(g *shard.Groups, status http.Handler, withPprof, embedded bool) http.Handler {
+func Handler(g *shard.Groups, status http.Handler, withPprof, embedded bool) http.Handler {
 	mux := http.NewServeMux()
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -145,8 +147,8 @@ func opsHandler(g *shard.Groups, status http.Handler, withPprof, embedded bool) 
 		case !ready:
 			status, code = "no quorum", http.StatusServiceUnavailable
 		}
-		body := map[string]any{"status": status, "embedded": embedded, "backend_set": reportingGroups{g}.BackendSet(),
-			"quorum": reportingGroups{g}.Quorum(), "counting": counting, "backends": states}
+		body := map[string]any{"status": status, "embedded": embedded, "backend_set": backendSetOf(g),
+			"quorum": quorumOf(g), "counting": counting, "backends": states}
 		if groups != nil {
 			body["groups"] = groups
 		}
@@ -161,9 +163,9 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 	json.NewEncoder(w).Encode(body)
 }
 
-// probe logs each backend's state at start, so an operator sees at once
+// Probe logs each backend's state at start, so an operator sees at once
 // which backends count toward quorum and which are quarantined.
-func probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
+func Probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
 	engines := g.Engines()
 	for i, e := range engines {
 		states, counting := backendStates(ctx, e)
@@ -181,3 +183,36 @@ func probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
 		}
 	}
 }
+
+// quorumOf is the smallest group's quorum: with one group, its quorum.
+func quorumOf(g *shard.Groups) int {
+	q := 0
+	for i, e := range g.Engines() {
+		if i == 0 || e.Quorum() < q {
+			q = e.Quorum()
+		}
+	}
+	return q
+}
+
+// backendSetOf names each group's backend set, comma-separated.
+func backendSetOf(g *shard.Groups) string {
+	var sets []string
+	for _, e := range g.Engines() {
+		sets = append(sets, e.BackendSet())
+	}
+	return strings.Join(sets, ",")
+}
+
+// backendsOf is every group's backends, group after group.
+func backendsOf(g *shard.Groups) []quorum.BackendState {
+	var out []quorum.BackendState
+	for _, e := range g.Engines() {
+		out = append(out, e.Backends()...)
+	}
+	return out
+}
+
+// kindLabel writes a quorum failure kind ("connection refused") as the
+// metrics label it (connection_refused).
+func kindLabel(kind string) string { return strings.ReplaceAll(kind, " ", "_") }

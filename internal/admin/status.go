@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 	"github.com/lockproxy/lockproxy/shard"
 )
 
-//go:embed status/status.html
+//go:embed status.html
 var statusHTML string
 
 var statusTemplate = template.Must(template.New("status").Parse(statusHTML))
@@ -49,11 +49,11 @@ type heldLockRow struct {
 	Addrs   []string
 }
 
-// statusPage is the page at / on the metrics address: what an operator
+// StatusPage is the page at / on the metrics address: what an operator
 // looks at first, in any browser, without Prometheus. It is rendered on
 // the server, runs no script, and pings every backend once per view
 // (backendStates, as /readyz does).
-type statusPage struct {
+type StatusPage struct {
 	groups   *shard.Groups
 	sampler  *opsSampler
 	embedded bool
@@ -64,7 +64,19 @@ type statusPage struct {
 	log  *slog.Logger
 }
 
-func (p *statusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// NewStatusPage is the status page of groups, whose operation rates come
+// from stats (the proxy's Server.Stats) once Sample runs, and whose sample
+// of held locks is the first page of the groups' lock listing. embedded
+// and version are shown as they are.
+func NewStatusPage(groups *shard.Groups, stats func() proxy.Stats, embedded bool, version string, log *slog.Logger) *StatusPage {
+	return &StatusPage{groups: groups, sampler: newOpsSampler(stats), embedded: embedded, version: version, held: heldSample(groups), log: log}
+}
+
+// Sample takes the samples of the operation counters that the page's
+// rates are computed from, until ctx ends.
+func (p *StatusPage) Sample(ctx context.Context) { p.sampler.run(ctx) }
+
+func (p *StatusPage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	var buf bytes.Buffer
@@ -128,11 +140,11 @@ type presenceView struct {
 	Held bool
 }
 
-func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
+func (p *StatusPage) view(ctx context.Context, now time.Time) statusView {
 	states, counting, ready, groups := groupStates(ctx, p.groups)
 	v := statusView{
-		Version: p.version, BackendSet: reportingGroups{p.groups}.BackendSet(), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Refresh: statusRefresh, Embedded: p.embedded, Quorum: reportingGroups{p.groups}.Quorum(), Counting: counting,
+		Version: p.version, BackendSet: backendSetOf(p.groups), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
+		Refresh: statusRefresh, Embedded: p.embedded, Quorum: quorumOf(p.groups), Counting: counting,
 		HasQuorum: ready,
 	}
 	for i, g := range groups {
@@ -191,7 +203,7 @@ func (p *statusPage) view(ctx context.Context, now time.Time) statusView {
 }
 
 // opsView formats the rates of the operations that happened in the window.
-func (p *statusPage) opsView(now time.Time) (window string, ops []opView, total string) {
+func (p *StatusPage) opsView(now time.Time) (window string, ops []opView, total string) {
 	d, rates := p.sampler.rates(now)
 	if d == 0 {
 		return "", nil, ""

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,13 +24,14 @@ import (
 	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // statusCluster is a proxy over real redis-servers with its status page
-// served, as main serves it, by opsHandler on an HTTP server of its own.
+// served, as main serves it, by Handler on an HTTP server of its own.
 type statusCluster struct {
 	servers []*redistest.Server
-	page    *statusPage
+	page    *StatusPage
 	client  *redis.Client
 	url     string // the ops handler's base URL
 }
@@ -41,13 +43,47 @@ func startStatusCluster(t *testing.T, n int) *statusCluster {
 	for i, s := range c.servers {
 		urls[i] = s.URL()
 	}
-	p := startTestProxyOver(t, urls)
-	c.client = p.client
-	c.page = &statusPage{groups: p.groups, sampler: newOpsSampler(p.server.Stats), log: slog.New(slog.DiscardHandler)}
-	hs := httptest.NewServer(opsHandler(p.groups, c.page, false, false))
+	groups, srv, addr := startProxy(t, urls)
+	c.client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { c.client.Close() })
+	c.page = &StatusPage{groups: groups, sampler: newOpsSampler(srv.Stats), log: slog.New(slog.DiscardHandler)}
+	hs := httptest.NewServer(Handler(groups, c.page, false, false))
 	t.Cleanup(hs.Close)
 	c.url = hs.URL
 	return c
+}
+
+// startProxy serves RESP, as main does, over the engine of the backends at
+// urls, and returns its groups, its server and the address it listens on.
+func startProxy(t *testing.T, urls []string) (*shard.Groups, *proxy.Server, string) {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	// A generous backend timeout: a loaded machine running -race can take
+	// longer than the default 50ms to dial.
+	engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close() })
+	groups, err := shard.New([]*quorum.Engine{engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(groups, proxy.Config{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	})
+	return groups, srv, ln.Addr().String()
 }
 
 // get fetches path from the ops handler.

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/sha256"
@@ -32,35 +32,42 @@ import (
 // value it shows is the default.
 func TestConfigExample(t *testing.T) {
 	// Left unedited, it lists no backends, which a file must.
-	if _, err := loadConfig([]string{"-config", "config.example.toml"}, noEnv, io.Discard); err != errNoBackends {
+	if _, err := Load([]string{"-config", exampleFile}, noEnv, io.Discard); err != errNoBackends {
 		t.Fatalf("config.example.toml unedited: want %q, got %v", errNoBackends, err)
 	}
 	backends := []string{"-backends", "redis://a:1,redis://b:2,redis://c:3"}
-	fromFile, err := loadConfig(append([]string{"-config", "config.example.toml"}, backends...), noEnv, io.Discard)
+	fromFile, err := Load(append([]string{"-config", exampleFile}, backends...), noEnv, io.Discard)
 	if err != nil {
 		t.Fatalf("config.example.toml: %v", err)
 	}
-	defaults, err := loadConfig(backends, noEnv, io.Discard)
+	defaults, err := Load(backends, noEnv, io.Discard)
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	fromFile.proxy.ConfigFile = "" // where it came from: the one difference
+	fromFile.Proxy.ConfigFile = "" // where it came from: the one difference
 	if !reflect.DeepEqual(fromFile, defaults) {
 		t.Fatalf("config.example.toml differs from the defaults:\nfile:     %+v\ndefaults: %+v", fromFile, defaults)
 	}
 	// Every key of the file has a flag of the same name.
-	example, _ := os.ReadFile("config.example.toml")
+	example, _ := os.ReadFile(exampleFile)
 	for line := range strings.SplitSeq(string(example), "\n") {
 		key, _, ok := strings.Cut(line, " = ")
 		if !ok || strings.HasPrefix(key, "#") {
 			continue
 		}
 		flagName := strings.ReplaceAll(key, "_", "-")
-		if _, err := loadConfig([]string{"-" + flagName + "=" + exampleValue(flagName)}, noEnv, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
+		if _, err := Load([]string{"-" + flagName + "=" + exampleValue(flagName)}, noEnv, io.Discard); err != nil && strings.Contains(err.Error(), "flag provided but not defined") {
 			t.Errorf("key %s has no flag -%s", key, flagName)
 		}
 	}
 }
+
+// The files that document the keys, at the repository's root: tests hold
+// them to the table.
+const (
+	exampleFile = "../../config.example.toml"
+	readmeFile  = "../../README.md"
+)
 
 // noEnv is an environment without variables, so that tests do not depend
 // on the one they run in.
@@ -92,27 +99,27 @@ backend_timeout = "80ms"
 max_ttl = "30s"
 restart_quarantine = true
 `)
-	c, err := loadConfig([]string{"-config", path, "-listen", "127.0.0.1:2", "-max-ttl", "10s",
+	c, err := Load([]string{"-config", path, "-listen", "127.0.0.1:2", "-max-ttl", "10s",
 		"-restart-quarantine=false", "-drift-factor", "0.05", "-max-request-bytes", "4096"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, pair := range map[string][2]any{
-		"listen":             {"127.0.0.1:2", c.listen},
-		"backends":           {3, len(c.quorum.Backends)},
-		"backend_timeout":    {80 * time.Millisecond, c.quorum.NodeTimeout},
-		"max_ttl":            {10 * time.Second, c.quorum.MaxTTL},
-		"restart_quarantine": {true, c.quorum.DisableRestartQuarantine},
-		"drift_factor":       {0.05, c.quorum.DriftFactor},
-		"max_request_bytes":  {4096, c.proxy.MaxRequestBytes},
-		"embedded":           {false, c.embedded},
+		"listen":             {"127.0.0.1:2", c.Listen},
+		"backends":           {3, len(c.Quorum.Backends)},
+		"backend_timeout":    {80 * time.Millisecond, c.Quorum.NodeTimeout},
+		"max_ttl":            {10 * time.Second, c.Quorum.MaxTTL},
+		"restart_quarantine": {true, c.Quorum.DisableRestartQuarantine},
+		"drift_factor":       {0.05, c.Quorum.DriftFactor},
+		"max_request_bytes":  {4096, c.Proxy.MaxRequestBytes},
+		"embedded":           {false, c.Embedded},
 	} {
 		if exp, got := pair[0], pair[1]; exp != got {
 			t.Errorf("%s: expected %v, got %v", name, exp, got)
 		}
 	}
-	c, err = loadConfig([]string{"-backends", "redis://a:1, redis://b:2,redis://c:3"}, noEnv, io.Discard)
-	if err != nil || len(c.quorum.Backends) != 3 || c.quorum.Backends[1] != "redis://b:2" {
+	c, err = Load([]string{"-backends", "redis://a:1, redis://b:2,redis://c:3"}, noEnv, io.Discard)
+	if err != nil || len(c.Quorum.Backends) != 3 || c.Quorum.Backends[1] != "redis://b:2" {
 		t.Fatalf("-backends list: %v, %v", c, err)
 	}
 }
@@ -141,17 +148,17 @@ func TestConfigEmbedded(t *testing.T) {
 			if tc.file != "" {
 				args = append([]string{"-config", writeConfig(t, tc.file)}, args...)
 			}
-			c, err := loadConfig(args, noEnv, io.Discard)
+			c, err := Load(args, noEnv, io.Discard)
 			switch {
-			case tc.embedded && (err != nil || !c.embedded):
+			case tc.embedded && (err != nil || !c.Embedded):
 				t.Fatalf("want embedded backends, got %v", err)
 			case !tc.embedded && err != errNoBackends:
 				t.Fatalf("want %q, got %v", errNoBackends, err)
 			}
 		})
 	}
-	c, err := loadConfig([]string{"-config", writeConfig(t, `backends = ["redis://a:1"]`)}, noEnv, io.Discard)
-	if err != nil || c.embedded || len(c.quorum.Backends) != 1 {
+	c, err := Load([]string{"-config", writeConfig(t, `backends = ["redis://a:1"]`)}, noEnv, io.Discard)
+	if err != nil || c.Embedded || len(c.Quorum.Backends) != 1 {
 		t.Fatalf("a file with a backend: %v", err)
 	}
 }
@@ -189,7 +196,7 @@ func TestConfigRejects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-config", writeConfig(t, tc.file)}, tc.args...)
-			_, err := loadConfig(args, noEnv, io.Discard)
+			_, err := Load(args, noEnv, io.Discard)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -220,17 +227,17 @@ max_ttl = "30s"
 backend_timeout = "80ms"
 password = "from-file"
 `)
-	c, err := loadConfig([]string{"-config", path, "-max-ttl", "10s"}, env, io.Discard)
+	c, err := Load([]string{"-config", path, "-max-ttl", "10s"}, env, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, pair := range map[string][2]any{
-		"backends (env)":           {"redis://a:1 redis://b:2 redis://c:3", strings.Join(c.quorum.Backends, " ")},
-		"max_ttl (flag)":           {10 * time.Second, c.quorum.MaxTTL},
-		"backend_timeout (file)":   {80 * time.Millisecond, c.quorum.NodeTimeout},
-		"password (env)":           {"from-env", c.proxy.Password},
-		"restart_quarantine (env)": {true, c.quorum.DisableRestartQuarantine},
-		"users (env)":              {"x t: y ", fmt.Sprintf("%s %s %s %s", c.proxy.Users[0].Name, c.proxy.Users[0].KeyPrefix, c.proxy.Users[1].Name, c.proxy.Users[1].KeyPrefix)},
+		"backends (env)":           {"redis://a:1 redis://b:2 redis://c:3", strings.Join(c.Quorum.Backends, " ")},
+		"max_ttl (flag)":           {10 * time.Second, c.Quorum.MaxTTL},
+		"backend_timeout (file)":   {80 * time.Millisecond, c.Quorum.NodeTimeout},
+		"password (env)":           {"from-env", c.Proxy.Password},
+		"restart_quarantine (env)": {true, c.Quorum.DisableRestartQuarantine},
+		"users (env)":              {"x t: y ", fmt.Sprintf("%s %s %s %s", c.Proxy.Users[0].Name, c.Proxy.Users[0].KeyPrefix, c.Proxy.Users[1].Name, c.Proxy.Users[1].KeyPrefix)},
 	} {
 		if exp, got := pair[0], pair[1]; exp != got {
 			t.Errorf("%s: want %v, got %v", name, exp, got)
@@ -253,7 +260,7 @@ password = "from-file"
 			if tc.file != "" {
 				args = []string{"-config", writeConfig(t, tc.file)}
 			}
-			_, err := loadConfig(args, func(name string) (string, bool) { v, ok := tc.vars[name]; return v, ok }, io.Discard)
+			_, err := Load(args, func(name string) (string, bool) { v, ok := tc.vars[name]; return v, ok }, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("want an error containing %q, got %v", tc.want, err)
 			}
@@ -272,15 +279,15 @@ func TestConfigSecretFiles(t *testing.T) {
 name = "w"
 password_sha256 = "`+hash+`"
 `)
-	c, err := loadConfig([]string{"-config", file, "-password-file", secret("s3cret\n"), "-users-file", users}, noEnv, io.Discard)
+	c, err := Load([]string{"-config", file, "-password-file", secret("s3cret\n"), "-users-file", users}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if exp, got := "s3cret", c.proxy.Password; exp != got {
+	if exp, got := "s3cret", c.Proxy.Password; exp != got {
 		t.Errorf("password from the file: want %q, got %q", exp, got)
 	}
 	var names []string
-	for _, u := range c.proxy.Users {
+	for _, u := range c.Proxy.Users {
 		names = append(names, u.Name+"/"+u.KeyPrefix)
 	}
 	if exp, got := "w/ x/t: y/", strings.Join(names, " "); exp != got {
@@ -303,7 +310,7 @@ password_sha256 = "`+hash+`"
 		{"a name twice", []string{"-users", "a:sha256:" + hash, "-users-file", secret("a:sha256:" + hash)}, `users: user "a" is configured twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadConfig(tc.args, noEnv, io.Discard)
+			_, err := Load(tc.args, noEnv, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter") {
 				t.Fatalf("want an error containing %q and no secret, got %v", tc.want, err)
 			}
@@ -319,13 +326,13 @@ func TestConfigSyntaxErrorHidesSecrets(t *testing.T) {
 		{"backends = [\"redis://u:hunter2@a:1\" \"b\"]\n", "backends"},
 		{"[[users]]\nname = \"a\"\npassword_sha256 = hunter2\n", "users.password_sha256"},
 	} {
-		_, err := loadConfig([]string{"-config", writeConfig(t, tc.file)}, noEnv, io.Discard)
+		_, err := Load([]string{"-config", writeConfig(t, tc.file)}, noEnv, io.Discard)
 		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), fmt.Sprintf("(last key %q)", tc.key)) {
 			t.Errorf("%q: %v", tc.file, err)
 		}
 	}
 	// Other keys' errors keep the parser's words.
-	if _, err := loadConfig([]string{"-config", writeConfig(t, "max_ttl = forever\n")}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "forever") {
+	if _, err := Load([]string{"-config", writeConfig(t, "max_ttl = forever\n")}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "forever") {
 		t.Errorf("max_ttl = forever: %v", err)
 	}
 }
@@ -344,46 +351,46 @@ key_prefix = "app1:"
 name = "app2"
 password_bcrypt = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 `)
-	c, err := loadConfig([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3", "-client-write-timeout", "2s"}, noEnv, io.Discard)
+	c, err := Load([]string{"-config", path, "-idle-timeout", "5m", "-max-clients", "3", "-client-write-timeout", "2s"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(c.proxy.Users); n != 2 || c.proxy.Users[0].KeyPrefix != "app1:" || c.proxy.Users[1].PasswordBcrypt == "" {
-		t.Fatalf("users from the file: %+v", c.proxy.Users)
+	if n := len(c.Proxy.Users); n != 2 || c.Proxy.Users[0].KeyPrefix != "app1:" || c.Proxy.Users[1].PasswordBcrypt == "" {
+		t.Fatalf("users from the file: %+v", c.Proxy.Users)
 	}
-	if c.proxy.IdleTimeout != 5*time.Minute || c.proxy.MaxClients != 3 || c.proxy.WriteTimeout != 2*time.Second {
-		t.Fatalf("limits: idle %s, clients %d, write %s", c.proxy.IdleTimeout, c.proxy.MaxClients, c.proxy.WriteTimeout)
+	if c.Proxy.IdleTimeout != 5*time.Minute || c.Proxy.MaxClients != 3 || c.Proxy.WriteTimeout != 2*time.Second {
+		t.Fatalf("limits: idle %s, clients %d, write %s", c.Proxy.IdleTimeout, c.Proxy.MaxClients, c.Proxy.WriteTimeout)
 	}
 	// The flag, repeated, replaces the file's users; a prefix may hold colons.
-	c, err = loadConfig([]string{"-config", path, "-users", "x:sha256:" + hash + ":t:1:", "-users", "y:sha256:" + hash}, noEnv, io.Discard)
+	c, err = Load([]string{"-config", path, "-users", "x:sha256:" + hash + ":t:1:", "-users", "y:sha256:" + hash}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.proxy.Users; len(got) != 2 || got[0].Name != "x" || got[0].KeyPrefix != "t:1:" || got[1].Name != "y" || got[1].KeyPrefix != "" {
+	if got := c.Proxy.Users; len(got) != 2 || got[0].Name != "x" || got[0].KeyPrefix != "t:1:" || got[1].Name != "y" || got[1].KeyPrefix != "" {
 		t.Fatalf("users from flags: %+v", got)
 	}
 }
 
 func TestConfigTLS(t *testing.T) {
 	certs := testcerts.New(t)
-	c, err := loadConfig([]string{"-listen", "", "-tls-listen", "127.0.0.1:0", "-tls-cert-file", certs.ServerCert,
+	c, err := Load([]string{"-listen", "", "-tls-listen", "127.0.0.1:0", "-tls-cert-file", certs.ServerCert,
 		"-tls-key-file", certs.ServerKey, "-tls-ca-cert-file", certs.CA, "-tls-min-version", "1.3"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.listen != "" || c.tlsListen != "127.0.0.1:0" || c.tls == nil || len(c.tls.Certificates) != 1 ||
-		c.tls.ClientAuth != tls.RequireAndVerifyClientCert || c.tls.MinVersion != tls.VersionTLS13 {
+	if c.Listen != "" || c.TLSListen != "127.0.0.1:0" || c.TLS == nil || len(c.TLS.Certificates) != 1 ||
+		c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.MinVersion != tls.VersionTLS13 {
 		t.Fatalf("TLS listener: %+v", c)
 	}
-	if c.quorum.TLSConfig != nil {
+	if c.Quorum.TLSConfig != nil {
 		t.Fatal("backend TLS settings without backend_tls_ keys")
 	}
-	c, err = loadConfig([]string{"-backends", "rediss://a:1,rediss://b:2,rediss://c:3", "-backend-tls-ca-cert-file", certs.CA,
+	c, err = Load([]string{"-backends", "rediss://a:1,rediss://b:2,rediss://c:3", "-backend-tls-ca-cert-file", certs.CA,
 		"-backend-tls-cert-file", certs.ClientCert, "-backend-tls-key-file", certs.ClientKey, "-backend-tls-server-name", "redis.internal"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bt := c.quorum.TLSConfig; bt == nil || bt.RootCAs == nil || len(bt.Certificates) != 1 || bt.ServerName != "redis.internal" || c.tls != nil {
+	if bt := c.Quorum.TLSConfig; bt == nil || bt.RootCAs == nil || len(bt.Certificates) != 1 || bt.ServerName != "redis.internal" || c.TLS != nil {
 		t.Fatalf("backend TLS: %+v", bt)
 	}
 }
@@ -409,7 +416,7 @@ func TestConfigRejectsTLS(t *testing.T) {
 		{"backend CA missing", []string{"-backends", "rediss://a:1", "-backend-tls-ca-cert-file", "/nonexistent.pem"}, "backend_tls_ca_cert_file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := loadConfig(tc.args, noEnv, io.Discard)
+			_, err := Load(tc.args, noEnv, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.key) {
 				t.Fatalf("want an error naming %s, got %v", tc.key, err)
 			}
@@ -430,7 +437,7 @@ func writeConfig(t *testing.T, body string) string {
 // in its order, to its default, and shows the table-valued one, [[users]],
 // as commented-out tables (no users, its default).
 func TestConfigExampleKeys(t *testing.T) {
-	example, err := os.ReadFile("config.example.toml")
+	example, err := os.ReadFile(exampleFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,7 +493,7 @@ func flagText(v any) string {
 // takes it, in backquotes (`50ms`), or as "empty" for an empty string or
 // list; either may be followed by a note in parentheses: "empty (off)".
 func TestConfigREADME(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(readmeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +565,7 @@ func tableNames() []string {
 func TestConfigHelp(t *testing.T) {
 	for _, arg := range []string{"-help", "-h"} {
 		var out strings.Builder
-		if _, err := loadConfig([]string{arg}, noEnv, &out); !errors.Is(err, flag.ErrHelp) {
+		if _, err := Load([]string{arg}, noEnv, &out); !errors.Is(err, flag.ErrHelp) {
 			t.Fatalf("%s: %v", arg, err)
 		}
 		for _, k := range keys {
@@ -582,13 +589,13 @@ func TestConfigHelp(t *testing.T) {
 			}
 		}
 	}
-	if _, err := loadConfig([]string{"-version"}, noEnv, io.Discard); !errors.Is(err, errVersion) {
+	if _, err := Load([]string{"-version"}, noEnv, io.Discard); !errors.Is(err, ErrVersion) {
 		t.Fatalf("-version: %v", err)
 	}
 }
 
 // TestConfigUsageErrors: a command line that does not parse is a
-// usageError (exit status 2) that says what was wrong, suggests the flag
+// UsageError (exit status 2) that says what was wrong, suggests the flag
 // probably meant, and points to -help rather than printing all of it.
 func TestConfigUsageErrors(t *testing.T) {
 	const pointer = "\nRun lockproxy -help for every flag and configuration key."
@@ -606,8 +613,8 @@ func TestConfigUsageErrors(t *testing.T) {
 		{[]string{"-pprof=maybe"}, `invalid boolean value "maybe" for -pprof: parse error`},
 	} {
 		var out strings.Builder
-		_, err := loadConfig(tc.args, noEnv, &out)
-		var ue *usageError
+		_, err := Load(tc.args, noEnv, &out)
+		var ue *UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%v: want a usage error, got %v", tc.args, err)
 			continue
@@ -635,11 +642,11 @@ func TestConfigListenPorts(t *testing.T) {
 		{[]string{"-metrics", "127.0.0.1:http"}, `metrics: port http is out of range in "127.0.0.1:http": a port is a number from 1 to 65535 (0 picks a free one)`},
 		{[]string{"-tls-listen", "localhost"}, `tls_listen: "localhost" is not host:port (e.g. 127.0.0.1:7379, or :7379 for every interface)`},
 	} {
-		if _, err := loadConfig(tc.args, noEnv, io.Discard); err == nil || err.Error() != tc.want {
+		if _, err := Load(tc.args, noEnv, io.Discard); err == nil || err.Error() != tc.want {
 			t.Errorf("%v:\nwant %q\ngot  %v", tc.args, tc.want, err)
 		}
 	}
-	if _, err := loadConfig([]string{"-listen", "127.0.0.1:0", "-metrics", "[::1]:65535"}, noEnv, io.Discard); err != nil {
+	if _, err := Load([]string{"-listen", "127.0.0.1:0", "-metrics", "[::1]:65535"}, noEnv, io.Discard); err != nil {
 		t.Errorf("port 0 and 65535: %v", err)
 	}
 }
@@ -666,7 +673,7 @@ func TestConfigBackendURLs(t *testing.T) {
 		{"redis://db1:6379#", `entry 1 (db1:6379): a "#" ends the URL there: write it %23 (in a password, say)`},
 	} {
 		// Second in the list: the entry is named by its place.
-		_, err := loadConfig([]string{"-backends", "redis://db0:6379," + tc.url}, noEnv, io.Discard)
+		_, err := Load([]string{"-backends", "redis://db0:6379," + tc.url}, noEnv, io.Discard)
 		want := "backends: " + strings.Replace(tc.want, "entry 1", "entry 2", 1)
 		if err == nil || err.Error() != want {
 			t.Errorf("%s:\nwant %q\ngot  %v", tc.url, want, err)
@@ -676,7 +683,7 @@ func TestConfigBackendURLs(t *testing.T) {
 		}
 	}
 	for _, ok := range []string{"redis://db1", "redis://db1:6379/2", "rediss://u:p%23w@db1:6380?skip_verify=true&db=1", "redis://:p%2Fw@[::1]:6379", "unix:///run/redis.sock?db=1"} {
-		if _, err := loadConfig([]string{"-backends", ok}, noEnv, io.Discard); err != nil {
+		if _, err := Load([]string{"-backends", ok}, noEnv, io.Discard); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
@@ -698,7 +705,7 @@ func TestConfigTypeErrors(t *testing.T) {
 		{"[[users]]\nname = 1", `users.name: want a string, got an integer`},
 	} {
 		path := writeConfig(t, tc.file)
-		_, err := loadConfig([]string{"-config", path}, noEnv, io.Discard)
+		_, err := Load([]string{"-config", path}, noEnv, io.Discard)
 		if want := path + ": " + tc.want; err == nil || err.Error() != want {
 			t.Errorf("%s:\nwant %q\ngot  %v", tc.file, want, err)
 		}
@@ -713,23 +720,10 @@ func TestLoggerDurations(t *testing.T) {
 		{"text", `timeout=5s group.latency=1.5ms`},
 	} {
 		var out strings.Builder
-		newLogger(&out, tc.format, slog.LevelInfo).Info("m", "timeout", 5*time.Second, slog.Group("group", "latency", 1500*time.Microsecond))
+		NewLogger(&out, tc.format, slog.LevelInfo).Info("m", "timeout", 5*time.Second, slog.Group("group", "latency", 1500*time.Microsecond))
 		if !strings.HasSuffix(strings.TrimSpace(out.String()), tc.want) {
 			t.Errorf("%s: want the line to end with %s, got %s", tc.format, tc.want, out.String())
 		}
-	}
-}
-
-// TestBuildInfo: a binary built without a stamped version still says
-// something more than "(devel)", and -version's line has every part.
-func TestBuildInfo(t *testing.T) {
-	b := buildInfo()
-	if b.Version == "" || b.Version == "(devel)" || b.Revision == "" {
-		t.Fatalf("build info: %+v", b)
-	}
-	if exp, got := "lockproxy v1.2.3 (commit 0123456789ab, go1.99, linux/arm64)",
-		(build{"v1.2.3", "0123456789ab", "go1.99", "linux/arm64"}).String(); exp != got {
-		t.Fatalf("want %q, got %q", exp, got)
 	}
 }
 
@@ -741,7 +735,7 @@ func TestConfigDriftFactorIsTheEngines(t *testing.T) {
 	backend := miniredis.RunT(t)
 	for _, f := range []float64{-1, -0.01, 1e-9, 0.01, 0.49999, 0.5, 0.9, 1, 1.5, math.Inf(1), math.NaN()} {
 		text := strconv.FormatFloat(f, 'g', -1, 64)
-		_, cfgErr := loadConfig([]string{"-drift-factor", text}, noEnv, io.Discard)
+		_, cfgErr := Load([]string{"-drift-factor", text}, noEnv, io.Discard)
 		e, engineErr := quorum.New(quorum.Config{Backends: []string{"redis://" + backend.Addr()}, DriftFactor: f, Logger: slog.New(slog.DiscardHandler)})
 		if e != nil {
 			e.Close()
@@ -756,11 +750,11 @@ func TestConfigDriftFactorIsTheEngines(t *testing.T) {
 // proxy's own limit, so a value beyond it is refused naming the key.
 func TestConfigLimitOfRequestBytes(t *testing.T) {
 	limit := strconv.Itoa(proxy.MaxRequestBytesLimit)
-	c, err := loadConfig([]string{"-max-request-bytes", limit}, noEnv, io.Discard)
-	if err != nil || c.proxy.MaxRequestBytes != proxy.MaxRequestBytesLimit {
+	c, err := Load([]string{"-max-request-bytes", limit}, noEnv, io.Discard)
+	if err != nil || c.Proxy.MaxRequestBytes != proxy.MaxRequestBytesLimit {
 		t.Fatalf("the limit itself: %v", err)
 	}
-	if _, err := loadConfig([]string{"-max-request-bytes", strconv.Itoa(proxy.MaxRequestBytesLimit + 1)}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
+	if _, err := Load([]string{"-max-request-bytes", strconv.Itoa(proxy.MaxRequestBytesLimit + 1)}, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "max_request_bytes") {
 		t.Fatalf("beyond the limit: %v", err)
 	}
 }
@@ -773,13 +767,13 @@ func sha256Hex(s string) string {
 // TestConfigREADMEReload: the README's "Reloading the configuration" names
 // every key under what a reload does with it, as the table says.
 func TestConfigREADMEReload(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile(readmeFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, _ := strings.Cut(string(readme), "\n### Reloading the configuration\n")
 	section, _, _ = strings.Cut(section, "\n#")
-	bullets := map[onReload]string{live: "- **Applied", restart: "- **Refused until a restart", engine: "- **Refused**"}
+	bullets := map[OnReload]string{Live: "- **Applied", Restart: "- **Refused until a restart", Engine: "- **Refused**"}
 	code := regexp.MustCompile("`([^`]*)`")
 	for class, head := range bullets {
 		_, text, ok := strings.Cut(section, "\n"+head)
@@ -821,12 +815,12 @@ func TestConfigCluster(t *testing.T) {
 		{[]string{"-listen", ":7379", "-cluster-nodes", "10.0.0.1:7379,10.0.0.2:7379"}, `cluster_announce: empty, and listen (":7379") names no host clients can reach: set it to this instance's entry of cluster_nodes`},
 		{[]string{"-cluster-nodes", "10.0.0.1:7379,10.0.0.2:7379", "-cluster-announce", "10.0.0.3:7379"}, `cluster_announce: 10.0.0.3:7379 is not among cluster_nodes (10.0.0.1:7379,10.0.0.2:7379): list this instance there, as clients reach it`},
 	} {
-		if _, err := loadConfig(append(tc.args, "-backends", "redis://a:1"), noEnv, io.Discard); err == nil || err.Error() != tc.want {
+		if _, err := Load(append(tc.args, "-backends", "redis://a:1"), noEnv, io.Discard); err == nil || err.Error() != tc.want {
 			t.Errorf("%v:\nwant %q\ngot  %v", tc.args, tc.want, err)
 		}
 	}
-	cfg, err := loadConfig([]string{"-backends", "redis://a:1", "-listen", "10.0.0.2:7379", "-cluster-nodes", "10.0.0.1:7379, 10.0.0.2:7379"}, noEnv, io.Discard)
-	if err != nil || cfg.proxy.Cluster.Announce != "10.0.0.2:7379" || len(cfg.proxy.Cluster.Nodes) != 2 {
+	cfg, err := Load([]string{"-backends", "redis://a:1", "-listen", "10.0.0.2:7379", "-cluster-nodes", "10.0.0.1:7379, 10.0.0.2:7379"}, noEnv, io.Discard)
+	if err != nil || cfg.Proxy.Cluster.Announce != "10.0.0.2:7379" || len(cfg.Proxy.Cluster.Nodes) != 2 {
 		t.Errorf("listen as the announced address: %+v, %v", cfg, err)
 	}
 }
@@ -844,7 +838,7 @@ func TestConfigGroups(t *testing.T) {
 		{[]string{"-groups", "redis://a:1", "-groups", " , "}, "groups: group 2: no backends"},
 		{[]string{"-groups", "redis://a:1", "-groups", "b:1"}, "groups: group 2: entry 1 (b:1): no scheme: write redis://b:1 (rediss:// for TLS)"},
 	} {
-		if _, err := loadConfig(tc.args, noEnv, io.Discard); err == nil || err.Error() != tc.want {
+		if _, err := Load(tc.args, noEnv, io.Discard); err == nil || err.Error() != tc.want {
 			t.Errorf("%v:\nwant %q\ngot  %v", tc.args, tc.want, err)
 		}
 	}
@@ -852,12 +846,12 @@ func TestConfigGroups(t *testing.T) {
 	if err := os.WriteFile(path, []byte("[[groups]]\nbackends = [\"redis://a:1\", \"redis://b:1\", \"redis://c:1\"]\n\n[[groups]]\nbackends = [\"redis://d:1\", \"redis://e:1\", \"redis://f:1\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig([]string{"-config", path}, noEnv, io.Discard)
-	if err != nil || len(cfg.groups) != 2 || cfg.groups[1][2] != "redis://f:1" || cfg.embedded || len(cfg.quorum.Backends) != 0 {
+	cfg, err := Load([]string{"-config", path}, noEnv, io.Discard)
+	if err != nil || len(cfg.Groups) != 2 || cfg.Groups[1][2] != "redis://f:1" || cfg.Embedded || len(cfg.Quorum.Backends) != 0 {
 		t.Fatalf("[[groups]]: %+v, %v", cfg, err)
 	}
-	cfg, err = loadConfig([]string{"-config", path, "-groups", "redis://x:1"}, noEnv, io.Discard)
-	if err != nil || len(cfg.groups) != 1 || cfg.groups[0][0] != "redis://x:1" {
+	cfg, err = Load([]string{"-config", path, "-groups", "redis://x:1"}, noEnv, io.Discard)
+	if err != nil || len(cfg.Groups) != 1 || cfg.Groups[0][0] != "redis://x:1" {
 		t.Fatalf("-groups over [[groups]]: %+v, %v", cfg, err)
 	}
 }
