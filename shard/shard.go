@@ -12,6 +12,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -134,6 +135,45 @@ func (g *Groups) renew(ctx context.Context, ttl time.Duration, locks []quorum.He
 
 // MaxTTL is every group's: they share one configuration.
 func (g *Groups) MaxTTL() time.Duration { return g.engines[0].MaxTTL() }
+
+// Quorum is the smallest group's: with one group, its quorum.
+func (g *Groups) Quorum() int {
+	q := g.engines[0].Quorum()
+	for _, e := range g.engines[1:] {
+		q = min(q, e.Quorum())
+	}
+	return q
+}
+
+// BackendSet names each group's backend set, comma-separated.
+func (g *Groups) BackendSet() string {
+	sets := make([]string, len(g.engines))
+	for i, e := range g.engines {
+		sets[i] = e.BackendSet()
+	}
+	return strings.Join(sets, ",")
+}
+
+// GroupState is one group as its engine knows it now.
+type GroupState struct {
+	FirstSlot, LastSlot int // the hash slots it serves (Range)
+	Quorum              int
+	QuorumAvailable     bool
+	BackendSet          string
+	Backends            []quorum.BackendState // in configuration order
+}
+
+// States reports every group, in slot order, from what the engines know
+// already: nothing waits on a backend.
+func (g *Groups) States() []GroupState {
+	out := make([]GroupState, len(g.engines))
+	for i, e := range g.engines {
+		first, last := Range(i, len(g.engines))
+		out[i] = GroupState{FirstSlot: first, LastSlot: last, Quorum: e.Quorum(), QuorumAvailable: e.QuorumAvailable(),
+			BackendSet: e.BackendSet(), Backends: e.Backends()}
+	}
+	return out
+}
 
 // List pages through the groups in turn, each listed as its engine lists
 // it. The cursor is the engine's times the number of groups, plus the

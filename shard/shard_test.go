@@ -175,6 +175,19 @@ func TestGroupsIndependent(t *testing.T) {
 	if g.QuorumAvailable() {
 		t.Error("QuorumAvailable with one group's majority down")
 	}
+	states := g.States()
+	if exp, got := 2, len(states); exp != got {
+		t.Fatalf("%d group states, want %d", got, exp)
+	}
+	for i, st := range states {
+		first, last := Range(i, 2)
+		if st.FirstSlot != first || st.LastSlot != last || st.Quorum != 2 || len(st.Backends) != 3 || st.QuorumAvailable != (i == 0) {
+			t.Errorf("group %d: %+v; want slots %d-%d, quorum 2 of 3, available %v", i, st, first, last, i == 0)
+		}
+	}
+	if exp, got := states[0].BackendSet+","+states[1].BackendSet, g.BackendSet(); exp != got {
+		t.Errorf("BackendSet %q, want %q", got, exp)
+	}
 }
 
 // TestGroupsRenew: locks of two groups renewed in one call come back in
