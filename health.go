@@ -145,8 +145,8 @@ func opsHandler(g *shard.Groups, status http.Handler, withPprof, embedded bool) 
 		case !ready:
 			status, code = "no quorum", http.StatusServiceUnavailable
 		}
-		body := map[string]any{"status": status, "embedded": embedded, "backend_set": reportingGroups{g}.BackendSet(),
-			"quorum": reportingGroups{g}.Quorum(), "counting": counting, "backends": states}
+		body := map[string]any{"status": status, "embedded": embedded, "backend_set": g.BackendSet(),
+			"quorum": g.Quorum(), "counting": counting, "backends": states}
 		if groups != nil {
 			body["groups"] = groups
 		}

@@ -104,7 +104,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer groups.Close()
-	srv, err := proxy.New(reportingGroups{groups}, cfg.proxy)
+	cfg.proxy.Backends, cfg.proxy.Watcher, cfg.proxy.Lister = groups, groups, groups
+	srv, err := proxy.New(groups, cfg.proxy)
 	if err != nil {
 		return err
 	}
@@ -122,7 +123,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	r.tls.Store(cfg.tls)
 	r.shutdownTimeout.Store(int64(cfg.shutdownTimeout))
-	attrs := []any{"backends", len(backendsOf(groups)), "quorum", reportingGroups{groups}.Quorum()}
+	attrs := []any{"backends", len(backendsOf(groups)), "quorum", groups.Quorum()}
 	if n := len(groups.Engines()); n > 1 {
 		attrs = append(attrs, "groups", n)
 	}

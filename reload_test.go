@@ -15,6 +15,7 @@ import (
 	"github.com/lockproxy/lockproxy/internal/testcerts"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // testReloader is a reloader of the configuration that args load, logging
@@ -31,7 +32,12 @@ func testReloader(t *testing.T, args []string, log io.Writer) *reloader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	srv, err := proxy.New(engine, cfg.proxy)
+	groups, err := shard.New([]*quorum.Engine{engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.proxy.Backends, cfg.proxy.Watcher, cfg.proxy.Lister = groups, groups, groups
+	srv, err := proxy.New(groups, cfg.proxy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,16 +91,26 @@ func (g *Groups) Write(ctx context.Context, req quorum.Write) (bool, error) {
 	return g.engines[g.Of(req.Key)].Write(ctx, req)
 }
 
-// Renew renews each lock in its group (Engine.Renew), the groups at once,
-// and returns the outcomes in the order of locks.
-func (g *Groups) Renew(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	return g.renew(ctx, ttl, locks, (*quorum.Engine).Renew)
+// Renewal asks to renew many locks in one call, each to TTL where its
+// token still holds it: locks whose value is the token
+// (quorum.Engine.Renew), or with Hash, hash locks whose Token is the
+// owner's field in the hash Key (quorum.Engine.RenewFields, Redisson's
+// watchdog).
+type Renewal struct {
+	Locks []quorum.Held
+	TTL   time.Duration
+	Hash  bool
 }
 
-// RenewFields renews each hash lock in its group (Engine.RenewFields), the
-// groups at once, and returns the outcomes in the order of locks.
-func (g *Groups) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	return g.renew(ctx, ttl, locks, (*quorum.Engine).RenewFields)
+// Renew renews each lock in its group, the groups at once, and returns the
+// outcomes in the order of req.Locks: the engine's, whose methods say what
+// each may be.
+func (g *Groups) Renew(ctx context.Context, req Renewal) []quorum.Renewed {
+	renew := (*quorum.Engine).Renew
+	if req.Hash {
+		renew = (*quorum.Engine).RenewFields
+	}
+	return g.renew(ctx, req.TTL, req.Locks, renew)
 }
 
 func (g *Groups) renew(ctx context.Context, ttl time.Duration, locks []quorum.Held,
