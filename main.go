@@ -100,7 +100,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer groups.Close()
-	srv, err := proxy.New(reportingGroups{groups}, cfg.Proxy)
+	cfg.Proxy.Backends, cfg.Proxy.Watcher, cfg.Proxy.Lister = groups, groups, groups
+	srv, err := proxy.New(groups, cfg.Proxy)
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	r.tls.Store(cfg.TLS)
 	r.shutdownTimeout.Store(int64(cfg.ShutdownTimeout))
-	attrs := []any{"backends", len(backendsOf(groups)), "quorum", reportingGroups{groups}.Quorum()}
+	attrs := []any{"backends", len(backendsOf(groups)), "quorum", groups.Quorum()}
 	if n := len(groups.Engines()); n > 1 {
 		attrs = append(attrs, "groups", n)
 	}

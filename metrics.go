@@ -105,11 +105,10 @@ type metrics struct {
 }
 
 var (
-	_ proxy.Observer        = (*metrics)(nil)
-	_ quorum.Observer       = (*metrics)(nil)
-	_ quorum.WaitObserver   = (*metrics)(nil)
-	_ proxy.SessionObserver = (*metrics)(nil)
-	_ prometheus.Collector  = (*metrics)(nil)
+	_ proxy.Observer       = (*metrics)(nil)
+	_ quorum.Observer      = (*metrics)(nil)
+	_ quorum.WaitObserver  = (*metrics)(nil)
+	_ prometheus.Collector = (*metrics)(nil)
 )
 
 // newMetrics returns the metrics of a binary that is b.
@@ -167,7 +166,7 @@ func (m *metrics) Operation(op quorum.Op, _ proxy.Outcome, d time.Duration) {
 }
 
 // SessionRenewalLag observes how late a session lock's renewal started
-// (proxy.SessionObserver).
+// (proxy.Observer).
 func (m *metrics) SessionRenewalLag(d time.Duration) { m.renewalLag.Observe(d.Seconds()) }
 
 // Vote observes a backend's answer (quorum.Observer). A timeout, refused
@@ -231,7 +230,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	engines := m.groups.Engines()
-	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(reportingGroups{m.groups}.Quorum()))
+	ch <- prometheus.MustNewConstMetric(descQuorum, prometheus.GaugeValue, float64(m.groups.Quorum()))
 	ch <- prometheus.MustNewConstMetric(descQuorumAvailable, prometheus.GaugeValue, boolValue(m.groups.QuorumAvailable()))
 	for i, e := range engines {
 		first, last := shard.Range(i, len(engines))
@@ -287,64 +286,6 @@ func backendsOf(g *shard.Groups) []quorum.BackendState {
 	var out []quorum.BackendState
 	for _, e := range g.Engines() {
 		out = append(out, e.Backends()...)
-	}
-	return out
-}
-
-// reportingGroups shows the groups' backends in INFO
-// (proxy.BackendReporter, proxy.GroupReporter).
-type reportingGroups struct{ *shard.Groups }
-
-var (
-	_ proxy.BackendReporter = reportingGroups{}
-	_ proxy.GroupReporter   = reportingGroups{}
-	_ proxy.Renewer         = reportingGroups{} // session-bound locks
-)
-
-// Quorum is the smallest group's: with one group, its quorum.
-func (g reportingGroups) Quorum() int {
-	q := 0
-	for i, e := range g.Engines() {
-		if i == 0 || e.Quorum() < q {
-			q = e.Quorum()
-		}
-	}
-	return q
-}
-
-// BackendSet names each group's set, comma-separated.
-func (g reportingGroups) BackendSet() string {
-	var sets []string
-	for _, e := range g.Engines() {
-		sets = append(sets, e.BackendSet())
-	}
-	return strings.Join(sets, ",")
-}
-
-func (g reportingGroups) BackendGroups() []proxy.GroupInfo {
-	engines := g.Engines()
-	out := make([]proxy.GroupInfo, len(engines))
-	for i, e := range engines {
-		first, last := shard.Range(i, len(engines))
-		out[i] = proxy.GroupInfo{FirstSlot: first, LastSlot: last, Backends: len(e.Backends()), Quorum: e.Quorum(),
-			QuorumAvailable: e.QuorumAvailable(), BackendSet: e.BackendSet()}
-	}
-	return out
-}
-
-func (g reportingGroups) BackendInfo() []proxy.BackendInfo {
-	states := backendsOf(g.Groups)
-	out := make([]proxy.BackendInfo, len(states))
-	for i, b := range states {
-		var failures uint64
-		for _, n := range b.Failures {
-			failures += n
-		}
-		out[i] = proxy.BackendInfo{
-			Addr: b.Addr, State: b.State, QuarantineLeft: b.QuarantineLeft, WaitReason: b.Reason,
-			Latency: b.LastLatency, LastError: kindLabel(b.LastError), LastErrorAt: b.LastErrorAt,
-			Replies: b.Replies, Failures: failures, ClockRate: b.ClockRate,
-		}
 	}
 	return out
 }

@@ -62,7 +62,8 @@ func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(reportingGroups{groups}, proxy.Config{Logger: log, Observer: obs, Version: testBuild.Version})
+	srv, err := proxy.New(groups, proxy.Config{Backends: groups, Watcher: groups, Lister: groups,
+		Logger: log, Observer: obs, Version: testBuild.Version})
 	if err != nil {
 		t.Fatal(err)
 	}

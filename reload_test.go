@@ -16,6 +16,7 @@ import (
 	"github.com/lockproxy/lockproxy/internal/testcerts"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // testReloader is a reloader of the configuration that args load, logging
@@ -32,7 +33,12 @@ func testReloader(t *testing.T, args []string, log io.Writer) *reloader {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
-	srv, err := proxy.New(engine, cfg.Proxy)
+	groups, err := shard.New([]*quorum.Engine{engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Proxy.Backends, cfg.Proxy.Watcher, cfg.Proxy.Lister = groups, groups, groups
+	srv, err := proxy.New(groups, cfg.Proxy)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,7 +68,7 @@ func TestAuthNamedUsers(t *testing.T) {
 	})
 	exp := []string{
 		"acquire app1:k t 1s", "release app1:k t", "delete app1:a", "delete app1:b",
-		"acquire app2:k t 1m0s", "expire app2:k 500ms",
+		"acquire app2:k t 10s", "expire app2:k 500ms",
 		"get k",
 	}
 	if got := ts.fake.seen(); !reflect.DeepEqual(exp, got) {
@@ -129,7 +129,7 @@ func TestAuthUserErrors(t *testing.T) {
 			`user "app1" (key prefix "app1") can reach every lock of user "app10"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(&fakeLocker{}, tc.cfg)
+			_, err := newWithFake(&fakeLocker{}, tc.cfg)
 			if err == nil || !strings.Contains(err.Error(), tc.errSub) {
 				t.Fatalf("want an error containing %q, got %v", tc.errSub, err)
 			}
@@ -171,7 +171,7 @@ func TestAuthCostHidesUserNames(t *testing.T) {
 		return string(h)
 	}
 	const dearest = bcrypt.MinCost + 3
-	s, err := New(&fakeLocker{}, Config{Password: "pw", Users: []User{
+	s, err := newWithFake(&fakeLocker{}, Config{Password: "pw", Users: []User{
 		{Name: "sha", PasswordSHA256: sha256Hex("p-sha")},
 		{Name: "cheap", PasswordBcrypt: hash("p-cheap", bcrypt.MinCost)},
 		{Name: "middle", PasswordBcrypt: hash("p-middle", bcrypt.MinCost+1)},

@@ -61,7 +61,7 @@ func TestWriteTimeoutDefaults(t *testing.T) {
 		{2 * time.Second, 0, 2 * time.Second},
 		{30 * time.Second, 5 * time.Second, 5 * time.Second},
 	} {
-		s, err := New(&fakeLocker{}, Config{IdleTimeout: tc.idle, WriteTimeout: tc.write})
+		s, err := newWithFake(&fakeLocker{}, Config{IdleTimeout: tc.idle, WriteTimeout: tc.write})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestWriteTimeoutDefaults(t *testing.T) {
 			t.Errorf("idle %s, write %s: a reply waits %s, want %s", tc.idle, tc.write, got, tc.want)
 		}
 	}
-	if _, err := New(&fakeLocker{}, Config{WriteTimeout: -time.Second}); err == nil || !strings.Contains(err.Error(), "write timeout") {
+	if _, err := newWithFake(&fakeLocker{}, Config{WriteTimeout: -time.Second}); err == nil || !strings.Contains(err.Error(), "write timeout") {
 		t.Errorf("a negative write timeout: %v", err)
 	}
 }

@@ -134,24 +134,24 @@ func (c *cluster) probe(stop <-chan struct{}, s *Server) {
 	}
 }
 
-// shard is a node and the slots it is master of.
-type shard struct {
+// nodeSlots is a node and the slots it is master of.
+type nodeSlots struct {
 	node       *clusterNode
 	start, end int
 }
 
 // shards shares the slots among the live nodes, in configuration order,
 // each a contiguous range.
-func (c *cluster) shards() []shard {
+func (c *cluster) shards() []nodeSlots {
 	var live []*clusterNode
 	for i, n := range c.nodes {
 		if i == c.self || n.alive.Load() {
 			live = append(live, n)
 		}
 	}
-	out := make([]shard, len(live))
+	out := make([]nodeSlots, len(live))
 	for i, n := range live {
-		out[i] = shard{node: n, start: i * hashslot.Count / len(live), end: (i+1)*hashslot.Count/len(live) - 1}
+		out[i] = nodeSlots{node: n, start: i * hashslot.Count / len(live), end: (i+1)*hashslot.Count/len(live) - 1}
 	}
 	return out
 }

@@ -17,7 +17,7 @@ import (
 // ln's address among nodes.
 func startClusterNode(t *testing.T, ln net.Listener, nodes []string) *wire {
 	t.Helper()
-	srv, err := New(&fakeLocker{maxTTL: time.Minute, answer: returns(true)}, Config{
+	srv, err := newWithFake(&fakeLocker{maxTTL: time.Minute, answer: returns(true)}, Config{
 		Logger:  slog.New(slog.DiscardHandler),
 		Cluster: ClusterConfig{Nodes: nodes, Announce: ln.Addr().String()},
 	})
@@ -151,7 +151,7 @@ func TestClusterConfig(t *testing.T) {
 		{Nodes: []string{"127.0.0.1"}, Announce: "127.0.0.1"},
 		{Nodes: []string{"127.0.0.1:99999"}, Announce: "127.0.0.1:99999"},
 	} {
-		if _, err := New(&fakeLocker{}, Config{Cluster: c}); err == nil {
+		if _, err := newWithFake(&fakeLocker{}, Config{Cluster: c}); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
 	}

@@ -4,15 +4,21 @@
 // of a Locker per lock operation, and encodes the answer as Redis would.
 //
 // It knows nothing of Redlock arithmetic: quorum sizes, validity and drift
-// belong to the Locker (package quorum, whose requests name a quorum.Op). A
-// Server is safe for concurrent use; it serves each client connection in a
-// goroutine of its own, with redcon's Conn interface, parser and reply
-// encoders.
+// belong to the Locker (shard.Groups over quorum's engines, whose requests
+// name a quorum.Op). A Server is safe for concurrent use; it serves each
+// client connection in a goroutine of its own, with redcon's Conn
+// interface, parser and reply encoders.
 //
 // Where things are:
 //   - locker.go: the Locker, the seam to the engine (Lock, Unlock, Read,
-//     Write); keyspace.go and observe.go wrap it per user (key prefix,
-//     limits) and for counts (INFO, metrics), each in one method per
+//     Write, Renew); what else the proxy needs of the engine comes in
+//     Config, required: a BackendReporter (info.go), a ReleaseWatcher
+//     (pubsub.go) and a Lister (inspect.go), all of them shard.Groups in
+//     production. keyspace.go wraps the Locker, the watcher and the lister
+//     per user (key prefix, limits); session.go's sessionLocker,
+//     tracking.go's trackedLocker and observe.go's observedLocker wrap the
+//     Locker once for the server (session locks released, tracked keys
+//     changed, counts for INFO and metrics), each in one method per
 //     request, so that a new operation needs nothing of them.
 //   - server.go (Server, New, Serve, Shutdown), client.go (the connection
 //     loop, its buffers and write deadline), guard.go (RESP framing and

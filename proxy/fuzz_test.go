@@ -459,7 +459,7 @@ func FuzzServer(f *testing.F) {
 // reaches it.
 func fuzzServer(f *testing.F) string {
 	fake := &fakeLocker{maxTTL: time.Minute}
-	srv, err := New(fake, Config{MaxRequestBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
+	srv, err := newWithFake(fake, Config{MaxRequestBytes: 4096, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -12,73 +12,34 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
-// BackendInfo is one backend as the INFO backends section shows it.
-type BackendInfo struct {
-	Addr  string // host:port, never a password
-	State quorum.State
-	// QuarantineLeft is, for quarantined and epoch_wait, how long until it
-	// counts; WaitReason why it waits (restart, unmarked, failover, epoch).
-	QuarantineLeft time.Duration
-	WaitReason     string
-	Latency        time.Duration // of its last answer or failure
-	LastError      string        // the kind of its last failure; "" when none
-	LastErrorAt    time.Time
-	Replies        uint64 // answers that counted toward a quorum
-	Failures       uint64 // all the others
-	// ClockRate is the rate of its clock relative to the proxy's (1: the
-	// same), as last measured; NaN until measured.
-	ClockRate float64
-}
-
-// GroupReporter is what a BackendReporter implements when its backends
-// form several groups, each serving a range of hash slots with a quorum of
-// its own (shard groups): INFO shows each group, and each backend's.
-type GroupReporter interface {
-	// BackendGroups reports every group, in slot order; BackendInfo lists their
-	// backends in the same order, group after group.
-	BackendGroups() []GroupInfo
-}
-
-// GroupInfo is one group of backends as INFO shows it.
-type GroupInfo struct {
-	FirstSlot, LastSlot int
-	Backends, Quorum    int
-	QuorumAvailable     bool
-	BackendSet          string
-}
-
-// BackendReporter is what a Locker implements to show its backends in
-// INFO; without it the backends section is empty.
+// BackendReporter is what INFO shows of the lock engine's backends
+// (shard.Groups), from what the engine knows already: no method waits on
+// a backend.
 type BackendReporter interface {
-	// BackendInfo reports every backend, in configuration order, from what
-	// the Locker knows already: it must not wait on a backend.
-	BackendInfo() []BackendInfo
-	// Quorum is how many backends must agree on a decision.
+	// States reports every group of backends, in slot order (one when
+	// the backends are not sharded), each with its backends in
+	// configuration order.
+	States() []shard.GroupState
+	// Quorum is how many backends must agree on a decision (the smallest
+	// group's).
 	Quorum() int
-}
-
-// BackendSetReporter is what a BackendReporter implements to show which
-// backend set it counts, so that an operator can compare proxies.
-type BackendSetReporter interface {
-	// BackendSet names the set: "epoch:N:fingerprint".
+	// BackendSet names the backend sets counted ("epoch:N:fingerprint",
+	// each group's, comma-separated), so that an operator can compare
+	// proxies.
 	BackendSet() string
-}
-
-// FenceReporter is what a BackendReporter implements to show, with
-// fencing on, how many fencing tokens it minted, how many of them took a
-// write-back, and how many backends' counters it re-seeded.
-type FenceReporter interface {
+	// Fences counts, with fencing on, the fencing tokens minted, those
+	// that took a write-back, and the backends' counters re-seeded.
 	Fences() quorum.FenceStats
-}
-
-// WaitReporter is what a BackendReporter implements to show how many
-// callers wait for locks, and what the waiting did.
-type WaitReporter interface {
+	// Waits counts the callers that wait for locks, and what the waiting
+	// did.
 	Waits() quorum.WaitStats
 }
+
+var _ BackendReporter = (*shard.Groups)(nil)
 
 // infoSection is one section of INFO: its name as shown, and its
 // "field:value\r\n" lines. A shared section tells of every user's
@@ -142,11 +103,7 @@ func (s *Server) infoPubsub(b *strings.Builder) {
 // infoWaits shows the callers waiting for held locks, and what the
 // waiting did (wait.go).
 func (s *Server) infoWaits(b *strings.Builder) {
-	wr, ok := s.backendReporter().(WaitReporter)
-	if !ok {
-		return
-	}
-	w := wr.Waits()
+	w := s.backends.Waits()
 	fmt.Fprintf(b, "waiters:%d\r\nwait_grants:%d\r\nwait_timeouts:%d\r\nwait_gone:%d\r\nwait_wake_ups:%d\r\nrelease_notices:%d\r\nwait_releases:%d\r\n",
 		w.Waiting, w.Grants, w.Timeouts, w.Gone, w.WakeUps, w.Notices, w.Releases)
 }
@@ -211,10 +168,7 @@ func (s *Server) mode() string {
 
 func (s *Server) infoClients(b *strings.Builder) {
 	pubsub, _, _ := s.hub.counts()
-	var blocked int64
-	if wr, ok := s.backendReporter().(WaitReporter); ok {
-		blocked = wr.Waits().Waiting
-	}
+	blocked := s.backends.Waits().Waiting
 	fmt.Fprintf(b, "connected_clients:%d\r\ncluster_connections:0\r\nmaxclients:%d\r\nblocked_clients:%d\r\n"+
 		"tracking_clients:0\r\npubsub_clients:%d\r\n",
 		s.clients.Load(), s.settings().cfg.MaxClients, blocked, pubsub)
@@ -253,21 +207,18 @@ func (s *Server) infoStats(b *strings.Builder) {
 // infoBackends shows the quorum, how many backends are in each state, then
 // one line per backend in the field=value,... form of Redis's slave0 lines.
 func (s *Server) infoBackends(b *strings.Builder) {
-	r := s.backendReporter()
-	if r == nil {
-		return
-	}
-	backends := r.BackendInfo()
+	groups := s.backends.States()
+	var backends []quorum.BackendState
 	var count [quorum.NumStates]int
-	for _, be := range backends {
-		count[be.State]++
+	for _, g := range groups {
+		for _, be := range g.Backends {
+			backends = append(backends, be)
+			count[be.State]++
+		}
 	}
-	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\n", len(backends), r.Quorum())
-	if sr, ok := r.(BackendSetReporter); ok {
-		fmt.Fprintf(b, "backend_set:%s\r\n", sr.BackendSet())
-	}
-	if fr, ok := r.(FenceReporter); ok && s.fencing {
-		f := fr.Fences()
+	fmt.Fprintf(b, "backends:%d\r\nquorum:%d\r\nbackend_set:%s\r\n", len(backends), s.backends.Quorum(), s.backends.BackendSet())
+	if s.fencing {
+		f := s.backends.Fences()
 		fmt.Fprintf(b, "fencing_tokens:%d\r\nfencing_write_backs:%d\r\nfencing_reseeds:%d\r\n", f.Minted, f.WriteBacks, f.Reseeds)
 	}
 	if s.embedded {
@@ -277,15 +228,13 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		fmt.Fprintf(b, "backends_%s:%d\r\n", state, count[state])
 	}
 	var groupOf []int // the group of each backend, when there are several
-	if gr, ok := r.(GroupReporter); ok {
-		if groups := gr.BackendGroups(); len(groups) > 1 {
-			fmt.Fprintf(b, "groups:%d\r\n", len(groups))
-			for i, g := range groups {
-				fmt.Fprintf(b, "group%d:slots=%d-%d,backends=%d,quorum=%d,quorum_available=%d,backend_set=%s\r\n",
-					i, g.FirstSlot, g.LastSlot, g.Backends, g.Quorum, boolDigit(g.QuorumAvailable), g.BackendSet)
-				for range g.Backends {
-					groupOf = append(groupOf, i)
-				}
+	if len(groups) > 1 {
+		fmt.Fprintf(b, "groups:%d\r\n", len(groups))
+		for i, g := range groups {
+			fmt.Fprintf(b, "group%d:slots=%d-%d,backends=%d,quorum=%d,quorum_available=%d,backend_set=%s\r\n",
+				i, g.FirstSlot, g.LastSlot, len(g.Backends), g.Quorum, boolDigit(g.QuorumAvailable), g.BackendSet)
+			for range g.Backends {
+				groupOf = append(groupOf, i)
 			}
 		}
 	}
@@ -299,9 +248,15 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		if !math.IsNaN(be.ClockRate) {
 			rate = fmt.Sprintf("%.6f", be.ClockRate)
 		}
+		var failures uint64
+		for _, n := range be.Failures {
+			failures += n
+		}
+		// A kind ("connection refused") as one word, as the metrics label it.
+		lastError := strings.ReplaceAll(be.LastError, " ", "_")
 		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,wait_reason=%s,replies=%d,failures=%d,clock_rate=%s",
-			i, be.Addr, be.State, float64(be.Latency.Microseconds())/1000, be.LastError, age,
-			math.Ceil(be.QuarantineLeft.Seconds()), be.WaitReason, be.Replies, be.Failures, rate)
+			i, be.Addr, be.State, float64(be.LastLatency.Microseconds())/1000, lastError, age,
+			math.Ceil(be.QuarantineLeft.Seconds()), be.Reason, be.Replies, failures, rate)
 		if i < len(groupOf) { // last, so that readers of the fields before it are unchanged
 			fmt.Fprintf(b, ",group=%d", groupOf[i])
 		}
@@ -314,19 +269,4 @@ func boolDigit(v bool) int {
 		return 1
 	}
 	return 0
-}
-
-// backendReporter returns the Locker's BackendReporter, or nil.
-func (s *Server) backendReporter() BackendReporter {
-	r, _ := s.engine().(BackendReporter)
-	return r
-}
-
-// engine is the Locker New was given, under the observer's counts: what
-// implements the optional interfaces (BackendReporter, ReleaseWatcher).
-func (s *Server) engine() Locker {
-	if o, ok := s.locks.(*observedLocker); ok {
-		return o.locks
-	}
-	return s.locks
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -88,33 +89,34 @@ func TestInfoStats(t *testing.T) {
 	}
 }
 
-// reportingLocker is a fakeLocker that reports backends.
+// reportingLocker is a fakeLocker that reports backends, in groups.
 type reportingLocker struct {
 	*fakeLocker
-	backends []BackendInfo
+	groups []shard.GroupState
 }
 
-func (r *reportingLocker) BackendInfo() []BackendInfo { return r.backends }
-func (r *reportingLocker) Quorum() int                { return len(r.backends)/2 + 1 }
+func (r *reportingLocker) States() []shard.GroupState { return r.groups }
+func (r *reportingLocker) Quorum() int                { return r.groups[0].Quorum }
+func (r *reportingLocker) BackendSet() string         { return "1:4:abcd" }
 
 func TestInfoBackends(t *testing.T) {
-	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{
-		{Addr: "10.0.0.1:6379", State: quorum.StateUp, Latency: 210 * time.Microsecond, Replies: 7, ClockRate: 1.0000123},
-		{Addr: "10.0.0.2:6379", State: quorum.StateQuarantined, QuarantineLeft: 41200 * time.Millisecond, WaitReason: "restart",
-			Latency: time.Millisecond, LastError: "quarantined", LastErrorAt: time.Now().Add(-3 * time.Second), Replies: 2, Failures: 5,
-			ClockRate: math.NaN()},
-		{Addr: "10.0.0.3:6379", State: quorum.StateDown, Latency: 500 * time.Millisecond, LastError: "connection_refused",
-			LastErrorAt: time.Now(), Failures: 9, ClockRate: 0.99998},
-		{Addr: "10.0.0.4:6379", State: quorum.StateClock, Latency: 300 * time.Microsecond, LastError: "clock",
-			LastErrorAt: time.Now(), Failures: 1, ClockRate: 1.5},
-	}}
-	s, err := New(locks, Config{Logger: slog.New(slog.DiscardHandler)})
+	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, groups: []shard.GroupState{{Quorum: 3, Backends: []quorum.BackendState{
+		{Addr: "10.0.0.1:6379", State: quorum.StateUp, LastLatency: 210 * time.Microsecond, Replies: 7, ClockRate: 1.0000123},
+		{Addr: "10.0.0.2:6379", State: quorum.StateQuarantined, QuarantineLeft: 41200 * time.Millisecond, Reason: "restart",
+			LastLatency: time.Millisecond, LastError: "quarantined", LastErrorAt: time.Now().Add(-3 * time.Second), Replies: 2,
+			Failures: map[string]uint64{"quarantined": 4, "timeout": 1}, ClockRate: math.NaN()},
+		{Addr: "10.0.0.3:6379", State: quorum.StateDown, LastLatency: 500 * time.Millisecond, LastError: "connection refused",
+			LastErrorAt: time.Now(), Failures: map[string]uint64{"connection refused": 9}, ClockRate: 0.99998},
+		{Addr: "10.0.0.4:6379", State: quorum.StateClock, LastLatency: 300 * time.Microsecond, LastError: "clock",
+			LastErrorAt: time.Now(), Failures: map[string]uint64{"clock": 1}, ClockRate: 1.5},
+	}}}}
+	s, err := New(locks, withFakes(locks, Config{Logger: slog.New(slog.DiscardHandler)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := info(s, "backends")
 	want := regexp.MustCompile(`^# Backends\r\n` +
-		`backends:4\r\nquorum:3\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_epoch_wait:0\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_not_adopted:0\r\nbackends_adopting:0\r\nbackends_unrecorded:0\r\nbackends_clock:1\r\n` +
+		`backends:4\r\nquorum:3\r\nbackend_set:1:4:abcd\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_epoch_wait:0\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_not_adopted:0\r\nbackends_adopting:0\r\nbackends_unrecorded:0\r\nbackends_clock:1\r\n` +
 		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,wait_reason=,replies=7,failures=0,clock_rate=1\.000012\r\n` +
 		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,wait_reason=restart,replies=2,failures=5,clock_rate=\r\n` +
 		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=9,clock_rate=0\.999980\r\n` +
@@ -123,13 +125,22 @@ func TestInfoBackends(t *testing.T) {
 		t.Fatalf("INFO backends:\n%q\nwant to match\n%s", got, want)
 	}
 
-	// A Locker that does not report backends: the section is there, empty.
-	s, err = New(&fakeLocker{maxTTL: time.Minute}, Config{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
+	// Two groups: each group's line, and each backend's group.
+	up := func(addr string) quorum.BackendState {
+		return quorum.BackendState{Addr: addr, State: quorum.StateUp, ClockRate: 1}
 	}
-	if exp, got := "# Backends\r\n", info(s, "backends"); exp != got {
-		t.Fatalf("INFO backends without a reporter: want %q, got %q", exp, got)
+	locks.groups = []shard.GroupState{
+		{FirstSlot: 0, LastSlot: 8191, Quorum: 1, QuorumAvailable: true, BackendSet: "1:1:a", Backends: []quorum.BackendState{up("a:1")}},
+		{FirstSlot: 8192, LastSlot: 16383, Quorum: 2, BackendSet: "1:2:b", Backends: []quorum.BackendState{up("b:1"), up("b:2")}},
+	}
+	got = info(s, "backends")
+	for _, line := range []string{"\r\ngroups:2\r\n",
+		"\r\ngroup0:slots=0-8191,backends=1,quorum=1,quorum_available=1,backend_set=1:1:a\r\n",
+		"\r\ngroup1:slots=8192-16383,backends=2,quorum=2,quorum_available=0,backend_set=1:2:b\r\n",
+		",group=0\r\nbackend1:addr=b:1,", ",group=1\r\nbackend2:addr=b:2,", ",group=1\r\n"} {
+		if !strings.Contains(got, line) {
+			t.Errorf("INFO backends of two groups lacks %q:\n%s", line, got)
+		}
 	}
 }
 
@@ -174,12 +185,13 @@ func TestInfoForTenants(t *testing.T) {
 // TestInfoEmbedded: on embedded backends the backends section says so
 // after the quorum; otherwise it has no such line (TestInfoBackends).
 func TestInfoEmbedded(t *testing.T) {
-	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, backends: []BackendInfo{{Addr: "127.0.0.1:1", State: quorum.StateUp}}}
-	s, err := New(locks, Config{Logger: slog.New(slog.DiscardHandler), Embedded: true})
+	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute},
+		groups: []shard.GroupState{{Quorum: 1, Backends: []quorum.BackendState{{Addr: "127.0.0.1:1", State: quorum.StateUp}}}}}
+	s, err := New(locks, withFakes(locks, Config{Logger: slog.New(slog.DiscardHandler), Embedded: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := info(s, "backends"); !strings.HasPrefix(got, "# Backends\r\nbackends:1\r\nquorum:1\r\nbackends_embedded:1\r\nbackends_up:1\r\n") {
+	if got := info(s, "backends"); !strings.HasPrefix(got, "# Backends\r\nbackends:1\r\nquorum:1\r\nbackend_set:1:4:abcd\r\nbackends_embedded:1\r\nbackends_up:1\r\n") {
 		t.Fatalf("INFO backends on embedded backends:\n%q", got)
 	}
 }

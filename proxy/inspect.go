@@ -6,13 +6,12 @@ import (
 	"strings"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
-// Lister is what LOCK.LIST and SCAN need of the lock engine: a page of a
-// listing of the keys held (quorum.Engine.List). It is apart from Locker,
-// which every wrapper and fake implements, because only the engine can
-// list: a Locker that is not a Lister answers those commands with an error.
+// Lister is what LOCK.LIST, SCAN, KEYS, DBSIZE and FLUSHDB need of the
+// lock engine: a page of a listing of the keys held (shard.Groups.List).
 type Lister interface {
 	// List returns one page of a listing of the keys held, owners and
 	// validities as the engine computes them. It fails only when ctx ends.
@@ -20,22 +19,13 @@ type Lister interface {
 }
 
 var (
-	_ Lister = (*quorum.Engine)(nil)
-	_ Lister = (*observedLocker)(nil)
+	_ Lister = (*shard.Groups)(nil)
 	_ Lister = (*keyspace)(nil)
 )
 
+// errNoLister refuses a listing asked of a Locker that is not a user's
+// keyspace (scripts_library.go): only a keyspace lists.
 var errNoLister = &argError{"ERR this lockproxy cannot list locks"}
-
-// List is the Locker's listing; a listing is no lock operation, and is not
-// counted as one.
-func (l *observedLocker) List(ctx context.Context, req quorum.List) (quorum.Listing, error) {
-	lister, ok := l.locks.(Lister)
-	if !ok {
-		return quorum.Listing{}, errNoLister
-	}
-	return lister.List(ctx, req)
-}
 
 // List lists only the keys under the user's prefix, MATCH applying to
 // what follows it, and shows them without it, as every other reply does;
@@ -50,12 +40,8 @@ func (k *keyspace) list(ctx context.Context, req quorum.List, all bool) (quorum.
 	if k.err != nil {
 		return quorum.Listing{}, k.err
 	}
-	lister, ok := k.locks.(Lister)
-	if !ok {
-		return quorum.Listing{}, errNoLister
-	}
 	req.Prefix = k.prefix + req.Prefix
-	page, err := lister.List(ctx, req)
+	page, err := k.lister.List(ctx, req)
 	kept := page.Locks[:0]
 	for _, l := range page.Locks {
 		l.Key = strings.TrimPrefix(l.Key, k.prefix)

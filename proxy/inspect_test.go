@@ -57,10 +57,10 @@ func TestLockList(t *testing.T) {
 	undecided := quorum.HeldLock{Key: "t1:d", Undecided: true}
 	locker := &listingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute},
 		page: quorum.Listing{Cursor: 42, Locks: []quorum.HeldLock{held, free, forever, undecided}}}
-	srv, err := New(locker, Config{Logger: slog.New(slog.DiscardHandler), Users: []User{
+	srv, err := New(locker, withFakes(locker, Config{Logger: slog.New(slog.DiscardHandler), Users: []User{
 		{Name: "admin", PasswordSHA256: sha256Hex("root")},
 		{Name: "t1", PasswordSHA256: sha256Hex("one"), KeyPrefix: "t1:"},
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +150,8 @@ func TestLockList(t *testing.T) {
 	})
 }
 
-// TestLockListNeedsALister: a Locker that cannot list answers LOCK.LIST
-// and SCAN with an error, not an empty listing.
+// TestLockListNeedsALister: a Lister that cannot list has LOCK.LIST and
+// SCAN answer its error, not an empty listing.
 func TestLockListNeedsALister(t *testing.T) {
 	ts := startServer(t, Config{})
 	runWireCases(t, ts, []wireCase{

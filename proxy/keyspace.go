@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -14,9 +15,13 @@ import (
 // max_key_bytes and prefixed with the user's key prefix, every token
 // checked against max_token_bytes, before the call reaches the Locker.
 // It implements every method itself, without embedding, so that a method
-// added to Locker cannot bypass the prefix.
+// added to Locker cannot bypass the prefix. The listings and the releases
+// heard are the user's too (inspect.go, pubsub.go): the prefix is applied
+// here and nowhere else.
 type keyspace struct {
 	locks            Locker
+	lister           Lister
+	watcher          ReleaseWatcher
 	prefix           string
 	maxKey, maxToken int
 	err              error // when set, every key is refused with it
@@ -77,7 +82,7 @@ func (s *Server) newKeyspace(prefix string, cfg Config) *keyspace {
 		if n > 0 {
 			p += dbMarker(n)
 		}
-		dbs[n] = &keyspace{locks: s.locks, prefix: p, maxKey: cfg.MaxKeyBytes, maxToken: cfg.MaxTokenBytes,
+		dbs[n] = &keyspace{locks: s.locks, lister: s.lister, watcher: s.watcher, prefix: p, maxKey: cfg.MaxKeyBytes, maxToken: cfg.MaxTokenBytes,
 			scripts: scripts, db: n, dbs: dbs, sessions: s.sessions}
 	}
 	return dbs[0]
@@ -210,18 +215,13 @@ func (k *keyspace) MaxTTL() time.Duration {
 	return k.locks.MaxTTL()
 }
 
-// RenewFields renews hash locks under the user's prefix, each key and
-// owner checked as Lock checks them; one refused answers its own error.
-// A Locker that renews none refuses them all.
-func (k *keyspace) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	r, ok := k.locks.(FieldRenewer)
-	if !ok {
-		return notRenewed(len(locks))
-	}
-	out := make([]quorum.Renewed, len(locks))
-	sendable := make([]quorum.Held, 0, len(locks))
-	at := make([]int, 0, len(locks)) // where each sendable lock is in locks
-	for i, l := range locks {
+// Renew renews locks under the user's prefix, each key and token checked
+// as Lock checks them; one refused answers its own error.
+func (k *keyspace) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+	out := make([]quorum.Renewed, len(req.Locks))
+	sendable := make([]quorum.Held, 0, len(req.Locks))
+	at := make([]int, 0, len(req.Locks)) // where each sendable lock is in req.Locks
+	for i, l := range req.Locks {
 		keys, err := k.keysToken([]string{l.Key}, l.Token)
 		if err != nil {
 			out[i].Err = err
@@ -231,9 +231,39 @@ func (k *keyspace) RenewFields(ctx context.Context, ttl time.Duration, locks []q
 		at = append(at, i)
 	}
 	if len(sendable) > 0 {
-		for j, renewed := range r.RenewFields(ctx, ttl, sendable) {
+		req.Locks = sendable
+		for j, renewed := range k.locks.Renew(ctx, req) {
 			out[at[j]] = renewed
 		}
 	}
 	return out
+}
+
+// Releases hears the releases of the user's keys that match the glob
+// pattern, each named as the user names it (ReleaseWatcher.Releases).
+func (k *keyspace) Releases(pattern string, fn func(key, token string)) (stop func()) {
+	if k.err != nil {
+		return func() {} // no key of it is anyone's
+	}
+	return k.watcher.Releases(globEscape(k.prefix)+pattern, func(key, token string) {
+		if key, ok := strings.CutPrefix(key, k.prefix); ok {
+			fn(key, token)
+		}
+	})
+}
+
+// Relay sends message on the user's channel to every proxy's subscribers
+// of it (ReleaseWatcher.Relay): the topic is the user's prefix, a NUL,
+// and the channel, which relayedTopic reads back.
+func (k *keyspace) Relay(ctx context.Context, channel, message string) error {
+	if k.err != nil {
+		return k.err
+	}
+	return k.watcher.Relay(ctx, k.prefix+"\x00"+channel, message)
+}
+
+// relayedTopic reads the key prefix and the channel of a topic that a
+// keyspace's Relay sent, through any proxy.
+func relayedTopic(topic string) (prefix, channel string, ok bool) {
+	return strings.Cut(topic, "\x00")
 }

@@ -5,17 +5,20 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // Locker is what the front end needs from the lock engine: a request per
 // kind of decision, each naming its operation (quorum.Op), so that a
-// wrapper (the key prefix of keyspace, the counts of observedLocker, a test
+// wrapper (the key prefix of keyspace, the session and tracking notices of
+// sessionLocker and trackedLocker, the counts of observedLocker, a test
 // fake) handles every operation, present and future, in one method per
 // kind. Every method returns quorum.ErrNoQuorum (a *quorum.NoQuorumError)
 // when too few backends answered to decide, a *quorum.TTLError for a TTL
 // outside (0, max_ttl], and the errors the engine documents per operation
 // (quorum.Engine's methods of the same names). ctx bounds the wait for the
-// backends' votes.
+// backends' votes. What the proxy needs besides lock decisions (INFO's
+// backends, pub/sub's releases, listings) comes in Config.
 type Locker interface {
 	// Lock takes or extends keys for a token. May return
 	// quorum.ErrNotAcquired or quorum.ErrNotHeld.
@@ -30,8 +33,12 @@ type Locker interface {
 	// Write deletes a key or sets its TTL whoever holds it, and reports
 	// whether a quorum did.
 	Write(ctx context.Context, req quorum.Write) (bool, error)
-	// MaxTTL is the longest TTL accepted, used for SETNX's default TTL.
+	// Renew renews many locks in one call, a script per backend per batch:
+	// the session locks (session.go), or Redisson's hash locks (its
+	// watchdog). Each lock has its own outcome, in the order of req.Locks.
+	Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed
+	// MaxTTL is the longest TTL accepted, which a TTL error names.
 	MaxTTL() time.Duration
 }
 
-var _ Locker = (*quorum.Engine)(nil)
+var _ Locker = (*shard.Groups)(nil)

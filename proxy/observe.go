@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // Outcome is how a lock operation ended, from the Locker's answer.
@@ -64,10 +65,14 @@ func outcome(op quorum.Op, err error) Outcome {
 }
 
 // Observer hears of every lock operation as it ends, from the goroutine
-// that served it: it must be quick and safe for concurrent use. Metrics
-// use it for latency histograms; counts are in Server.Stats.
+// that served it, and of every session lock's renewal as it starts: it
+// must be quick and safe for concurrent use. Metrics use it for latency
+// histograms; counts are in Server.Stats and Server.SessionStats.
 type Observer interface {
 	Operation(op quorum.Op, outcome Outcome, d time.Duration)
+	// SessionRenewalLag hears how late a session lock's renewal started
+	// after it was due: the proxy's own pauses, which a lease must outlast.
+	SessionRenewalLag(d time.Duration)
 }
 
 // Stats are a Server's counters since it started.
@@ -105,25 +110,11 @@ func observe(locks Locker, obs Observer) (Locker, *counters) {
 }
 
 // observedLocker counts every call on a Locker by operation and outcome,
-// and tells the session locks (session.go) of every release, deletion and
-// TTL set whoever holds the key that a quorum carried out. It allocates
-// nothing per call, and implements every method itself, so that a method
-// added to Locker must say how it is observed.
+// and changes nothing. It allocates nothing per call.
 type observedLocker struct {
-	locks    Locker
-	obs      Observer
-	sessions *sessions // nil in tests that observe a Locker alone
-	tracking *tracking // likewise
+	locks Locker
+	obs   Observer
 	*counters
-}
-
-// changed tells the tracking connections (tracking.go) that keys changed.
-func (l *observedLocker) changed(keys ...string) {
-	if l.tracking != nil {
-		for _, k := range keys {
-			l.tracking.invalidate(k)
-		}
-	}
 }
 
 var _ Locker = (*observedLocker)(nil)
@@ -140,9 +131,6 @@ func (l *observedLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Resu
 	start := time.Now()
 	res, err := l.locks.Lock(ctx, req)
 	l.done(req.Op, start, err)
-	if err == nil {
-		l.changed(req.Keys...)
-	}
 	return res, err
 }
 
@@ -150,16 +138,6 @@ func (l *observedLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.
 	start := time.Now()
 	res, err := l.locks.Unlock(ctx, req)
 	l.done(req.Op, start, err)
-	if err == nil {
-		l.changed(req.Keys...)
-	}
-	// A hash lock left with holds is still its owner's.
-	gone := req.Op != quorum.OpHashRelease || res.Released
-	if err == nil && gone && l.sessions != nil {
-		for _, k := range req.Keys {
-			l.sessions.released(k, req.Token)
-		}
-	}
 	return res, err
 }
 
@@ -174,38 +152,21 @@ func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, err
 	start := time.Now()
 	ok, err := l.locks.Write(ctx, req)
 	l.done(req.Op, start, err)
-	if ok && err == nil {
-		l.changed(req.Key)
-	}
-	if ok && err == nil && l.sessions != nil {
-		switch req.Op {
-		case quorum.OpDelete:
-			l.sessions.released(req.Key, "")
-		case quorum.OpExpire:
-			// PEXPIRE after SETNX, the legacy recipe's second step: an
-			// ordinary lock with that TTL from now on, no longer renewed.
-			l.sessions.released(req.Key, "")
-		}
-	}
 	return ok, err
 }
 
-func (l *observedLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }
-
-// RenewFields renews hash locks (Redisson's watchdog), each counted as an
-// extension.
-func (l *observedLocker) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	r, ok := l.locks.(FieldRenewer)
-	if !ok {
-		return notRenewed(len(locks))
-	}
+// Renew counts each hash lock renewed (Redisson's watchdog, a client's
+// request) as an extension. The session locks' renewals are the proxy's
+// own upkeep, counted apart (SessionStats.Renewals), not as operations.
+func (l *observedLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
 	start := time.Now()
-	out := r.RenewFields(ctx, ttl, locks)
-	for i, renewed := range out {
-		l.done(quorum.OpExtend, start, renewed.Err)
-		if renewed.Err == nil {
-			l.changed(locks[i].Key)
+	out := l.locks.Renew(ctx, req)
+	if req.Hash {
+		for _, renewed := range out {
+			l.done(quorum.OpExtend, start, renewed.Err)
 		}
 	}
 	return out
 }
+
+func (l *observedLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }

@@ -65,6 +65,8 @@ func (h *heard) Operation(op quorum.Op, o Outcome, d time.Duration) {
 	h.ops = append(h.ops, op.String()+" "+o.String())
 }
 
+func (h *heard) SessionRenewalLag(time.Duration) {}
+
 func TestObserverHearsOperations(t *testing.T) {
 	h := &heard{}
 	ts := startServer(t, Config{Observer: h})
@@ -92,6 +94,7 @@ func (nopLocker) Lock(context.Context, quorum.Lock) (quorum.Result, error) {
 type nopObserver struct{}
 
 func (nopObserver) Operation(quorum.Op, Outcome, time.Duration) {}
+func (nopObserver) SessionRenewalLag(time.Duration)             {}
 
 // TestObserveAllocatesNothing: counting and observing costs no allocation
 // per lock operation.

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -22,7 +22,7 @@ import (
 //
 // Where messages come from:
 //   - A release or delete of a lock key through any proxy: the engine
-//     hears it from the backends (ReleaseWatcher.Releases), and each
+//     hears it from the backends (keyspace.Releases), and each
 //     subscription whose channel (or pattern) tells of that key gets one
 //     message (or pmessage) per release, in its library's words.
 //   - A client's PUBLISH to an unlock channel: this proxy's subscribers
@@ -32,10 +32,10 @@ import (
 //
 // A backend's own pub/sub traffic is never forwarded to a client.
 
-// ReleaseWatcher is what a Locker implements to serve pub/sub: it hears
-// the releases of lock keys through any proxy, and carries messages
-// between proxies (quorum.Engine's methods of the same names). Without
-// it, SUBSCRIBE, PSUBSCRIBE and PUBLISH are refused.
+// ReleaseWatcher is what pub/sub and client tracking need of the lock
+// engine: it hears the releases of lock keys through any proxy, and
+// carries messages between proxies (shard.Groups's methods of the same
+// names). Each user's keyspace applies its key prefix to both.
 type ReleaseWatcher interface {
 	// Releases calls fn(key, token) once per release or delete of a key
 	// that matches the glob pattern, until stop; it returns once the
@@ -49,22 +49,16 @@ type ReleaseWatcher interface {
 	Relayed(pattern string, fn func(topic, message string)) (stop func())
 }
 
-// releaseWatcher is the Locker's ReleaseWatcher, or nil.
-func (s *Server) releaseWatcher() ReleaseWatcher {
-	w, _ := s.engine().(ReleaseWatcher)
-	return w
-}
-
-var _ ReleaseWatcher = (*quorum.Engine)(nil)
+var _ ReleaseWatcher = (*shard.Groups)(nil)
 
 // subscriber is a connection in subscribed mode: its subscriptions and
 // the writer of its output. Only the connection's goroutine adds and
 // drops subscriptions; deliveries come from the engine's goroutines.
 type subscriber struct {
-	s      *Server
-	push   *pushWriter
-	prefix string // the user's key prefix: the subscriber sees its own keys only
-	proto  atomic.Int32
+	s     *Server
+	push  *pushWriter
+	ks    *keyspace // the user's, in its database: the subscriber hears its own keys only
+	proto atomic.Int32
 
 	// mu orders deliveries against the subscription replies: a message is
 	// queued only while its subscription is live, and a subscription is
@@ -119,9 +113,8 @@ func (s *Server) handleSubscribe(conn redcon.Conn, cmd redcon.Command) {
 		verb = "psubscribe"
 	}
 	c, ok := conn.(*client)
-	w := s.releaseWatcher()
-	if !ok || w == nil {
-		s.writeError(conn, errorf("ERR %s is not served: this lockproxy's engine does not tell of releases", strings.ToUpper(verb)))
+	if !ok {
+		s.writeError(conn, errorf("ERR %s is served only as a command of its own", strings.ToUpper(verb)))
 		return
 	}
 	lcs := make([]*lockChannel, len(cmd.Args)-1)
@@ -150,7 +143,7 @@ func (s *Server) handleSubscribe(conn redcon.Conn, cmd redcon.Command) {
 				s.tracking.listen(id, sub, sp)
 				sp.stop = func() { s.tracking.listen(id, nil, nil) }
 			} else {
-				sp.stop = w.Releases(globEscape(sub.prefix)+globs[i], func(key, _ string) { sub.released(sp, key) })
+				sp.stop = sub.ks.Releases(globs[i], func(key, _ string) { sub.released(sp, key) })
 			}
 			*list = append(*list, sp)
 		}
@@ -207,7 +200,7 @@ func (s *Server) subscriberOf(c *client) *subscriber {
 		if c.push == nil {
 			c.push = newPushWriter(c.conn, c.writeTimeout)
 		}
-		st.sub = &subscriber{s: s, push: c.push, prefix: space(c).prefix}
+		st.sub = &subscriber{s: s, push: c.push, ks: space(c)}
 	}
 	st.sub.proto.Store(int32(st.proto))
 	s.hub.join(st.sub)
@@ -311,13 +304,9 @@ func writeAggregate(conn interface {
 	conn.WriteArray(n)
 }
 
-// released tells sp of the release of a key (in backend space) that its
-// glob matched.
+// released tells sp of the release of a key (as the user names it) that
+// its glob matched.
 func (sub *subscriber) released(sp *subscription, key string) {
-	key, ok := strings.CutPrefix(key, sub.prefix)
-	if !ok {
-		return
-	}
 	payload := sp.lc.payload(key)
 	if !sp.pattern {
 		if slices.Contains(sp.lc.channels(key), sp.name) {
@@ -366,7 +355,7 @@ func (h *pubsubHub) publish(prefix, channel, payload string) int {
 	h.mu.Lock()
 	subs := make([]*subscriber, 0, len(h.subs))
 	for sub := range h.subs {
-		if sub.prefix == prefix {
+		if sub.ks.prefix == prefix {
 			subs = append(subs, sub)
 		}
 	}
@@ -417,9 +406,9 @@ func (h *pubsubHub) join(sub *subscriber) {
 	}
 	h.subs[sub] = struct{}{}
 	if h.stopRelay == nil {
-		if w := sub.s.releaseWatcher(); w != nil {
-			h.stopRelay = w.Relayed("*", h.relayed)
-		}
+		// Every user's channels in one watch: relayed reads the user's
+		// prefix from the topic.
+		h.stopRelay = sub.s.watcher.Relayed("*", h.relayed)
 	}
 }
 
@@ -434,11 +423,11 @@ func (h *pubsubHub) leave(sub *subscriber) {
 	}
 }
 
-// relayed hears a PUBLISH made through some proxy: topic is the user's
-// key prefix, a NUL, and the channel; message the origin proxy, a NUL,
-// and the payload. The origin's own subscribers have it already.
+// relayed hears a PUBLISH made through some proxy: topic is a keyspace's
+// (relayedTopic); message the origin proxy, a NUL, and the payload. The
+// origin's own subscribers have it already.
 func (h *pubsubHub) relayed(topic, message string) {
-	prefix, channel, ok1 := strings.Cut(topic, "\x00")
+	prefix, channel, ok1 := relayedTopic(topic)
 	origin, payload, ok2 := strings.Cut(message, "\x00")
 	if !ok1 || !ok2 || origin == h.origin {
 		return
@@ -452,18 +441,13 @@ func (h *pubsubHub) relayed(topic, message string) {
 // the backends.
 func (s *Server) handlePublish(conn redcon.Conn, cmd redcon.Command) {
 	channel, payload := string(cmd.Args[1]), string(cmd.Args[2])
-	w := s.releaseWatcher()
-	if w == nil {
-		s.writeError(conn, errorf("ERR PUBLISH is not served: this lockproxy's engine does not relay messages"))
-		return
-	}
 	if _, _, ok := channelOf(channel, false); !ok {
 		s.writeError(conn, errNotLockChannel("PUBLISH", channel))
 		return
 	}
-	prefix := space(conn).prefix
-	n := s.hub.publish(prefix, channel, payload)
-	if err := w.Relay(s.ctx, prefix+"\x00"+channel, s.hub.origin+"\x00"+payload); err != nil {
+	ks := space(conn)
+	n := s.hub.publish(ks.prefix, channel, payload)
+	if err := ks.Relay(s.ctx, channel, s.hub.origin+"\x00"+payload); err != nil {
 		s.log.Warn("proxy: PUBLISH not relayed to the other proxies", "channel", channel, "err", err)
 	}
 	conn.WriteInt(n)

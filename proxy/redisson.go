@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -96,26 +97,6 @@ const (
 	redissonRenew = `
 		if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('pexpire', KEYS[1], ARGV[1]); return 1; end; return 0;`
 )
-
-// FieldRenewer renews hash locks in one call, a script per backend per
-// batch (quorum.Engine.RenewFields, shard.Groups.RenewFields): Redisson's
-// watchdog. A Locker without it refuses the watchdog's scripts.
-type FieldRenewer interface {
-	RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed
-}
-
-// errNoFieldRenewer refuses Redisson's watchdog where the Locker renews no
-// hash locks.
-var errNoFieldRenewer = errorf("ERR lockproxy's engine here does not renew Redisson's locks")
-
-// notRenewed answers n locks given to a Locker that renews no hash locks.
-func notRenewed(n int) []quorum.Renewed {
-	out := make([]quorum.Renewed, n)
-	for i := range out {
-		out[i].Err = errNoFieldRenewer
-	}
-	return out
-}
 
 // redissonLease parses a Redisson lease argument (ms).
 func redissonLease(arg string) (time.Duration, error) { return ms(arg, "pexpire") }
@@ -293,17 +274,13 @@ func renewFields(ctx context.Context, l Locker, lease string, keys, owners []str
 	if err != nil {
 		return nil, err
 	}
-	r, ok := l.(FieldRenewer)
-	if !ok {
-		return nil, errNoFieldRenewer
-	}
 	held := make([]quorum.Held, len(keys))
 	for i := range keys {
 		held[i] = quorum.Held{Key: keys[i], Token: owners[i]}
 	}
 	out := make([]int64, len(keys))
 	var undecided error
-	for i, renewed := range r.RenewFields(ctx, ttl, held) {
+	for i, renewed := range l.Renew(ctx, shard.Renewal{Locks: held, TTL: ttl, Hash: true}) {
 		switch {
 		case renewed.Err == nil:
 			out[i] = 1

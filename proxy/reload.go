@@ -18,8 +18,9 @@ type settings struct {
 // off, and a password changed or a user removed does not close the
 // connections that used it. MaxClients bounds the next accept; the
 // connections beyond a lowered bound stay open. A user who keeps its name
-// and key prefix keeps its loaded scripts. Logger, Observer and Embedded
-// are ignored: they are New's. Reload fails, and changes nothing, when New
+// and key prefix keeps its loaded scripts. The engine's collaborators
+// (Backends, Watcher, Lister), Logger, Observer and Embedded are ignored:
+// they are New's. Reload fails, and changes nothing, when New
 // would fail with cfg.
 func (s *Server) Reload(cfg Config) error {
 	if cfg.MaxRequestBytes < 0 || cfg.MaxRequestBytes > MaxRequestBytesLimit {

@@ -14,9 +14,19 @@ import (
 )
 
 // Config configures a Server. The zero value of every field means its
-// default. Reload replaces all of it but Logger, Observer and Embedded,
+// default, but for the lock engine's collaborators, which are required.
+// Reload replaces all of it but those, Logger, Observer and Embedded,
 // which are New's for the Server's life.
 type Config struct {
+	// Backends shows the lock engine's backends in INFO (shard.Groups).
+	// Required.
+	Backends BackendReporter
+	// Watcher hears the releases of lock keys and relays PUBLISH between
+	// proxies, for pub/sub (shard.Groups). Required.
+	Watcher ReleaseWatcher
+	// Lister lists the locks held, for LOCK.LIST, SCAN, KEYS, DBSIZE and
+	// FLUSHDB (shard.Groups). Required.
+	Lister Lister
 	// MaxRequestBytes bounds one command, header and arguments together; a
 	// client that sends more gets a protocol error and is disconnected.
 	// At most MaxRequestBytesLimit. Default: 1 MiB.
@@ -128,12 +138,15 @@ type Server struct {
 	live     atomic.Pointer[settings]
 	started  time.Time
 	version  string
-	runID    string       // INFO's run_id: this process's, random
-	tcpPort  atomic.Int64 // INFO's tcp_port: the first listener's
-	confFile string       // Config.ConfigFile
-	embedded bool         // Config.Embedded
-	fencing  bool         // Config.Fencing
-	cluster  *cluster     // nil: standalone (Config.Cluster)
+	runID    string          // INFO's run_id: this process's, random
+	tcpPort  atomic.Int64    // INFO's tcp_port: the first listener's
+	confFile string          // Config.ConfigFile
+	embedded bool            // Config.Embedded
+	fencing  bool            // Config.Fencing
+	backends BackendReporter // Config.Backends
+	watcher  ReleaseWatcher  // Config.Watcher: each user's keyspace wraps it
+	lister   Lister          // Config.Lister: each user's keyspace wraps it
+	cluster  *cluster        // nil: standalone (Config.Cluster)
 
 	// ctx is the context of every Locker call: no deadline of its own, as
 	// the engine bounds each call by its backend timeout (and a timer per
@@ -166,11 +179,19 @@ type Server struct {
 	release               chan struct{} // closed when connections may be closed
 }
 
-// New returns a Server answering with locks. It fails when locks is nil or
-// cfg holds a negative or out-of-range value.
+// New returns a Server answering with locks. It fails when locks or a
+// collaborator of cfg is nil, or cfg holds a negative or out-of-range
+// value.
 func New(locks Locker, cfg Config) (*Server, error) {
-	if locks == nil {
+	switch {
+	case locks == nil:
 		return nil, errors.New("proxy: nil Locker")
+	case cfg.Backends == nil:
+		return nil, errors.New("proxy: Config.Backends is nil")
+	case cfg.Watcher == nil:
+		return nil, errors.New("proxy: Config.Watcher is nil")
+	case cfg.Lister == nil:
+		return nil, errors.New("proxy: Config.Lister is nil")
 	}
 	cfg = cfg.withDefaults()
 	topology, err := newCluster(cfg.Cluster)
@@ -187,6 +208,9 @@ func New(locks Locker, cfg Config) (*Server, error) {
 		confFile: cfg.ConfigFile,
 		embedded: cfg.Embedded,
 		fencing:  cfg.Fencing,
+		backends: cfg.Backends,
+		watcher:  cfg.Watcher,
+		lister:   cfg.Lister,
 		stopped:  make(chan struct{}),
 		release:  make(chan struct{}),
 		hub:      newPubsubHub(),
@@ -194,14 +218,14 @@ func New(locks Locker, cfg Config) (*Server, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.cmds = s.newCommands()
-	s.locks, s.stats = observe(locks, cfg.Observer)
-	renewer, _ := locks.(Renewer)
-	s.sessions = newSessions(s.ctx, cfg.Sessions, renewer, s.locks, cfg.Logger)
-	if obs, ok := cfg.Observer.(SessionObserver); ok {
-		s.sessions.lagObserver = obs.SessionRenewalLag
-	}
-	s.locks.(*observedLocker).sessions = s.sessions
-	s.locks.(*observedLocker).tracking = s.tracking
+	// The clients' calls tell the session locks of releases
+	// (sessionLocker); theirs and the session locks' own tell the tracking
+	// connections of the keys changed, and are counted.
+	var observed Locker
+	observed, s.stats = observe(locks, cfg.Observer)
+	tracked := &trackedLocker{locks: observed, tracking: s.tracking}
+	s.sessions = newSessions(s.ctx, cfg.Sessions, tracked, cfg.Observer, cfg.Logger)
+	s.locks = &sessionLocker{locks: tracked, sessions: s.sessions}
 	if err := s.Reload(cfg); err != nil {
 		return nil, err
 	}

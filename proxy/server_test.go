@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -80,7 +81,10 @@ func (f *fakeLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, 
 		op += fmt.Sprintf("/%d", req.TokenLen)
 	}
 	v, err := f.do(call{ctx, op, strings.Join(req.Keys, ","), req.Token, req.TTL})
-	res, _ := v.(quorum.Result)
+	res, ok := v.(quorum.Result)
+	if !ok && err == nil {
+		res.Validity = req.TTL // as the engine's, a lock taken is valid for a while
+	}
 	return res, err
 }
 
@@ -96,11 +100,19 @@ func (f *fakeLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Resu
 	return res, err
 }
 
-// RenewFields makes one call per lock, answered on its own.
-func (f *fakeLocker) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	out := make([]quorum.Renewed, len(locks))
-	for i, l := range locks {
-		_, out[i].Err = f.do(call{ctx, "renewfields", l.Key, l.Token, ttl})
+// Renew makes one call per lock, answered on its own: "renewfields" for a
+// hash lock, "renew" for another.
+func (f *fakeLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+	op := "renew"
+	if req.Hash {
+		op = "renewfields"
+	}
+	out := make([]quorum.Renewed, len(req.Locks))
+	for i, l := range req.Locks {
+		_, out[i].Err = f.do(call{ctx, op, l.Key, l.Token, req.TTL})
+		if out[i].Err == nil {
+			out[i].Validity = req.TTL
+		}
 	}
 	return out
 }
@@ -131,6 +143,48 @@ func (f *fakeLocker) Write(ctx context.Context, req quorum.Write) (bool, error) 
 
 func (f *fakeLocker) MaxTTL() time.Duration { return f.maxTTL }
 
+// A fakeLocker has no backends, hears no releases and cannot list: the
+// collaborators of a Server's Config (withFakes).
+var (
+	_ BackendReporter = (*fakeLocker)(nil)
+	_ ReleaseWatcher  = (*fakeLocker)(nil)
+	_ Lister          = (*fakeLocker)(nil)
+)
+
+func (f *fakeLocker) States() []shard.GroupState { return nil }
+func (f *fakeLocker) Quorum() int                { return 0 }
+func (f *fakeLocker) BackendSet() string         { return "" }
+func (f *fakeLocker) Fences() quorum.FenceStats  { return quorum.FenceStats{} }
+func (f *fakeLocker) Waits() quorum.WaitStats    { return quorum.WaitStats{} }
+
+func (f *fakeLocker) Releases(string, func(key, token string)) (stop func()) { return func() {} }
+func (f *fakeLocker) Relay(context.Context, string, string) error            { return nil }
+func (f *fakeLocker) Relayed(string, func(topic, message string)) (stop func()) {
+	return func() {}
+}
+
+// List refuses, as a Lister that cannot list would.
+func (f *fakeLocker) List(context.Context, quorum.List) (quorum.Listing, error) {
+	return quorum.Listing{}, errNoLister
+}
+
+// fakeEngine is a fake of the lock engine and all it serves a Server.
+type fakeEngine interface {
+	Locker
+	BackendReporter
+	ReleaseWatcher
+	Lister
+}
+
+// withFakes is cfg with e as every collaborator of the engine's.
+func withFakes(e fakeEngine, cfg Config) Config {
+	cfg.Backends, cfg.Watcher, cfg.Lister = e, e, e
+	return cfg
+}
+
+// newWithFake is New with f as the Locker and every collaborator.
+func newWithFake(f *fakeLocker, cfg Config) (*Server, error) { return New(f, withFakes(f, cfg)) }
+
 // Answers for fakeLocker.answer.
 func fails(err error) func(call) (any, error) {
 	return func(call) (any, error) { return nil, err }
@@ -160,7 +214,7 @@ func startServer(t *testing.T, cfg Config) *testServer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	srv, err := New(fake, cfg)
+	srv, err := New(fake, withFakes(fake, cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +379,7 @@ func TestNew(t *testing.T) {
 		{name: "bad user", locks: fake, cfg: Config{Users: []User{{Name: "a", PasswordSHA256: "00"}}}, errSub: `users: entry 1 ("a")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(tc.locks, tc.cfg)
+			s, err := New(tc.locks, withFakes(fake, tc.cfg))
 			if tc.errSub == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -345,6 +399,29 @@ func TestNew(t *testing.T) {
 				t.Fatalf("want an error containing %q, got %v", tc.errSub, err)
 			}
 		})
+	}
+}
+
+// TestNewNeedsCollaborators: a Server is refused without each of the lock
+// engine's collaborators, rather than served with a feature turned off.
+func TestNewNeedsCollaborators(t *testing.T) {
+	fake := &fakeLocker{maxTTL: time.Minute}
+	for _, tc := range []struct {
+		field string
+		drop  func(*Config)
+	}{
+		{"Backends", func(c *Config) { c.Backends = nil }},
+		{"Watcher", func(c *Config) { c.Watcher = nil }},
+		{"Lister", func(c *Config) { c.Lister = nil }},
+	} {
+		cfg := withFakes(fake, Config{})
+		tc.drop(&cfg)
+		if _, err := New(fake, cfg); err == nil || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("New without %s: %v, want an error naming it", tc.field, err)
+		}
+	}
+	if _, err := New(nil, withFakes(fake, Config{})); err == nil {
+		t.Error("New with a nil Locker: no error")
 	}
 }
 
@@ -430,7 +507,7 @@ func TestShutdownContextEnds(t *testing.T) {
 }
 
 func TestShutdownBeforeServe(t *testing.T) {
-	srv, err := New(&fakeLocker{}, Config{})
+	srv, err := newWithFake(&fakeLocker{}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

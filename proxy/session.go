@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -68,13 +69,6 @@ func (c SessionConfig) withDefaults() SessionConfig {
 	return c
 }
 
-// Renewer renews many locks in one call, a script per backend per batch
-// (quorum.Engine.Renew, shard.Groups.Renew). A Locker without it serves
-// no session-bound locks.
-type Renewer interface {
-	Renew(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed
-}
-
 // Why a session lock ended other than by its holder's release, as
 // -LOCKLOST, the push message and lockproxy_session_lost_total name it.
 const (
@@ -128,11 +122,11 @@ type connSessions struct {
 
 // sessions renews the server's session locks.
 type sessions struct {
-	cfg     SessionConfig
-	renewer Renewer
-	locks   Locker // the server's, for releases
-	log     *slog.Logger
-	ctx     context.Context
+	cfg   SessionConfig
+	locks Locker // for renewals and releases: below the key prefix
+	obs   Observer
+	log   *slog.Logger
+	ctx   context.Context
 
 	base time.Time // of since
 	mu   sync.Mutex
@@ -151,22 +145,17 @@ type sessions struct {
 	renewals    atomic.Int64
 	renewalLags atomic.Int64 // renewals that started later than due by a third of the lease or more
 	lostBy      [numLostCauses]atomic.Int64
-	lagObserver func(time.Duration)
 }
 
-func newSessions(ctx context.Context, cfg SessionConfig, renewer Renewer, locks Locker, log *slog.Logger) *sessions {
-	m := &sessions{cfg: cfg.withDefaults(), renewer: renewer, locks: locks, log: log, ctx: ctx, base: time.Now(),
+// newSessions returns the session locks of a server, renewed and released
+// through locks (whose keys have the user's prefix in front already), the
+// renewals' lags told to obs if not nil, until ctx ends.
+func newSessions(ctx context.Context, cfg SessionConfig, locks Locker, obs Observer, log *slog.Logger) *sessions {
+	m := &sessions{cfg: cfg.withDefaults(), locks: locks, obs: obs, log: log, ctx: ctx, base: time.Now(),
 		held: map[quorum.Held]*sessionLock{}, unexpiring: map[string]*sessionLock{}, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
-	if renewer != nil {
-		go m.run()
-	} else {
-		close(m.stopped)
-	}
+	go m.run()
 	return m
 }
-
-// errNoSessions refuses a session-bound lock where none can be renewed.
-var errNoSessions = errorf("ERR session-bound locks (a lock without a TTL) need a lock engine that renews in batches; this one does not")
 
 // since is t on the monotonic clock of validUntil.
 func (m *sessions) since(t time.Time) int64 { return int64(t.Sub(m.base)) }
@@ -181,9 +170,6 @@ func (m *sessions) tick() time.Duration { return max(m.cfg.Lease/30, 10*time.Mil
 // lock is recorded in the connection's state, which only the connection's
 // goroutine touches.
 func (s *Server) takesSession(conn redcon.Conn, name string, args [][]byte) bool {
-	if s.sessions.renewer == nil {
-		return false
-	}
 	switch name {
 	case "setnx":
 		return true
@@ -213,9 +199,6 @@ func (s *Server) sessionBound(conn redcon.Conn, key string) bool {
 // The Result is the acquisition's.
 func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, token string, wait time.Duration, unexpiring bool) (quorum.Result, error) {
 	m := s.sessions
-	if m.renewer == nil {
-		return quorum.Result{}, errNoSessions
-	}
 	ks := space(conn)
 	full, err := ks.key(key)
 	if err != nil {
@@ -232,7 +215,7 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 		// lock, which a wait hides: renewed once at a known start, the lock
 		// is not lost at once for the time it waited.
 		start = time.Now()
-		renewed := m.renewer.Renew(ctx, m.cfg.Lease, []quorum.Held{held})[0]
+		renewed := m.locks.Renew(ctx, shard.Renewal{Locks: []quorum.Held{held}, TTL: m.cfg.Lease})[0]
 		if renewed.Err != nil {
 			m.release(&sessionLock{held: held, clientKey: key})
 			if errors.Is(renewed.Err, quorum.ErrNotHeld) {
@@ -327,7 +310,7 @@ func (m *sessions) unexpiringBy(key string) (token string, ok bool) {
 }
 
 // released is told of every release or deletion of key that a quorum
-// carried out, through any connection of this proxy (observedLocker): a
+// carried out, through any connection of this proxy (sessionLocker): a
 // session lock released by its holder is one the proxy stops renewing.
 // token is empty for a deletion whoever held the key.
 func (m *sessions) released(key, token string) {
@@ -422,8 +405,8 @@ func (m *sessions) step(now time.Time) {
 			if late := now.Sub(l.renewAt); late >= m.cfg.Lease/3 {
 				m.renewalLags.Add(1)
 			}
-			if m.lagObserver != nil {
-				m.lagObserver(now.Sub(l.renewAt))
+			if m.obs != nil {
+				m.obs.SessionRenewalLag(now.Sub(l.renewAt))
 			}
 			l.renewing = true
 			due = append(due, l)
@@ -451,7 +434,7 @@ func (m *sessions) renew(due []*sessionLock) {
 		held[i] = l.held
 	}
 	start := time.Now()
-	out := m.renewer.Renew(m.ctx, m.cfg.Lease, held)
+	out := m.locks.Renew(m.ctx, shard.Renewal{Locks: held, TTL: m.cfg.Lease})
 	m.renewals.Add(int64(len(due)))
 	var lost []*sessionLock
 	m.mu.Lock()
@@ -614,9 +597,49 @@ func (s *Server) SessionStats() SessionStats {
 // SessionLostCauses are the causes that SessionStats.Lost counts.
 func SessionLostCauses() []string { return lostCauses[:] }
 
-// SessionObserver, when the Observer implements it too, hears how late
-// each session lock's renewal started after it was due: the proxy's own
-// pauses, which a lease must outlast.
-type SessionObserver interface {
-	SessionRenewalLag(d time.Duration)
+// sessionLocker tells the session locks of every release, deletion and
+// TTL set whoever holds the key that a quorum carried out through it: a
+// session lock released by its holder, or by anyone, is one the proxy
+// stops renewing.
+type sessionLocker struct {
+	locks    Locker
+	sessions *sessions
 }
+
+var _ Locker = (*sessionLocker)(nil)
+
+func (l *sessionLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, error) {
+	return l.locks.Lock(ctx, req)
+}
+
+func (l *sessionLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
+	res, err := l.locks.Unlock(ctx, req)
+	// A hash lock left with holds is still its owner's.
+	if err == nil && (req.Op != quorum.OpHashRelease || res.Released) {
+		for _, k := range req.Keys {
+			l.sessions.released(k, req.Token)
+		}
+	}
+	return res, err
+}
+
+func (l *sessionLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
+	return l.locks.Read(ctx, req)
+}
+
+// Write forgets a session lock deleted, or given a TTL: PEXPIRE after
+// SETNX, the legacy recipe's second step, makes it an ordinary lock with
+// that TTL from now on, no longer renewed.
+func (l *sessionLocker) Write(ctx context.Context, req quorum.Write) (bool, error) {
+	ok, err := l.locks.Write(ctx, req)
+	if ok && err == nil && (req.Op == quorum.OpDelete || req.Op == quorum.OpExpire) {
+		l.sessions.released(req.Key, "")
+	}
+	return ok, err
+}
+
+func (l *sessionLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+	return l.locks.Renew(ctx, req)
+}
+
+func (l *sessionLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }

@@ -186,17 +186,9 @@ func (s *Server) handleSet(conn redcon.Conn, cmd redcon.Command) {
 // legacy recipe sets the TTL with a following PEXPIRE; until then the lock
 // is session-bound (session.go), so that a client dying in between cannot
 // leave it forever, and one that never sets a TTL holds it while its
-// connection lives. Without session locks (a Locker that cannot renew in
-// batches) it gets max_ttl.
+// connection lives.
 func (s *Server) handleSetNX(conn redcon.Conn, cmd redcon.Command) {
-	key, token := string(cmd.Args[1]), string(cmd.Args[2])
-	ctx := s.ctx
-	var err error
-	if s.sessions.renewer != nil {
-		_, err = s.acquireSession(ctx, conn, key, token, 0, true)
-	} else {
-		_, err = space(conn).Lock(ctx, quorum.Lock{Op: quorum.OpAcquire, Keys: []string{key}, Token: token, TTL: s.locks.MaxTTL()})
-	}
+	_, err := s.acquireSession(s.ctx, conn, string(cmd.Args[1]), string(cmd.Args[2]), 0, true)
 	switch {
 	case err == nil:
 		conn.WriteInt(1)

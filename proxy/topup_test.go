@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 )
 
 // realRig is a proxy over an engine of five real redis-servers, with raw
@@ -53,8 +54,13 @@ func serveEngine(t testing.TB, qcfg quorum.Config, cfg Config) (string, *quorum.
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close() })
+	groups, err := shard.New([]*quorum.Engine{engine})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	srv, err := New(engine, cfg)
+	cfg.Backends, cfg.Watcher, cfg.Lister = groups, groups, groups
+	srv, err := New(groups, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

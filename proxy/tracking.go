@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockproxy/lockproxy/quorum"
+	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -19,7 +22,7 @@ import (
 // instead. Each registered key is invalidated once, by a RESP3 push
 // message, at the next change of it that this proxy sees:
 //   - every acquisition, extension, release, deletion and expiry set
-//     through this proxy, whichever connection made it (observe.go);
+//     through this proxy, whichever connection made it (trackedLocker);
 //   - every release and deletion through any other proxy of the
 //     deployment: the release notices that waiting uses.
 // Acquisitions and extensions through another proxy, and a lock's
@@ -439,10 +442,8 @@ func (s *Server) followReleases() {
 	if tr.watching {
 		return
 	}
-	if w := s.releaseWatcher(); w != nil {
-		tr.watching = true
-		w.Releases("*", func(key, _ string) { tr.noticed(key) })
-	}
+	tr.watching = true
+	s.watcher.Releases("*", func(key, _ string) { tr.noticed(key) })
 }
 
 // handleClientCaching serves CLIENT CACHING YES|NO: whether the next
@@ -582,3 +583,64 @@ func (s *Server) trackKeys(conn redcon.Conn, t *tracker, c *command, args [][]by
 	}
 	return keys
 }
+
+// trackedLocker tells the tracking connections of every key that a call
+// through it changed: a lock taken or extended, released, deleted, or
+// given a TTL, and a hash lock renewed.
+type trackedLocker struct {
+	locks    Locker
+	tracking *tracking
+}
+
+var _ Locker = (*trackedLocker)(nil)
+
+func (l *trackedLocker) changed(keys ...string) {
+	for _, k := range keys {
+		l.tracking.invalidate(k)
+	}
+}
+
+func (l *trackedLocker) Lock(ctx context.Context, req quorum.Lock) (quorum.Result, error) {
+	res, err := l.locks.Lock(ctx, req)
+	if err == nil {
+		l.changed(req.Keys...)
+	}
+	return res, err
+}
+
+func (l *trackedLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Result, error) {
+	res, err := l.locks.Unlock(ctx, req)
+	if err == nil {
+		l.changed(req.Keys...)
+	}
+	return res, err
+}
+
+func (l *trackedLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading, error) {
+	return l.locks.Read(ctx, req)
+}
+
+func (l *trackedLocker) Write(ctx context.Context, req quorum.Write) (bool, error) {
+	ok, err := l.locks.Write(ctx, req)
+	if ok && err == nil {
+		l.changed(req.Key)
+	}
+	return ok, err
+}
+
+// Renew tells of the hash locks renewed (Redisson's watchdog: a client's
+// extension). The session locks' renewals are the proxy's own upkeep of
+// locks whose holders asked for none, and are not told.
+func (l *trackedLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+	out := l.locks.Renew(ctx, req)
+	if req.Hash {
+		for i, renewed := range out {
+			if renewed.Err == nil {
+				l.changed(req.Locks[i].Key)
+			}
+		}
+	}
+	return out
+}
+
+func (l *trackedLocker) MaxTTL() time.Duration { return l.locks.MaxTTL() }

@@ -12,6 +12,7 @@ package shard
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,16 +91,26 @@ func (g *Groups) Write(ctx context.Context, req quorum.Write) (bool, error) {
 	return g.engines[g.Of(req.Key)].Write(ctx, req)
 }
 
-// Renew renews each lock in its group (Engine.Renew), the groups at once,
-// and returns the outcomes in the order of locks.
-func (g *Groups) Renew(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	return g.renew(ctx, ttl, locks, (*quorum.Engine).Renew)
+// Renewal asks to renew many locks in one call, each to TTL where its
+// token still holds it: locks whose value is the token
+// (quorum.Engine.Renew), or with Hash, hash locks whose Token is the
+// owner's field in the hash Key (quorum.Engine.RenewFields, Redisson's
+// watchdog).
+type Renewal struct {
+	Locks []quorum.Held
+	TTL   time.Duration
+	Hash  bool
 }
 
-// RenewFields renews each hash lock in its group (Engine.RenewFields), the
-// groups at once, and returns the outcomes in the order of locks.
-func (g *Groups) RenewFields(ctx context.Context, ttl time.Duration, locks []quorum.Held) []quorum.Renewed {
-	return g.renew(ctx, ttl, locks, (*quorum.Engine).RenewFields)
+// Renew renews each lock in its group, the groups at once, and returns the
+// outcomes in the order of req.Locks: the engine's, whose methods say what
+// each may be.
+func (g *Groups) Renew(ctx context.Context, req Renewal) []quorum.Renewed {
+	renew := (*quorum.Engine).Renew
+	if req.Hash {
+		renew = (*quorum.Engine).RenewFields
+	}
+	return g.renew(ctx, req.TTL, req.Locks, renew)
 }
 
 func (g *Groups) renew(ctx context.Context, ttl time.Duration, locks []quorum.Held,
@@ -134,6 +145,45 @@ func (g *Groups) renew(ctx context.Context, ttl time.Duration, locks []quorum.He
 
 // MaxTTL is every group's: they share one configuration.
 func (g *Groups) MaxTTL() time.Duration { return g.engines[0].MaxTTL() }
+
+// Quorum is the smallest group's: with one group, its quorum.
+func (g *Groups) Quorum() int {
+	q := g.engines[0].Quorum()
+	for _, e := range g.engines[1:] {
+		q = min(q, e.Quorum())
+	}
+	return q
+}
+
+// BackendSet names each group's backend set, comma-separated.
+func (g *Groups) BackendSet() string {
+	sets := make([]string, len(g.engines))
+	for i, e := range g.engines {
+		sets[i] = e.BackendSet()
+	}
+	return strings.Join(sets, ",")
+}
+
+// GroupState is one group as its engine knows it now.
+type GroupState struct {
+	FirstSlot, LastSlot int // the hash slots it serves (Range)
+	Quorum              int
+	QuorumAvailable     bool
+	BackendSet          string
+	Backends            []quorum.BackendState // in configuration order
+}
+
+// States reports every group, in slot order, from what the engines know
+// already: nothing waits on a backend.
+func (g *Groups) States() []GroupState {
+	out := make([]GroupState, len(g.engines))
+	for i, e := range g.engines {
+		first, last := Range(i, len(g.engines))
+		out[i] = GroupState{FirstSlot: first, LastSlot: last, Quorum: e.Quorum(), QuorumAvailable: e.QuorumAvailable(),
+			BackendSet: e.BackendSet(), Backends: e.Backends()}
+	}
+	return out
+}
 
 // List pages through the groups in turn, each listed as its engine lists
 // it. The cursor is the engine's times the number of groups, plus the

@@ -175,6 +175,19 @@ func TestGroupsIndependent(t *testing.T) {
 	if g.QuorumAvailable() {
 		t.Error("QuorumAvailable with one group's majority down")
 	}
+	states := g.States()
+	if exp, got := 2, len(states); exp != got {
+		t.Fatalf("%d group states, want %d", got, exp)
+	}
+	for i, st := range states {
+		first, last := Range(i, 2)
+		if st.FirstSlot != first || st.LastSlot != last || st.Quorum != 2 || len(st.Backends) != 3 || st.QuorumAvailable != (i == 0) {
+			t.Errorf("group %d: %+v; want slots %d-%d, quorum 2 of 3, available %v", i, st, first, last, i == 0)
+		}
+	}
+	if exp, got := states[0].BackendSet+","+states[1].BackendSet, g.BackendSet(); exp != got {
+		t.Errorf("BackendSet %q, want %q", got, exp)
+	}
 }
 
 // TestGroupsRenew: locks of two groups renewed in one call come back in
@@ -202,7 +215,7 @@ func TestGroupsRenew(t *testing.T) {
 	locks = append(locks, quorum.Held{Key: quorum.ReservedPrefix + "x", Token: "me"})
 	want = append(want, quorum.ErrReservedKey)
 
-	got := g.Renew(ctx, 30*time.Second, locks)
+	got := g.Renew(ctx, Renewal{Locks: locks, TTL: 30 * time.Second})
 	if exp, got := len(locks), len(got); exp != got {
 		t.Fatalf("%d outcomes for %d locks", got, exp)
 	}
@@ -246,7 +259,7 @@ func TestGroupsHashLocks(t *testing.T) {
 		}
 		locks = append(locks, quorum.Held{Key: key, Token: "uuid:1"})
 	}
-	for i, r := range g.RenewFields(ctx, 30*time.Second, locks) {
+	for i, r := range g.Renew(ctx, Renewal{Locks: locks, TTL: 30 * time.Second, Hash: true}) {
 		if r.Err != nil || r.Validity <= 0 {
 			t.Errorf("renew %s: %v, validity %s; want renewed", locks[i].Key, r.Err, r.Validity)
 		}

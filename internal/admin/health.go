@@ -147,8 +147,8 @@ func Handler(g *shard.Groups, status http.Handler, withPprof, embedded bool) htt
 		case !ready:
 			status, code = "no quorum", http.StatusServiceUnavailable
 		}
-		body := map[string]any{"status": status, "embedded": embedded, "backend_set": backendSetOf(g),
-			"quorum": quorumOf(g), "counting": counting, "backends": states}
+		body := map[string]any{"status": status, "embedded": embedded, "backend_set": g.BackendSet(),
+			"quorum": g.Quorum(), "counting": counting, "backends": states}
 		if groups != nil {
 			body["groups"] = groups
 		}
@@ -182,26 +182,6 @@ func Probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
 			log.Warn("fewer backends count toward quorum than needed: lock commands will get NOQUORUM errors until enough do", attrs...)
 		}
 	}
-}
-
-// quorumOf is the smallest group's quorum: with one group, its quorum.
-func quorumOf(g *shard.Groups) int {
-	q := 0
-	for i, e := range g.Engines() {
-		if i == 0 || e.Quorum() < q {
-			q = e.Quorum()
-		}
-	}
-	return q
-}
-
-// backendSetOf names each group's backend set, comma-separated.
-func backendSetOf(g *shard.Groups) string {
-	var sets []string
-	for _, e := range g.Engines() {
-		sets = append(sets, e.BackendSet())
-	}
-	return strings.Join(sets, ",")
 }
 
 // backendsOf is every group's backends, group after group.

@@ -143,8 +143,8 @@ type presenceView struct {
 func (p *StatusPage) view(ctx context.Context, now time.Time) statusView {
 	states, counting, ready, groups := groupStates(ctx, p.groups)
 	v := statusView{
-		Version: p.version, BackendSet: backendSetOf(p.groups), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
-		Refresh: statusRefresh, Embedded: p.embedded, Quorum: quorumOf(p.groups), Counting: counting,
+		Version: p.version, BackendSet: p.groups.BackendSet(), Generated: now.UTC().Format("2006-01-02 15:04:05 UTC"),
+		Refresh: statusRefresh, Embedded: p.embedded, Quorum: p.groups.Quorum(), Counting: counting,
 		HasQuorum: ready,
 	}
 	for i, g := range groups {

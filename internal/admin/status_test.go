@@ -69,7 +69,7 @@ func startProxy(t *testing.T, urls []string) (*shard.Groups, *proxy.Server, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(groups, proxy.Config{Logger: log})
+	srv, err := proxy.New(groups, proxy.Config{Backends: groups, Watcher: groups, Lister: groups, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
