@@ -23,10 +23,6 @@ var (
 	_ Lister = (*keyspace)(nil)
 )
 
-// errNoLister refuses a listing asked of a Locker that is not a user's
-// keyspace (scripts_library.go): only a keyspace lists.
-var errNoLister = &argError{"ERR this lockproxy cannot list locks"}
-
 // List lists only the keys under the user's prefix, MATCH applying to
 // what follows it, and shows them without it, as every other reply does;
 // database 0's leaves out the other databases' keys.

@@ -116,7 +116,7 @@ func redissonError(err error) error {
 // runRedissonAcquire takes or re-enters the lock KEYS[1] for the owner
 // ARGV[2] with a lease of ARGV[1] ms: null, or how long the client should
 // wait before trying again, which on one Redis is the holder's PTTL.
-func runRedissonAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runRedissonAcquire(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	lease, err := redissonLease(args[0])
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ const redissonFencing = "Redisson's RFencedLock needs fencing: its tokens are lo
 // (fence.go): larger than every earlier holder's of the lock, through
 // every proxy, where Redisson's own counts up one master's counter, which
 // a failover can take back. A re-entry answers the lock's token again.
-func runRedissonFencedAcquireToken(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runRedissonFencedAcquireToken(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	lease, err := redissonLease(args[0])
 	if err != nil {
 		return nil, err
@@ -233,7 +233,7 @@ type redissonRelease struct{ latched bool }
 // when the owner did not hold it (IllegalMonitorStateException). Its
 // PUBLISH of ARGV[1] on KEYS[2] is not run: every proxy tells its own
 // subscribers of the release (redissonChannel).
-func (r redissonRelease) run(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func (r redissonRelease) run(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	lease, err := redissonLease(args[1])
 	if err != nil {
 		return nil, err
@@ -259,7 +259,7 @@ func (r redissonRelease) run(ctx context.Context, l Locker, keys, args []string)
 
 // runRedissonForceUnlock deletes the lock KEYS[1] whoever holds it: 1
 // when a quorum had it, else 0. Its PUBLISH is not run, as for a release.
-func runRedissonForceUnlock(ctx context.Context, l Locker, keys, _ []string) (any, error) {
+func runRedissonForceUnlock(ctx context.Context, l *keyspace, keys, _ []string) (any, error) {
 	return deleteWhoever(ctx, l, keys[0])
 }
 
@@ -299,7 +299,7 @@ func renewFields(ctx context.Context, l Locker, lease string, keys, owners []str
 
 // runRedissonRenew is the watchdog to 3.43: KEYS[1] for the owner ARGV[2]
 // to a lease of ARGV[1] ms; 1 or 0.
-func runRedissonRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runRedissonRenew(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	out, err := renewFields(ctx, l, args[0], keys[:1], args[1:2])
 	if err != nil {
 		return nil, err
@@ -310,7 +310,7 @@ func runRedissonRenew(ctx context.Context, l Locker, keys, args []string) (any, 
 // runRedissonRenewBatch is the watchdog from 3.44: each KEYS[i] for the
 // owner ARGV[i+1] to a lease of ARGV[1] ms; an array of 1 or 0, each
 // lock's own.
-func runRedissonRenewBatch(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runRedissonRenewBatch(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	if len(args) < len(keys)+1 {
 		return nil, errorf("ERR lockproxy runs Redisson's watchdog with a lease and an owner for each of its %d keys (got %d arguments)", len(keys), len(args))
 	}

@@ -22,7 +22,7 @@ type scriptKind struct {
 	digests    []string // SHA1s of published bodies, recognised without normalising
 	// run performs the operation (one Locker call, or one per key) and
 	// returns what the script returns on one Redis (see writeValue).
-	run func(ctx context.Context, l Locker, keys, args []string) (any, error)
+	run func(ctx context.Context, ks *keyspace, keys, args []string) (any, error)
 	// fencing: the script's reply carries a fencing token, which only an
 	// engine with fencing on mints; it is refused, by refusal, otherwise.
 	fencing bool

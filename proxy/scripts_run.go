@@ -49,13 +49,13 @@ func unlock(ctx context.Context, l Locker, op quorum.Op, keys []string, token st
 func ms(arg, cmd string) (time.Duration, error) { return parseTTL([]byte(arg), false, cmd) }
 
 // runCompareAndDelete releases KEYS[1] held by ARGV[1]: 1, or 0 when not held.
-func runCompareAndDelete(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndDelete(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	return answer(err, int64(1), int64(0))
 }
 
 // runCompareAndPExpire sets KEYS[1]'s TTL to ARGV[2] ms where ARGV[1] holds it.
-func runCompareAndPExpire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndPExpire(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "pexpire")
 	if err != nil {
 		return nil, err
@@ -68,7 +68,7 @@ func runCompareAndPExpire(ctx context.Context, l Locker, keys, args []string) (a
 // (ms) where ARGV[1] holds it, read as the TTL from now on the proxy's
 // clock, as one Redis reads it on its own; a time past releases it, as
 // Redis deletes the key.
-func runCompareAndPExpireAt(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndPExpireAt(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	at, ok := parseInt([]byte(args[1]))
 	if !ok {
 		return nil, errNotInteger
@@ -85,7 +85,7 @@ func runCompareAndPExpireAt(ctx context.Context, l Locker, keys, args []string) 
 
 // runCompareAndDeleteOrAbsent is a release that answers -1 when a quorum
 // found the key absent (redsync's ErrLockAlreadyExpired).
-func runCompareAndDeleteOrAbsent(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndDeleteOrAbsent(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	if errors.Is(err, quorum.ErrAbsent) {
 		return int64(-1), nil
@@ -94,13 +94,13 @@ func runCompareAndDeleteOrAbsent(ctx context.Context, l Locker, keys, args []str
 }
 
 // runCompareAndDeleteOrNull releases KEYS[1]: 1 (Lua true), or null (false).
-func runCompareAndDeleteOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndDeleteOrNull(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	return answer(err, int64(1), nil)
 }
 
 // runCompareAndPExpireOrNull extends KEYS[1] to ARGV[2] ms: 1, or null.
-func runCompareAndPExpireOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndPExpireOrNull(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "pexpire")
 	if err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func runCompareAndPExpireOrNull(ctx context.Context, l Locker, keys, args []stri
 
 // runCompareAndAddOrSetPTTL is redis-py's extend: ARGV[3] "0" adds ARGV[2]
 // ms to the TTL left (ExtendBy), anything else sets it (Extend); 1 or 0.
-func runCompareAndAddOrSetPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndAddOrSetPTTL(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	d, err := ms(args[1], "pexpire")
 	if err != nil {
 		return nil, err
@@ -125,18 +125,18 @@ func runCompareAndAddOrSetPTTL(ctx context.Context, l Locker, keys, args []strin
 }
 
 // runExtendOrAcquire extends KEYS[1] for ARGV[1] or takes it when free: 1 or 0.
-func runExtendOrAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runExtendOrAcquire(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	return extendOrAcquire(ctx, l, keys, args, int64(1), int64(0))
 }
 
 // runExtendOrAcquireOrNull is Spring's obtain: 1 (true) or null (false).
-func runExtendOrAcquireOrNull(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runExtendOrAcquireOrNull(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	return extendOrAcquire(ctx, l, keys, args, int64(1), nil)
 }
 
 // runExtendOrAcquireOrConflict is RedLock.net's extend: 1, or -1 when
 // another lockId holds the key.
-func runExtendOrAcquireOrConflict(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runExtendOrAcquireOrConflict(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	return extendOrAcquire(ctx, l, keys, args, int64(1), int64(-1))
 }
 
@@ -156,7 +156,7 @@ var errScriptERROR = &argError{"ERR ERROR"}
 
 // runExtendOrAcquireOrError is aioredlock's lock and extend: OK, or the
 // error reply when another id holds the key.
-func runExtendOrAcquireOrError(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runExtendOrAcquireOrError(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "set")
 	if err != nil {
 		return nil, err
@@ -171,7 +171,7 @@ func runExtendOrAcquireOrError(ctx context.Context, l Locker, keys, args []strin
 // runCompareAndDeleteOrFreeOrError is aioredlock's unlock: 1 when released,
 // OK when a quorum found the key free, else the error reply (held by
 // another id, or no quorum agreeing that it is free).
-func runCompareAndDeleteOrFreeOrError(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndDeleteOrFreeOrError(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	err := unlock(ctx, l, quorum.OpRelease, keys[:1], args[0])
 	switch {
 	case errors.Is(err, quorum.ErrAbsent):
@@ -185,7 +185,7 @@ func runCompareAndDeleteOrFreeOrError(ctx context.Context, l Locker, keys, args 
 // runOwnerTTLSecondsOrError is aioredlock's get_lock: the TTL in seconds,
 // rounded as Redis's TTL rounds it, -1 without expiry, or the error reply
 // when ARGV[1] does not hold the key.
-func runOwnerTTLSecondsOrError(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runOwnerTTLSecondsOrError(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ms, err := ownerPTTL(ctx, l, keys[0], args[0])
 	switch {
 	case notHeld(err):
@@ -200,7 +200,7 @@ func runOwnerTTLSecondsOrError(ctx context.Context, l Locker, keys, args []strin
 
 // runSetIfOwnerOrFree is redlock-rb's lock/extend: ARGV[3] "yes" may take
 // a free key (ExtendOrAcquire), anything else only extends; OK or null.
-func runSetIfOwnerOrFree(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runSetIfOwnerOrFree(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "set")
 	if err != nil {
 		return nil, err
@@ -214,7 +214,7 @@ func runSetIfOwnerOrFree(ctx context.Context, l Locker, keys, args []string) (an
 }
 
 // runAcquire is SET KEYS[1] ARGV[1] NX PX ARGV[2] in a script: OK or null.
-func runAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runAcquire(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "set")
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func runAcquire(ctx context.Context, l Locker, keys, args []string) (any, error)
 
 // runAcquireAt takes KEYS[1] for ARGV[1] until the Unix time ARGV[2]
 // (ms), as SET ... NX PXAT: OK or null.
-func runAcquireAt(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runAcquireAt(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ttlUntil([]byte(args[1]), false)
 	if err != nil {
 		return nil, err
@@ -235,7 +235,7 @@ func runAcquireAt(ctx context.Context, l Locker, keys, args []string) (any, erro
 }
 
 // runAcquireOrRenew is bsm/redislock's obtain: OK or null.
-func runAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runAcquireOrRenew(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	tokenLen, ttl, err := parseObtain(args)
 	if err != nil {
 		return nil, err
@@ -265,13 +265,13 @@ func ownerPTTL(ctx context.Context, l Locker, key, token string) (int64, error) 
 }
 
 // runOwnerPTTL is bsm/redislock 0.9's TTL: PTTL ms, or -3 when not the owner.
-func runOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runOwnerPTTL(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ms, err := ownerPTTL(ctx, l, keys[0], args[0])
 	return answer(err, ms, int64(-3))
 }
 
 // runOwnerPTTLOrZero is pottery's locked(): PTTL ms when positive, else 0.
-func runOwnerPTTLOrZero(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runOwnerPTTLOrZero(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ms, err := ownerPTTL(ctx, l, keys[0], args[0])
 	return answer(err, max(ms, 0), int64(0))
 }
@@ -280,7 +280,7 @@ func runOwnerPTTLOrZero(ctx context.Context, l Locker, keys, args []string) (any
 // takes two Locker calls: the value a quorum holds, then how long that
 // value holds the key, so the PTTL is always the returned value's (a value
 // that changed in between reads as a free key, as it would a moment later).
-func runValueAndPTTL(ctx context.Context, l Locker, keys, _ []string) (any, error) {
+func runValueAndPTTL(ctx context.Context, l *keyspace, keys, _ []string) (any, error) {
 	free := []any{nil, int64(-2)}
 	r, err := l.Read(ctx, quorum.Read{Op: quorum.OpGet, Key: keys[0]})
 	if err != nil {
@@ -292,17 +292,15 @@ func runValueAndPTTL(ctx context.Context, l Locker, keys, _ []string) (any, erro
 
 // runCompareAndExpireSeconds is python-redis-lock's extend: ARGV[2]
 // seconds; 0 extended, 1 not the owner.
-func runCompareAndExpireSeconds(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndExpireSeconds(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := parseTTL([]byte(args[1]), true, "expire")
 	if err != nil {
 		return nil, err
 	}
 	// The owner's lock taken without a TTL has none to extend, as on
 	// Redis (NotExpirable), though its lease runs on the backends.
-	if ks, ok := l.(*keyspace); ok {
-		if token, ok := ks.unexpiringBy(keys[0]); ok && token == args[0] {
-			return int64(2), nil
-		}
+	if token, ok := l.unexpiringBy(keys[0]); ok && token == args[0] {
+		return int64(2), nil
 	}
 	err = lock(ctx, l, quorum.OpExtend, keys[:1], args[0], ttl)
 	return answer(err, int64(0), int64(1))
@@ -311,7 +309,7 @@ func runCompareAndExpireSeconds(ctx context.Context, l Locker, keys, args []stri
 // runCompareAndDeleteAndSignal releases KEYS[1] held by ARGV[1]: 0, or 1
 // when not held. ARGV[2], the signal list's expiry, is checked as the
 // script's PEXPIRE would; nothing else uses it.
-func runCompareAndDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runCompareAndDeleteAndSignal(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	if _, ok := parseInt([]byte(args[1])); !ok {
 		return nil, errNotInteger
 	}
@@ -321,7 +319,7 @@ func runCompareAndDeleteAndSignal(ctx context.Context, l Locker, keys, args []st
 
 // runDeleteAndSignal deletes KEYS[1] whoever holds it: 1 when a quorum
 // held it, else 0.
-func runDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runDeleteAndSignal(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	if _, ok := parseInt([]byte(args[1])); !ok {
 		return nil, errNotInteger
 	}
@@ -330,12 +328,8 @@ func runDeleteAndSignal(ctx context.Context, l Locker, keys, args []string) (any
 
 // runDeleteAllLocks deletes every lock:* key that a backend of the
 // caller's key space has, whoever holds it, and answers how many.
-func runDeleteAllLocks(ctx context.Context, l Locker, _, _ []string) (any, error) {
-	ks, ok := l.(*keyspace)
-	if !ok {
-		return nil, errNoLister
-	}
-	n, err := deleteAll(ctx, ks, "lock:*", false)
+func runDeleteAllLocks(ctx context.Context, l *keyspace, _, _ []string) (any, error) {
+	n, err := deleteAll(ctx, l, "lock:*", false)
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +350,7 @@ func deleteWhoever(ctx context.Context, l Locker, key string) (any, error) {
 }
 
 // runMultiAcquire takes every key for ARGV[1]: #KEYS, or 0.
-func runMultiAcquire(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiAcquire(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "set")
 	if err != nil {
 		return nil, err
@@ -367,7 +361,7 @@ func runMultiAcquire(ctx context.Context, l Locker, keys, args []string) (any, e
 
 // runMultiReleaseCount releases the keys ARGV[1] holds: how many were
 // deleted, which is #KEYS without the repeated ones; or 0.
-func runMultiReleaseCount(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiReleaseCount(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	keys = distinct(keys)
 	err := unlock(ctx, l, quorum.OpReleaseAll, keys, args[0])
 	return answer(err, int64(len(keys)), int64(0))
@@ -387,7 +381,7 @@ func distinct(keys []string) []string {
 }
 
 // runMultiExtend extends every key ARGV[1] holds: #KEYS, or 0.
-func runMultiExtend(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiExtend(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "set")
 	if err != nil {
 		return nil, err
@@ -398,8 +392,8 @@ func runMultiExtend(ctx context.Context, l Locker, keys, args []string) (any, er
 
 // inDB0 runs a sesamecare script, whose ARGV[1] is the database it
 // selects, when that database is 0: lockproxy has one keyspace.
-func inDB0(run func(context.Context, Locker, []string, []string) (any, error)) func(context.Context, Locker, []string, []string) (any, error) {
-	return func(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func inDB0(run func(context.Context, *keyspace, []string, []string) (any, error)) func(context.Context, *keyspace, []string, []string) (any, error) {
+	return func(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 		if n, ok := parseInt([]byte(args[0])); !ok || n != 0 {
 			return nil, errorf("ERR lockproxy serves db 0 only (the script selects db %q)", args[0])
 		}
@@ -412,7 +406,7 @@ func inDB0(run func(context.Context, Locker, []string, []string) (any, error)) f
 // what is lost is the re-obtain, by the same token, of keys it already
 // holds (the script's MSET after a failed MSETNX), which then replies null
 // as if another token held them.
-func runMultiAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiAcquireOrRenew(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	if keys = distinct(keys); len(keys) == 1 {
 		return runAcquireOrRenew(ctx, l, keys, args)
 	}
@@ -425,13 +419,13 @@ func runMultiAcquireOrRenew(ctx context.Context, l Locker, keys, args []string) 
 }
 
 // runMultiReleaseAll releases keys all held by ARGV[1]: OK or null.
-func runMultiReleaseAll(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiReleaseAll(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	err := unlock(ctx, l, quorum.OpReleaseAll, distinct(keys), args[0])
 	return answer(err, statusOK{}, nil)
 }
 
 // runMultiPExpireAll extends keys all held by ARGV[1]: OK or null.
-func runMultiPExpireAll(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiPExpireAll(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	ttl, err := ms(args[1], "pexpire")
 	if err != nil {
 		return nil, err
@@ -442,7 +436,7 @@ func runMultiPExpireAll(ctx context.Context, l Locker, keys, args []string) (any
 
 // runMultiOwnerPTTL is bsm/redislock 0.10's TTL: one OwnerPTTL per key;
 // the least positive PTTL (0 if none), or null when any key is not held.
-func runMultiOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runMultiOwnerPTTL(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	var least int64
 	for _, k := range keys {
 		n, err := ownerPTTL(ctx, l, k, args[0])
@@ -457,7 +451,7 @@ func runMultiOwnerPTTL(ctx context.Context, l Locker, keys, args []string) (any,
 }
 
 // runPExpireAny sets every key's TTL to ARGV[1] ms: 1 when any was set.
-func runPExpireAny(ctx context.Context, l Locker, keys, args []string) (any, error) {
+func runPExpireAny(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
 	if args[1] != "" {
 		return nil, errorf("ERR lockproxy does not take PEXPIRE conditions (the script passes %q)", args[1])
 	}

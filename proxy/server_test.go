@@ -163,6 +163,10 @@ func (f *fakeLocker) Relayed(string, func(topic, message string)) (stop func()) 
 	return func() {}
 }
 
+// errNoLister is the fake's refusal to list, as a Lister that cannot list
+// would refuse: its tests see the error reach the client.
+var errNoLister = &argError{"ERR this lockproxy cannot list locks"}
+
 // List refuses, as a Lister that cannot list would.
 func (f *fakeLocker) List(context.Context, quorum.List) (quorum.Listing, error) {
 	return quorum.Listing{}, errNoLister
