@@ -107,7 +107,6 @@ type metrics struct {
 var (
 	_ proxy.Observer       = (*metrics)(nil)
 	_ quorum.Observer      = (*metrics)(nil)
-	_ quorum.WaitObserver  = (*metrics)(nil)
 	_ prometheus.Collector = (*metrics)(nil)
 )
 

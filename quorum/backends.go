@@ -112,12 +112,17 @@ func failureKind(err error) string {
 	return KindError
 }
 
-// Observer hears of every vote a backend casts, as it is cast: kind is ""
-// for a reply that counts toward quorum, else one of the Kind constants.
-// latency is from the start of the operation to the vote. It is called
-// from the engine's I/O goroutines, so it must be quick and must not block.
+// Observer hears what the engine does as it happens. It is called from
+// the engine's goroutines, so it must be quick and must not block.
 type Observer interface {
+	// Vote is every vote a backend casts, as it is cast: kind is "" for a
+	// reply that counts toward quorum, else one of the Kind constants.
+	// latency is from the start of the operation to the vote.
 	Vote(backend string, latency time.Duration, kind string)
+	// Waited is every wait as it ends: how long it lasted, and its
+	// outcome: "granted", "timeout" (the wait's deadline passed) or
+	// "gone" (the caller went away).
+	Waited(d time.Duration, outcome string)
 }
 
 // BackendState is what the engine knows of one backend now, without asking

@@ -140,6 +140,8 @@ type voteFailures struct {
 	by map[string]int
 }
 
+func (v *voteFailures) Waited(time.Duration, string) {}
+
 func (v *voteFailures) Vote(backend string, _ time.Duration, kind string) {
 	if kind == "" {
 		return

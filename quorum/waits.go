@@ -128,13 +128,6 @@ func (e *Engine) Waits() WaitStats {
 	}
 }
 
-// WaitObserver is what an Observer implements to hear of every wait as it
-// ends: how long it lasted, and its outcome: "granted", "timeout" (the
-// wait's deadline passed) or "gone" (the caller went away).
-type WaitObserver interface {
-	Waited(d time.Duration, outcome string)
-}
-
 // subscribe opens one subscription per backend, on which this engine
 // hears the releases of the keys it has waiters for.
 func (e *Engine) subscribe() {
@@ -442,7 +435,7 @@ func (p *place) granted() {
 }
 
 func (p *place) observe(outcome string) {
-	if obs, ok := p.e.cfg.Observer.(WaitObserver); ok {
+	if obs := p.e.cfg.Observer; obs != nil {
 		obs.Waited(p.e.clock.Since(p.start), outcome)
 	}
 }
