@@ -8,7 +8,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"os"
 	"os/exec"
@@ -19,14 +18,12 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lockproxy/lockproxy/internal/config"
-	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // deployTool fails the test, naming the Debian package, when a program a
@@ -81,124 +78,6 @@ func deployFile(t *testing.T, elem ...string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// metricName matches lockproxy's series in PromQL; the exposition names
-// (histograms' _bucket, _sum, _count) are what a query names.
-var metricName = regexp.MustCompile(`\blockproxy_[a-z0-9_]+`)
-
-// TestDeployMetricNames: every series the alert rules and the dashboard
-// query is one the proxy exports, so renaming a metric breaks this test
-// rather than an operator's alert, silently.
-func TestDeployMetricNames(t *testing.T) {
-	exported := exportedSeries(t)
-
-	var rules struct {
-		Groups []struct {
-			Rules []struct {
-				Alert, Record, Expr string
-			}
-		}
-	}
-	// Not strict: promtool checks the rules' shape, this only their queries.
-	if err := yaml.Unmarshal([]byte(deployFile(t, "deploy", "prometheus", "lockproxy.rules.yml")), &rules); err != nil {
-		t.Fatal(err)
-	}
-	exprs := map[string]string{} // expression: where it is
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			exprs[r.Expr] = "alert " + r.Alert
-		}
-	}
-	if len(exprs) == 0 {
-		t.Fatal("no rules in lockproxy.rules.yml")
-	}
-
-	var dashboard struct {
-		Panels []struct {
-			Title   string
-			Targets []struct{ Expr string }
-		}
-		Templating struct {
-			List []struct {
-				Name       string
-				Definition string
-			}
-		}
-	}
-	if err := json.Unmarshal([]byte(deployFile(t, "deploy", "grafana", "lockproxy.json")), &dashboard); err != nil {
-		t.Fatal(err)
-	}
-	queries := 0
-	for _, p := range dashboard.Panels {
-		for _, q := range p.Targets {
-			exprs[q.Expr] = "panel " + p.Title
-			queries++
-		}
-	}
-	for _, v := range dashboard.Templating.List {
-		if v.Definition != "" {
-			exprs[v.Definition] = "variable " + v.Name
-		}
-	}
-	if queries < 10 {
-		t.Fatalf("the dashboard has %d queries", queries)
-	}
-
-	used := map[string]bool{}
-	for expr, where := range exprs {
-		names := metricName.FindAllString(expr, -1)
-		if len(names) == 0 && !strings.Contains(expr, `up{job="lockproxy"}`) {
-			t.Errorf("%s: no lockproxy metric in %q", where, expr)
-		}
-		for _, name := range names {
-			used[name] = true
-			if !exported[name] {
-				t.Errorf("%s: %s is not a series the proxy exports (in %q)", where, name, expr)
-			}
-		}
-	}
-	// The dashboard shows every lockproxy metric: one added later belongs there.
-	for name := range exported {
-		if !used[name] && !strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") && name != "lockproxy_build_info" {
-			t.Errorf("%s is exported but no rule or panel uses it", name)
-		}
-	}
-}
-
-// exportedSeries gathers the registry main.go builds, over an engine on
-// real redis-servers, and returns every series name it exposes.
-func exportedSeries(t *testing.T) map[string]bool {
-	t.Helper()
-	var urls []string
-	for _, s := range redistest.StartN(t, 3) {
-		urls = append(urls, s.URL())
-	}
-	p := startTestProxyOver(t, urls)
-	p.lockCycle(t, "deploy-metric-names")
-	mfs, err := p.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for _, mf := range mfs {
-		name := mf.GetName()
-		if !strings.HasPrefix(name, "lockproxy_") {
-			continue
-		}
-		names[name] = true
-		if mf.GetType() == dto.MetricType_HISTOGRAM {
-			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-				names[name+suffix] = true
-			}
-			// Histograms are queried by their parts, never by the bare name.
-			delete(names, name)
-		}
-	}
-	if !names["lockproxy_backend_failures_total"] || !names["lockproxy_operation_duration_seconds_bucket"] {
-		t.Fatalf("the registry lacks series the proxy exports: %v", names)
-	}
-	return names
 }
 
 // TestDeploySystemdUnit: systemd-analyze verify accepts the unit with no

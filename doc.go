@@ -6,12 +6,12 @@
 // the listeners, the engine, the RESP server and the metrics server;
 // reload.go applies the configuration read again on SIGHUP; embedded.go
 // runs the in-memory backends of the no-configuration default; adopt.go
-// is lockproxy adopt; version.go the build's version; metrics.go exports
-// the proxy's and the engine's state to Prometheus. The configuration
+// is lockproxy adopt; version.go the build's version. The configuration
 // (the table of keys, from which the TOML file, the flags, the LOCKPROXY_
 // environment variables, validation and -help are read) is package
 // internal/config; the pages of the metrics address (/healthz, /readyz,
-// the status page, /locks) are package internal/admin. The locks
+// the status page, /locks, the Prometheus metrics) are package
+// internal/admin. The locks
 // themselves are packages quorum (the Redlock engine) and proxy (the RESP
 // front end).
 package main

@@ -93,7 +93,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		log.Warn("no backends configured: running on 5 embedded in-memory backends inside this process; they give NO fault tolerance and every lock is lost when lockproxy stops. Configure real Redis masters with -backends or backends in the config file; until then /readyz answers 503")
 	}
 
-	obs := newMetrics(build)
+	obs := admin.NewMetrics(build.Version, build.Revision, build.GoVersion)
 	cfg.Quorum.Observer, cfg.Proxy.Observer = obs, obs
 	groups, err := newGroups(cfg, log)
 	if err != nil {
@@ -105,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := obs.register(prometheus.DefaultRegisterer, groups, srv); err != nil {
+	if err := obs.Register(prometheus.DefaultRegisterer, groups, srv); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 
@@ -119,7 +119,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	r.tls.Store(cfg.TLS)
 	r.shutdownTimeout.Store(int64(cfg.ShutdownTimeout))
-	attrs := []any{"backends", len(backendsOf(groups)), "quorum", groups.Quorum()}
+	attrs := []any{"backends", len(groups.Backends()), "quorum", groups.Quorum()}
 	if n := len(groups.Engines()); n > 1 {
 		attrs = append(attrs, "groups", n)
 	}

@@ -164,6 +164,16 @@ func (g *Groups) BackendSet() string {
 	return strings.Join(sets, ",")
 }
 
+// Backends is every group's backends, group after group, as the engines
+// know them now.
+func (g *Groups) Backends() []quorum.BackendState {
+	var out []quorum.BackendState
+	for _, e := range g.engines {
+		out = append(out, e.Backends()...)
+	}
+	return out
+}
+
 // GroupState is one group as its engine knows it now.
 type GroupState struct {
 	FirstSlot, LastSlot int // the hash slots it serves (Range)

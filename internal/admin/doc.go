@@ -5,6 +5,7 @@
 // and Probe, the start-up log of each backend's state; status.go the
 // status page at / (status.html, rendered on the server) and the sampler
 // of the operation rates it shows; locks.go /locks, a page of the lock
-// listing as JSON, and the page's sample of held locks. /metrics is the
-// default Prometheus registry, which main fills.
+// listing as JSON, and the page's sample of held locks; metrics.go
+// Metrics, the Prometheus collector of the proxy's and the engine's state,
+// which main registers on the default registry that /metrics serves.
 package admin

@@ -184,15 +184,6 @@ func Probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
 	}
 }
 
-// backendsOf is every group's backends, group after group.
-func backendsOf(g *shard.Groups) []quorum.BackendState {
-	var out []quorum.BackendState
-	for _, e := range g.Engines() {
-		out = append(out, e.Backends()...)
-	}
-	return out
-}
-
 // kindLabel writes a quorum failure kind ("connection refused") as the
 // metrics label it (connection_refused).
 func kindLabel(kind string) string { return strings.ReplaceAll(kind, " ", "_") }

@@ -153,7 +153,7 @@ func (p *StatusPage) view(ctx context.Context, now time.Time) statusView {
 	}
 	// backendStates gives a clock rate only to a backend it refuses for
 	// it; the page shows every measured one.
-	known := backendsOf(p.groups)
+	known := p.groups.Backends()
 	for i, s := range states {
 		b := backendView{Addr: s.Addr, State: s.State, RunID: s.RunID, Server: "—", Error: s.Error, Latency: "—", Clock: "not measured"}
 		if s.Group != nil {

@@ -1,7 +1,8 @@
-package main
+package admin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,7 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
+	"sigs.k8s.io/yaml"
 
+	"github.com/lockproxy/lockproxy/internal/redistest"
 	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/lockproxy/lockproxy/shard"
@@ -32,16 +35,15 @@ type testProxy struct {
 	server *proxy.Server
 }
 
-// testBuild is the build startTestProxy's proxy says it is.
-var testBuild = build{Version: "v9.8.7-test", Revision: "0123456789ab-dirty", GoVersion: "go1.99", Platform: "plan9/mips"}
+// The build startTestProxy's proxy says it is.
+const testVersion = "v9.8.7-test"
 
 func startTestProxy(t *testing.T) *testProxy {
 	t.Helper()
-	urls, stop, err := startEmbedded()
-	if err != nil {
-		t.Fatal(err)
+	var urls []string
+	for _, s := range redistest.StartN(t, 5) {
+		urls = append(urls, s.URL())
 	}
-	t.Cleanup(stop)
 	return startTestProxyOver(t, urls)
 }
 
@@ -49,7 +51,7 @@ func startTestProxy(t *testing.T) *testProxy {
 func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	obs := newMetrics(testBuild)
+	obs := NewMetrics(testVersion, "0123456789ab-dirty", "go1.99")
 	// A generous backend timeout: these tests are about what the metrics
 	// say, and a loaded machine running -race can take longer than the
 	// default 50ms to dial.
@@ -63,12 +65,12 @@ func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 		t.Fatal(err)
 	}
 	srv, err := proxy.New(groups, proxy.Config{Backends: groups, Watcher: groups, Lister: groups,
-		Logger: log, Observer: obs, Version: testBuild.Version})
+		Logger: log, Observer: obs, Version: testVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	if err := obs.register(reg, groups, srv); err != nil {
+	if err := obs.Register(reg, groups, srv); err != nil {
 		t.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -215,7 +217,7 @@ func TestMetricsLint(t *testing.T) {
 // TestMetricsMatchREADME: the Metrics table of README.md names every
 // metric registered, with its type and labels, and nothing else.
 func TestMetricsMatchREADME(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,4 +282,131 @@ func metricsTable(readme string) (map[string]string, error) {
 		return nil, fmt.Errorf("README.md's Metrics section has no table rows")
 	}
 	return table, nil
+}
+
+// metricName matches lockproxy's series in PromQL; the exposition names
+// (histograms' _bucket, _sum, _count) are what a query names.
+var metricName = regexp.MustCompile(`\blockproxy_[a-z0-9_]+`)
+
+// TestDeployMetricNames: every series the alert rules and the dashboard
+// query is one the proxy exports, so renaming a metric breaks this test
+// rather than an operator's alert, silently.
+func TestDeployMetricNames(t *testing.T) {
+	exported := exportedSeries(t)
+
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert, Record, Expr string
+			}
+		}
+	}
+	// Not strict: promtool checks the rules' shape, this only their queries.
+	if err := yaml.Unmarshal([]byte(deployFile(t, "../../deploy/prometheus/lockproxy.rules.yml")), &rules); err != nil {
+		t.Fatal(err)
+	}
+	exprs := map[string]string{} // expression: where it is
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			exprs[r.Expr] = "alert " + r.Alert
+		}
+	}
+	if len(exprs) == 0 {
+		t.Fatal("no rules in lockproxy.rules.yml")
+	}
+
+	var dashboard struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+		Templating struct {
+			List []struct {
+				Name       string
+				Definition string
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(deployFile(t, "../../deploy/grafana/lockproxy.json")), &dashboard); err != nil {
+		t.Fatal(err)
+	}
+	queries := 0
+	for _, p := range dashboard.Panels {
+		for _, q := range p.Targets {
+			exprs[q.Expr] = "panel " + p.Title
+			queries++
+		}
+	}
+	for _, v := range dashboard.Templating.List {
+		if v.Definition != "" {
+			exprs[v.Definition] = "variable " + v.Name
+		}
+	}
+	if queries < 10 {
+		t.Fatalf("the dashboard has %d queries", queries)
+	}
+
+	used := map[string]bool{}
+	for expr, where := range exprs {
+		names := metricName.FindAllString(expr, -1)
+		if len(names) == 0 && !strings.Contains(expr, `up{job="lockproxy"}`) {
+			t.Errorf("%s: no lockproxy metric in %q", where, expr)
+		}
+		for _, name := range names {
+			used[name] = true
+			if !exported[name] {
+				t.Errorf("%s: %s is not a series the proxy exports (in %q)", where, name, expr)
+			}
+		}
+	}
+	// The dashboard shows every lockproxy metric: one added later belongs there.
+	for name := range exported {
+		if !used[name] && !strings.HasSuffix(name, "_sum") && !strings.HasSuffix(name, "_count") && name != "lockproxy_build_info" {
+			t.Errorf("%s is exported but no rule or panel uses it", name)
+		}
+	}
+}
+
+// exportedSeries gathers the registry main.go builds (NewMetrics), over an engine on
+// real redis-servers, and returns every series name it exposes.
+func exportedSeries(t *testing.T) map[string]bool {
+	t.Helper()
+	var urls []string
+	for _, s := range redistest.StartN(t, 3) {
+		urls = append(urls, s.URL())
+	}
+	p := startTestProxyOver(t, urls)
+	p.lockCycle(t, "deploy-metric-names")
+	mfs, err := p.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, "lockproxy_") {
+			continue
+		}
+		names[name] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				names[name+suffix] = true
+			}
+			// Histograms are queried by their parts, never by the bare name.
+			delete(names, name)
+		}
+	}
+	if !names["lockproxy_backend_failures_total"] || !names["lockproxy_operation_duration_seconds_bucket"] {
+		t.Fatalf("the registry lacks series the proxy exports: %v", names)
+	}
+	return names
+}
+
+func deployFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -1,10 +1,9 @@
-package main
+package admin
 
 import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,10 +87,10 @@ var (
 		[]string{"version", "revision", "goversion"}, nil)
 )
 
-// metrics exports the proxy's and the engine's state to Prometheus. It is
+// Metrics exports the proxy's and the engine's state to Prometheus. It is
 // the proxy's Observer (latency per operation) and the engine's (latency
 // per backend vote), and a Collector of everything else at scrape time.
-type metrics struct {
+type Metrics struct {
 	opDuration   *prometheus.HistogramVec
 	ops          [quorum.NumOps]prometheus.Observer // opDuration's children
 	voteDuration *prometheus.HistogramVec
@@ -105,15 +104,16 @@ type metrics struct {
 }
 
 var (
-	_ proxy.Observer       = (*metrics)(nil)
-	_ quorum.Observer      = (*metrics)(nil)
-	_ prometheus.Collector = (*metrics)(nil)
+	_ proxy.Observer       = (*Metrics)(nil)
+	_ quorum.Observer      = (*Metrics)(nil)
+	_ prometheus.Collector = (*Metrics)(nil)
 )
 
-// newMetrics returns the metrics of a binary that is b.
-func newMetrics(b build) *metrics {
-	m := &metrics{
-		build: prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, b.Version, b.Revision, b.GoVersion),
+// NewMetrics returns the metrics of a binary of version, built from
+// revision by goVersion (lockproxy_build_info).
+func NewMetrics(version, revision, goVersion string) *Metrics {
+	m := &Metrics{
+		build: prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, version, revision, goVersion),
 		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "lockproxy_operation_duration_seconds",
 			Help:    "Time from a lock operation's start to its decision, by operation.",
@@ -146,8 +146,8 @@ func newMetrics(b build) *metrics {
 	return m
 }
 
-// register makes the metrics of g and s collectable from reg.
-func (m *metrics) register(reg prometheus.Registerer, g *shard.Groups, s *proxy.Server) error {
+// Register makes the metrics of g and s collectable from reg.
+func (m *Metrics) Register(reg prometheus.Registerer, g *shard.Groups, s *proxy.Server) error {
 	m.groups, m.server = g, s
 	votes := map[string]prometheus.Observer{}
 	for _, e := range g.Engines() {
@@ -160,23 +160,23 @@ func (m *metrics) register(reg prometheus.Registerer, g *shard.Groups, s *proxy.
 }
 
 // Operation observes a lock operation's latency (proxy.Observer).
-func (m *metrics) Operation(op quorum.Op, _ proxy.Outcome, d time.Duration) {
+func (m *Metrics) Operation(op quorum.Op, _ proxy.Outcome, d time.Duration) {
 	m.ops[op].Observe(d.Seconds())
 }
 
 // SessionRenewalLag observes how late a session lock's renewal started
 // (proxy.Observer).
-func (m *metrics) SessionRenewalLag(d time.Duration) { m.renewalLag.Observe(d.Seconds()) }
+func (m *Metrics) SessionRenewalLag(d time.Duration) { m.renewalLag.Observe(d.Seconds()) }
 
 // Vote observes a backend's answer (quorum.Observer). A timeout, refused
 // or closed connection measures the proxy's wait, not the backend: those
 // are counted in failures only.
 // Waited observes one wait for a held lock as it ends.
-func (m *metrics) Waited(d time.Duration, outcome string) {
+func (m *Metrics) Waited(d time.Duration, outcome string) {
 	m.waitDuration.WithLabelValues(outcome).Observe(d.Seconds())
 }
 
-func (m *metrics) Vote(backend string, latency time.Duration, kind string) {
+func (m *Metrics) Vote(backend string, latency time.Duration, kind string) {
 	switch kind {
 	case quorum.KindTimeout, quorum.KindRefused, quorum.KindClosed:
 		return
@@ -190,7 +190,7 @@ func (m *metrics) Vote(backend string, latency time.Duration, kind string) {
 	m.voteDuration.WithLabelValues(backend).Observe(latency.Seconds())
 }
 
-func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.opDuration.Describe(ch)
 	m.voteDuration.Describe(ch)
 	m.waitDuration.Describe(ch)
@@ -201,7 +201,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.opDuration.Collect(ch)
 	m.voteDuration.Collect(ch)
 	m.waitDuration.Collect(ch)
@@ -251,7 +251,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReleaseNotices, prometheus.CounterValue, float64(waits.Notices))
 	ch <- prometheus.MustNewConstMetric(descWaitReleases, prometheus.CounterValue, float64(waits.Releases))
 	ch <- prometheus.MustNewConstMetric(descWakeUps, prometheus.CounterValue, float64(waits.WakeUps))
-	for _, b := range backendsOf(m.groups) {
+	for _, b := range m.groups.Backends() {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
 		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
 		for st := range quorum.State(quorum.NumStates) {
@@ -274,17 +274,4 @@ func boolValue(b bool) float64 {
 		return 1
 	}
 	return 0
-}
-
-// kindLabel writes a quorum failure kind ("connection refused") as a label
-// value ("connection_refused").
-func kindLabel(kind string) string { return strings.ReplaceAll(kind, " ", "_") }
-
-// backendsOf is every group's backends, group after group.
-func backendsOf(g *shard.Groups) []quorum.BackendState {
-	var out []quorum.BackendState
-	for _, e := range g.Engines() {
-		out = append(out, e.Backends()...)
-	}
-	return out
 }
