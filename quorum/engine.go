@@ -197,6 +197,9 @@ type Engine struct {
 	// splitPaused, when set, is called for the pause before a split
 	// acquisition's second try, and returns it (tests: to act in it).
 	splitPaused func() time.Duration
+	// skipTopUpCopies lets top-ups start and count as before but send no
+	// copy (tests: the control of TestTopUpEffect, export_test.go).
+	skipTopUpCopies bool
 
 	closed      chan struct{} // closed by Close: background work ends
 	closeOnce   sync.Once

@@ -306,7 +306,7 @@ func (tu *topUp) run() {
 func (tu *topUp) once(ask []int, left time.Duration, held ack) (took []int, stop bool) {
 	e := tu.e
 	cmd := tu.fill.cmd(left, held)
-	if cmd == nil {
+	if cmd == nil || e.skipTopUpCopies {
 		return nil, true
 	}
 	replies := make(fillReplies, len(ask))
