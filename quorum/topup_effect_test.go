@@ -41,7 +41,7 @@ func TestTopUpEffect(t *testing.T) {
 	t.Run("rolling restart", testTopUpRollingRestart)
 }
 
-var topUpRounds = flag.Int("topup.rounds", 30, "handoffs per setting and deployment in TestTopUpEffect")
+var topUpRounds = flag.Int("topup.rounds", 12, "handoffs per setting and deployment in TestTopUpEffect")
 
 // handoffs are one setting's figures in the handoffs measurement.
 type handoffs struct {
