@@ -53,7 +53,7 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: e.values.renewEach, decode: decodeRenewed, copies: copyValue}
+	r := renewal{script: e.values.renewEach, decode: decodeRenewed}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -69,7 +69,7 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // A field that starts with a NUL byte, where the engine keeps its own
 // (hashlock.go), is refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true, copies: copyHash}
+	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -107,10 +107,16 @@ type renewal struct {
 	// (RenewFields). A refused one is not rolled back; otherwise it is, as
 	// a refused extension is.
 	fields bool
-	// copies says how a renewed lock is given back to the backends that
-	// lost it (afterGrant): a lock held for long, renewed all along, then
-	// keeps every backend through restarts one at a time.
-	copies copyKind
+}
+
+// copies is how a renewed lock is given back to the backends that lost it
+// (afterGrant): a lock held for long, renewed all along, then keeps every
+// backend through restarts one at a time.
+func (r renewal) copies() copyKind {
+	if r.fields {
+		return copyHash
+	}
+	return copyValue
 }
 
 // renewAnswer is one backend's answer for a batch of renewals.
@@ -199,7 +205,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 				for k, v := range votes {
 					lock[k] = lockVote(v, j)
 				}
-				e.afterGrant(grant{copies: r.copies, key: locks[i].Key, token: locks[i].Token, mark: marks[j], deadline: t.quorumAt.Add(validity)},
+				e.afterGrant(grant{copies: r.copies(), key: locks[i].Key, token: locks[i].Token, mark: marks[j], deadline: t.quorumAt.Add(validity)},
 					lock, nil, 0)
 				continue
 			}
