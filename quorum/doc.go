@@ -34,6 +34,9 @@
 //     (Redisson's RLock: re-entrant hash locks, with their own scripts,
 //     rollback and release rule, and their fencing tokens kept in the
 //     hash). The Lua they run is in lua/, embedded by scripts.go.
+//   - topup.go: after a grant or renewal on a bare quorum, one hook
+//     (afterGrant) copies the lock onto the backends that lack it
+//     (docs/design/topups.md).
 //   - fanout.go sends one command to every backend and collects the votes;
 //     node.go is one backend, its connection an internal/backend.Pipe.
 //   - The seam: ops.go (Op, the requests, Engine.Lock, Unlock, Read and

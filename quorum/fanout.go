@@ -40,11 +40,11 @@ func fanout[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backe
 	return f
 }
 
-// fanoutKeeping is fanout for a command that ends no lock, which leaves
-// the top-ups of its key running (flight.keepsTopUps).
+// fanoutKeeping is fanout for a command that ends no lock (a read, a
+// renewal), which leaves the top-ups of its key running (flight.endsNoLock).
 func fanoutKeeping[T any](e *Engine, cmd *backend.Command, decode func(n *node, r backend.Reply) (T, error)) *flight[T] {
 	f := newFlight(e, decode)
-	f.keepsTopUps = true
+	f.endsNoLock = true
 	f.send(cmd)
 	return f
 }
@@ -82,7 +82,7 @@ func (f *flight[T]) send(cmd *backend.Command) {
 	var some [8]backend.Flush
 	flushes := some[:0]
 	order.Lock()
-	if !f.keepsTopUps {
+	if !f.endsNoLock {
 		sends.Add(1) // stops the key's top-up (topup.go): no copy may follow this
 	}
 	f.sent = sends.Load()
@@ -100,10 +100,10 @@ func (f *flight[T]) send(cmd *backend.Command) {
 // flight is one fan-out in progress.
 type flight[T any] struct {
 	e *Engine
-	// keepsTopUps is set for a command that ends no lock (an acquisition,
-	// a read): the top-ups of its key go on past it, as a copy after it
-	// outlives nothing (topup.go).
-	keepsTopUps bool
+	// endsNoLock is set for a command that ends no lock (an acquisition,
+	// a read, a renewal): the top-ups of its key go on past it, as a copy
+	// after it outlives nothing (topup.go). Every other command stops them.
+	endsNoLock bool
 	// sent is the send count of the key's bucket once the command was
 	// queued: a top-up after it stops when a later command moves it.
 	sent   uint64
@@ -181,6 +181,24 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	}
 	if all {
 		f.timer.Stop()
+	}
+}
+
+// handOff hands the votes cast from now on to fn, in place of the
+// channel, and returns those cast already and not read: for a caller that
+// reads no more of them (afterGrant).
+func (f *flight[T]) handOff(fn func(vote[T])) []vote[T] {
+	var early []vote[T]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.late = fn
+	for {
+		select {
+		case v := <-f.votes:
+			early = append(early, v)
+		default:
+			return early
+		}
 	}
 }
 

@@ -102,7 +102,7 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
 		}
 	}
-	op.fill = (*Engine).hashFill
+	op.copies = copyHash
 	res, err := e.lockOp(ctx, op)
 	if err != nil {
 		res.HolderTTL = holder.get()
@@ -458,22 +458,4 @@ func (e *Engine) presentTTL(v views) (time.Duration, error) {
 		return 0, ErrNotFound
 	}
 	return e.quorumTTL(v, present)
-}
-
-// hashFill tops up the owner field's hold of the hash lock key (topup.go)
-// where the key is free, with the lock's fencing token where it has one,
-// or where the field counts fewer holds.
-func (e *Engine) hashFill(key, field string) *fill {
-	return &fill{
-		cmd: func(left time.Duration, held ack) *backend.Command {
-			if held.fence > 0 {
-				return e.checkedCommand(hashFillScript, []string{key, fenceCounterKey}, field, left.Milliseconds(), held.count, fenceText(held.fence))
-			}
-			return e.checkedCommand(hashFillScript, []string{key}, field, left.Milliseconds(), held.count, "")
-		},
-		taken: func(r backend.Reply) bool {
-			taken, err := r.Integer()
-			return err == nil && taken == 1
-		},
-	}
 }

@@ -11,6 +11,9 @@ type hooks struct {
 	// skipFenceWriteBack grants a lock whose token too few backends carry:
 	// the control that shows why the write-back is there.
 	skipFenceWriteBack bool
+	// skipTopUpCopies lets top-ups start and count as before but send no
+	// copy: the control of TestTopUpEffect (export_test.go).
+	skipTopUpCopies bool
 	// splitPaused, when set, is called for the pause before a split
 	// acquisition's second try, and returns it: a test acts in it.
 	splitPaused func() time.Duration

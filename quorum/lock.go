@@ -51,44 +51,8 @@ func (e *Engine) acquire(ctx context.Context, key, token string, ttl time.Durati
 		op.cmd = e.checkedCommand(acquireScript, []string{key}, token, ttl.Milliseconds())
 		op.decode = decodeStamp
 	}
-	op.fill = (*Engine).valueFill
+	op.copies = copyValue
 	return e.lockOp(ctx, op)
-}
-
-// valueFill tops up token's lock on key (topup.go) where the key is free:
-// with fencing, carrying the lock's fencing token.
-func (e *Engine) valueFill(key, token string) *fill {
-	if e.cfg.Fencing {
-		return e.fencedFill(key, token)
-	}
-	return &fill{
-		cmd: func(left time.Duration, _ ack) *backend.Command {
-			return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
-		},
-		taken: func(r backend.Reply) bool {
-			stamp, err := r.Integer()
-			return err == nil && stamp > 0
-		},
-	}
-}
-
-// fencedFill tops up token's fenced lock on key where the key is free,
-// with the fencing token the quorum holds it with, and raises the
-// backend's counter to that token (lua/fence_fill.lua). A lock taken
-// before fencing was turned on has none, and is not topped up.
-func (e *Engine) fencedFill(key, token string) *fill {
-	return &fill{
-		cmd: func(left time.Duration, held ack) *backend.Command {
-			if held.fence <= 0 {
-				return nil
-			}
-			return e.checkedCommand(fenceFillScript, []string{key, fenceCounterKey}, token, left.Milliseconds(), fenceText(held.fence))
-		},
-		taken: func(r backend.Reply) bool {
-			taken, err := r.Integer()
-			return err == nil && taken == 1
-		},
-	}
 }
 
 // decodeStamp reads the answer of lua/acquire.lua: the key's expiry when
@@ -161,9 +125,10 @@ type lockOp struct {
 	// scriptKeys are the keys of scriptOp's command, when more than keys
 	// (the fencing token's key beside the lock's).
 	scriptKeys []string
-	// fill, when set, tops up a lock granted while some backends refused
-	// it (topup.go): a single-key acquisition or extension.
-	fill filler
+	// copies, when set, has a lock granted while some backends refused
+	// it topped up there (afterGrant): a single-key acquisition or
+	// extension.
+	copies copyKind
 }
 
 // acquires reports whether op is an acquisition (one that may renew the
@@ -180,7 +145,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 	}
 	start := e.clock.Now()
 	f := newFlight(e, op.decode)
-	f.keepsTopUps = op.acquires()
+	f.endsNoLock = op.acquires()
 	if op.fenced {
 		sendClocked(f, op.cmd)
 	} else {
@@ -199,9 +164,8 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		}
 		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
 		if res.Validity > 0 {
-			if op.fill != nil && (t.pending() > 0 || missed(seen)) {
-				e.topUpLater(op, f, seen, t.pending(), t.quorumAt.Add(res.Validity))
-			}
+			e.afterGrant(grant{copies: op.copies, key: op.keys[0], token: op.token, mark: f.sent, deadline: t.quorumAt.Add(res.Validity)},
+				seen, f, t.pending())
 			return res, nil
 		}
 	}
@@ -270,7 +234,7 @@ func (e *Engine) extend(ctx context.Context, key, token string, ttl time.Duratio
 	op := lockOp{keys: []string{key}, token: token, ttl: ttl, refused: ErrNotHeld, renews: true, decode: decodeExtended}
 	// A backend that lost the lock (restarted empty) gets it back:
 	// renewals keep a long hold on every backend (topup.go).
-	op.fill = (*Engine).valueFill
+	op.copies = copyValue
 	return e.scriptOp(ctx, e.values.extend, op, token, ttl.Milliseconds())
 }
 
@@ -364,7 +328,7 @@ func (e *Engine) extendBy(ctx context.Context, key, token string, add time.Durat
 		},
 		undo: func(ctx context.Context, n *node, _ ack) { n.release(ctx, key, token) },
 		// A backend that lost the lock gets it back, as after Extend.
-		fill: (*Engine).valueFill,
+		copies: copyValue,
 	})
 	if errors.Is(err, ErrNotHeld) {
 		select {

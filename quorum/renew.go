@@ -53,7 +53,7 @@ const maxRenewBatch = 100
 // nothing is sent. ctx bounds the wait for votes, as for every request
 // (ops.go).
 func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: e.values.renewEach, decode: decodeRenewed, fill: (*Engine).valueFill}
+	r := renewal{script: e.values.renewEach, decode: decodeRenewed}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -69,7 +69,7 @@ func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []R
 // A field that starts with a NUL byte, where the engine keeps its own
 // (hashlock.go), is refused with ErrReservedKey, unsent.
 func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true, fill: (*Engine).hashFill}
+	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}
 	return e.renew(ctx, ttl, locks, r)
 }
 
@@ -107,10 +107,16 @@ type renewal struct {
 	// (RenewFields). A refused one is not rolled back; otherwise it is, as
 	// a refused extension is.
 	fields bool
-	// fill, when set, gives a renewed lock back to the backends that lost
-	// it (topup.go): a lock held for long, renewed all along, then keeps
-	// every backend through restarts one at a time.
-	fill filler
+}
+
+// copies is how a renewed lock is given back to the backends that lost it
+// (afterGrant): a lock held for long, renewed all along, then keeps every
+// backend through restarts one at a time.
+func (r renewal) copies() copyKind {
+	if r.fields {
+		return copyHash
+	}
+	return copyValue
 }
 
 // renewAnswer is one backend's answer for a batch of renewals.
@@ -151,12 +157,9 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	// release, queued after, stops the top-up that gives the lock back to
 	// a backend that lost it. The renewal itself ends no lock (a refused
 	// one is rolled back apart), so it leaves the keys' top-ups running.
-	var marks []uint64
-	if r.fill != nil {
-		marks = make([]uint64, len(keys))
-		for j, key := range keys {
-			marks[j] = e.sendMark(key)
-		}
+	marks := make([]uint64, len(keys))
+	for j, key := range keys {
+		marks[j] = e.sendMark(key)
 	}
 	f := fanoutKeeping(e, e.checkedCommand(r.script, keys, args...), r.decode(len(sent)))
 
@@ -181,6 +184,8 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	failures = slices.Clip(failures)
 
 	var refused []int // positions in sent
+	// lock is one lock's votes, for afterGrant, which keeps none of them.
+	lock := make([]vote[ack], len(votes))
 	for j, i := range sent {
 		t := tally{total: total, quorum: e.quorum, failures: failures}
 		for _, v := range votes {
@@ -197,9 +202,11 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 		if t.succeeded() {
 			if validity := e.validity(ttl, t.quorumAt.Sub(f.start)); validity > 0 {
 				out[i].Validity = validity
-				if r.fill != nil {
-					e.refillLater(r.fill, locks[i], marks[j], votes, j, t.quorumAt.Add(validity))
+				for k, v := range votes {
+					lock[k] = lockVote(v, j)
 				}
+				e.afterGrant(grant{copies: r.copies(), key: locks[i].Key, token: locks[i].Token, mark: marks[j], deadline: t.quorumAt.Add(validity)},
+					lock, nil, 0)
 				continue
 			}
 			// Too slow: the lock may already be expiring.
@@ -215,23 +222,6 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	}
 	if len(refused) > 0 && !r.fields {
 		e.rollBackRenewals(ctx, ttl, locks, sent, refused, votes, f, total-len(votes))
-	}
-}
-
-// refillLater gives the lock l, at position j of a renewed batch, back to
-// the backends whose votes say they lack it (topup.go), if any does; it
-// is valid until deadline, and mark is its key's send mark.
-func (e *Engine) refillLater(fill filler, l Held, mark uint64, votes []vote[renewAnswer], j int, deadline time.Time) {
-	missing := false
-	for _, v := range votes {
-		missing = missing || lacks(lockVote(v, j))
-	}
-	if !missing {
-		return
-	}
-	tu := e.newTopUp(fill(e, l.Key, l.Token), backend.HashKey(l.Key), mark, deadline)
-	for _, v := range votes {
-		tu.vote(lockVote(v, j))
 	}
 }
 

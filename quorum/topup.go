@@ -11,56 +11,21 @@ import (
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
 
-// Topping up a lock granted on a bare quorum. When two contenders race for
-// a key just released (each proxy's first waiter is woken by the same
-// release), or one arrives while the last holder's release is still on its
-// way to some backends, the winner is granted by a quorum and refused by
-// the others. Its lock then survives no backend's loss: one restarted
-// empty, or down, leaves its renewal and its release undecidable, and its
-// waiters sleep out its lease. The loser rolls back within a round trip or
-// two, and a straggling release lands within milliseconds, so the
-// winner's engine asks the backends that refused again, a few times
-// shortly after the grant: each that is free by then takes the lock too,
-// with no more lease than the lock's validity left.
+// Top-ups: a lock granted or renewed on a quorum while some backends refused
+// it or lacked it is copied onto those backends shortly after, with no more
+// lease than its validity left, so that one later backend's loss leaves its
+// renewal and its release decidable, and a lock renewed all along keeps
+// every backend through restarts one at a time. The argument, the send-order
+// rule it rests on, what it costs and what it was measured to change for
+// users are in docs/design/topups.md.
 //
-// It is safe: while the lock is valid on a quorum nobody else can hold one,
-// and the extra copies expire before its validity ends. A copy must never
-// land after the owner's next command on the key (its release above all),
-// or it would outlive the lock there: so a top-up stops once any command
-// on the key (or on another key that shares its send-order bucket) that
-// may end a lock has been sent since the grant, and it queues its requests
-// under the key's send-order lock, so that a command sent later follows
-// them on every backend's pipe. Acquisitions and reads do not stop it:
-// contenders that keep trying for the lock, and the owner's own reads
-// (Redisson's isHeldByThread), are the usual company of a top-up, and none
-// of them ends a lock. A copy is only ever made where the key is free (or,
-// Redisson's, counts fewer holds), so it takes no contender's place; and
-// where the owner's own re-entry lands before its copy, the copy raises
-// nothing above the count it had, and the re-entry's own top-up raises the
-// rest. A release through another proxy is not seen: a copy made after it
-// lives on its backend until its lease ends, where it costs the next
-// holder that backend.
-//
-// A Redisson lock's hold count is topped up too: a backend that missed a
-// hold (it refused a re-entry, or took it as a first hold, its key gone)
-// is raised to the count of the quorum, so that a release decrements the
-// same count everywhere; otherwise one backend's loss, with the counts
-// split, leaves the release undecidable. A fenced lock's copy carries the
-// lock's fencing token, and raises the backend's counter to it, as a
-// grant there would have (lua/fence_fill.lua). Only single-key
-// acquisitions are topped up.
-//
-// Renewals are topped up the same way (extend, Renew, RenewFields): a
-// renewal granted by a quorum makes the lock valid on it until the new
-// validity ends, as a grant does, so the same argument holds. The
-// backends that answered without the lock are mostly ones that restarted
-// empty; one in quarantine is asked too, since it runs what it is sent,
-// so that it has the lock when its quarantine ends. A lock renewed all
-// along then keeps every backend through restarts one at a time, where
-// otherwise every restart would take a copy for good. A renewal's top-up
-// counts the key's sends from before the renewal is queued (sendMark),
-// since the owner's release may come from another thread while the
-// renewal is out (Redisson's watchdog runs beside the owner's code).
+// One entry point: lockOp and renewBatch call afterGrant once a lock is
+// granted or renewed, and everything else a top-up needs (which command
+// copies a lock, when to stop) lives here. The one thing outside is the
+// send count that fanout keeps by key (flight.endsNoLock): every command
+// that may end a lock moves it as it is queued, so that a copy queued later
+// sees it moved and is not sent, and a copy queued earlier lands first on
+// every backend's pipe, where the command that ends the lock removes it.
 
 // topUpDelays are the times after the grant at which the backends that
 // refused a lock are asked again.
@@ -113,6 +78,48 @@ type topUpCounts struct {
 	running atomic.Int64  // top-ups whose rounds are not over
 }
 
+// copyKind says how a lock is copied onto a backend that lacks it, for an
+// operation whose grant is topped up; copyNone for one that is not (a
+// lock on several keys, a script's own).
+type copyKind uint8
+
+const (
+	copyNone  copyKind = iota
+	copyValue          // a plain lock: the token in the key's value (fenced: with its token)
+	copyHash           // Redisson's: the owner's field with the quorum's hold count
+)
+
+// grant is a lock just granted or renewed on a quorum, as afterGrant takes
+// it.
+type grant struct {
+	copies     copyKind
+	key, token string
+	// mark is the key's send count once the command that granted it was
+	// queued (flight.sent), or before (sendMark): a command sent later
+	// that may end the lock moves it, and stops the top-up.
+	mark     uint64
+	deadline time.Time // the lock's validity ends
+}
+
+// afterGrant is the post-grant hook: it tops up g onto the backends whose
+// votes say they lack it (a refusal, a hold count below the quorum's, a
+// quarantined backend without it), if any does. votes are those heard;
+// when f is not nil, its pending votes still to come are heard as they
+// are cast (the caller reads no more of them). Called before the grant is
+// answered; it returns at once, the top-up running on its own.
+func (e *Engine) afterGrant(g grant, votes []vote[ack], f *flight[ack], pending int) {
+	if g.copies == copyNone || pending == 0 && !missed(votes) {
+		return
+	}
+	tu := e.newTopUp(e.fillFor(g), backend.HashKey(g.key), g.mark, g.deadline)
+	if pending > 0 {
+		votes = append(votes, f.handOff(tu.vote)...)
+	}
+	for _, v := range votes {
+		tu.vote(v)
+	}
+}
+
 // fill is how a top-up takes a lock on one more backend: the command, for
 // the validity left and the lock as the quorum holds it (ack.count,
 // ack.fence), nil when it cannot be written; and whether a reply says it
@@ -122,10 +129,56 @@ type fill struct {
 	taken func(r backend.Reply) bool
 }
 
-// filler makes the fill of token's lock on key, once a top-up starts: a
-// method expression such as (*Engine).valueFill, so that an operation
-// that needs none allocates nothing for it.
-type filler func(e *Engine, key, token string) *fill
+// fillFor is the fill of g's lock.
+func (e *Engine) fillFor(g grant) *fill {
+	key, token := g.key, g.token
+	switch {
+	case g.copies == copyHash:
+		// The owner's field, where the key is free, with the lock's
+		// fencing token where it has one, or where the field counts fewer
+		// holds (lua/hash_fill.lua).
+		return &fill{
+			cmd: func(left time.Duration, held ack) *backend.Command {
+				if held.fence > 0 {
+					return e.checkedCommand(hashFillScript, []string{key, fenceCounterKey}, token, left.Milliseconds(), held.count, fenceText(held.fence))
+				}
+				return e.checkedCommand(hashFillScript, []string{key}, token, left.Milliseconds(), held.count, "")
+			},
+			taken: tookOne,
+		}
+	case e.cfg.Fencing:
+		// Where the key is free, with the fencing token the quorum holds it
+		// with, raising the backend's counter to it (lua/fence_fill.lua). A
+		// lock taken before fencing was turned on has none, and is not
+		// topped up.
+		return &fill{
+			cmd: func(left time.Duration, held ack) *backend.Command {
+				if held.fence <= 0 {
+					return nil
+				}
+				return e.checkedCommand(fenceFillScript, []string{key, fenceCounterKey}, token, left.Milliseconds(), fenceText(held.fence))
+			},
+			taken: tookOne,
+		}
+	default:
+		// Where the key is free.
+		return &fill{
+			cmd: func(left time.Duration, _ ack) *backend.Command {
+				return e.checkedCommand(acquireScript, []string{key}, token, left.Milliseconds())
+			},
+			taken: func(r backend.Reply) bool {
+				stamp, err := r.Integer()
+				return err == nil && stamp > 0
+			},
+		}
+	}
+}
+
+// tookOne reads a fill script's answer: 1 taken, 0 not.
+func tookOne(r backend.Reply) bool {
+	taken, err := r.Integer()
+	return err == nil && taken == 1
+}
 
 // topUp is one granted lock's top-up.
 type topUp struct {
@@ -150,8 +203,8 @@ type topUp struct {
 }
 
 // newTopUp is a top-up of the lock on key by fill, valid until deadline,
-// that stops once a command on key is sent after the one that counted
-// sent (flight.sent, sendMark).
+// that stops once a command on key that may end a lock is sent after the
+// one that counted sent (grant.mark).
 func (e *Engine) newTopUp(fill *fill, key uint32, sent uint64, deadline time.Time) *topUp {
 	s, sends := e.stripe(key)
 	return &topUp{e: e, fill: fill, stripe: s, sends: sends, sent: sent, granted: e.clock.Now(), deadline: deadline,
@@ -166,33 +219,6 @@ func (e *Engine) sendMark(key string) uint64 {
 	s.Lock()
 	defer s.Unlock()
 	return sends.Load()
-}
-
-// topUpLater tops up the lock op was just granted, valid until deadline:
-// the backends that refused it among seen, and among the votes still to
-// come on f, each heard as it comes. Called before the grant is answered.
-func (e *Engine) topUpLater(op lockOp, f *flight[ack], seen []vote[ack], pending int, deadline time.Time) {
-	tu := e.newTopUp(op.fill(e, op.keys[0], op.token), op.cmd.KeyHash(), f.sent, deadline)
-	if pending > 0 {
-		// The votes still to come go to tu as they are cast: the caller
-		// reads no more of them.
-		var early []vote[ack]
-		f.mu.Lock()
-		f.late = tu.vote
-		for drained := false; !drained; {
-			select {
-			case v := <-f.votes:
-				early = append(early, v)
-			default:
-				drained = true
-			}
-		}
-		f.mu.Unlock()
-		seen = append(seen, early...)
-	}
-	for _, v := range seen {
-		tu.vote(v)
-	}
 }
 
 // vote hears one backend's vote on the acquisition. A refusal, or a hold
@@ -306,7 +332,7 @@ func (tu *topUp) run() {
 func (tu *topUp) once(ask []int, left time.Duration, held ack) (took []int, stop bool) {
 	e := tu.e
 	cmd := tu.fill.cmd(left, held)
-	if cmd == nil {
+	if cmd == nil || e.hooks.skipTopUpCopies {
 		return nil, true
 	}
 	replies := make(fillReplies, len(ask))

@@ -22,6 +22,13 @@ import (
 // adopt that stops halfway. Time moves in ticks; max_ttl, every lock's TTL
 // and every quarantine, is scenario.ttl ticks, and there is no drift.
 //
+// Top-ups and refills (quorum/topup.go, docs/design/topups.md) are copies
+// of a held lock queued on its proxy's pipe to a backend that lacks it,
+// each landing later, in the pipe's order: a release or extension sent
+// after it on that pipe finds it landed. Their invariants, checked where a
+// copy lands: it is of a lock still held, and it lasts no longer than the
+// lock's validity.
+//
 // Every decision about which backends count is the package's own
 // function, called as quorum calls it (the decisions field, which the
 // negative controls replace); what runs on a backend (the lock script and
@@ -58,16 +65,34 @@ type scenario struct {
 	// fencing tokens' clock floor (4 a tick).
 	skew []int
 	// dead are backends that never answer anyone (a host lost for good).
-	dead   []int
+	dead []int
+	// fills is how top-ups' copies are sent: as quorum sends them, or a
+	// negative control's bug.
+	fills  fillRule
 	budget budget
 }
+
+// fillRule is how a top-up's copies are sent (topup.go).
+type fillRule uint8
+
+const (
+	// fillsInOrder: in the key's send order, with the validity left.
+	fillsInOrder fillRule = iota
+	// fillsOutOfOrder: a command that ends the lock may pass a copy queued
+	// before it (a command built without its key, PEXPIRE's defect).
+	fillsOutOfOrder
+	// fillsWholeTTL: a copy with the lock's whole TTL, not the validity
+	// it has left.
+	fillsWholeTTL
+)
 
 // budget bounds each kind of event in one history.
 type budget struct {
 	restarts, failovers, cuts, clocks, proxyRestarts, adopts, grants, extends uint8
 	// aliases are DNS changes that make one backend's address reach
-	// another's server; fills are top-ups of a held lock onto a backend
-	// that lacks it.
+	// another's server; fills are top-ups (or refills) of a held lock
+	// onto a backend that lacks it, queued on the holder's proxy's pipe
+	// (each lands at a time of its own, unbudgeted).
 	aliases, fills uint8
 	// flushes empty a backend's data set while the proxies stay connected
 	// (FLUSHALL).
@@ -126,7 +151,17 @@ type view struct {
 	until   int8
 	upAt    int8
 	rec     uint8
+	// fill is the copy of lock value fill (1+slot) queued on this pipe by
+	// a top-up, lasting fillExp ticks; staleFill once its lock was
+	// released behind it (fillsOutOfOrder); 0 none. A connection dropped
+	// drops it (greet makes the view anew).
+	fill    uint8
+	fillExp int8
 }
+
+// staleFill marks a queued copy whose lock's release, sent after it, ran
+// first (fillsOutOfOrder).
+const staleFill = 254
 
 type pstate struct {
 	cfg        uint8 // 0: stopped; an epoch; or the stray configuration
@@ -415,12 +450,13 @@ const (
 	aAdoptCrash
 	aAlias
 	aUnalias
-	aFill
+	aFill // a top-up queues a copy
 	aFlush
+	aLand // a queued copy lands
 )
 
 var actionNames = [...]string{"tick", "acquire", "release", "extend",
-	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush"}
+	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush", "land"}
 
 // action is one event; after it, the proxies read the records in index
 // order, or the other way round with reverse: which one claims a record
@@ -487,6 +523,12 @@ func (m *model) tick(w *world) {
 			v := &w.p[p].views[b]
 			back(&v.until, 0)
 			back(&v.upAt, m.long())
+			if v.fill != 0 {
+				// A copy with no lease left is not sent (topUpLeast).
+				if back(&v.fillExp, 0); v.fillExp == 0 {
+					v.fill = 0
+				}
+			}
 		}
 	}
 }
@@ -722,10 +764,17 @@ func (m *model) successors(w *world) []action {
 			}
 			if w.used.fills < m.budget.fills {
 				for _, b := range m.lists[w.p[h.proxy].cfg] {
-					if m.real(b) {
+					if v := w.p[h.proxy].views[b]; m.real(b) && v.up && v.fill == 0 && !m.cutOff(w, int(h.proxy), b) {
 						add(aFill, 0, b, s)
 					}
 				}
+			}
+		}
+	}
+	for p := range m.proxies {
+		for b := range m.backends {
+			if v := w.p[p].views[b]; v.fill != 0 && v.up && !m.cutOff(w, p, b) {
+				add(aLand, p, b, 0)
 			}
 		}
 	}
@@ -839,14 +888,27 @@ func (m *model) act(w *world, a action) string {
 		return m.acquire(w, p, a.x)
 	case aRelease:
 		h := w.h[a.x]
-		for _, b := range m.lists[w.p[h.proxy].cfg] {
-			if m.real(b) && w.p[h.proxy].views[b].up && !m.cutOff(w, int(h.proxy), b) && w.at(b).data.holder == a.x+1 {
+		p := int(h.proxy)
+		for _, b := range m.lists[w.p[p].cfg] {
+			if !m.real(b) || !w.p[p].views[b].up || m.cutOff(w, p, b) {
+				continue
+			}
+			// A copy queued before the release lands before it, in the
+			// key's send order; out of order, it lands after.
+			if v := &w.p[p].views[b]; v.fill == a.x+1 && m.fills == fillsOutOfOrder {
+				v.fill = staleFill
+			} else if why := m.land(w, p, b); why != "" {
+				return why
+			}
+			if w.at(b).data.holder == a.x+1 {
 				w.at(b).data.holder, w.at(b).data.exp = 0, 0
 			}
 		}
 		anonymize(w, a.x)
 	case aExtend:
-		m.extend(w, a.x)
+		if why := m.extend(w, a.x); why != "" {
+			return why
+		}
 	case aRestart:
 		w.used.restarts++
 		bs := &w.b[b]
@@ -907,7 +969,9 @@ func (m *model) act(w *world, a action) string {
 		m.redial(w)
 	case aFill:
 		w.used.fills++
-		m.fill(w, a.x, b)
+		m.queueFill(w, a.x, b)
+	case aLand:
+		return m.land(w, p, b)
 	case aFlush:
 		w.used.flushes++
 		w.b[b].data = bdata{}
@@ -1002,7 +1066,7 @@ func (m *model) acquire(w *world, p int, slot uint8) string {
 
 // extend is the holder's extension (lua/extend.lua on every member, at
 // once).
-func (m *model) extend(w *world, slot uint8) {
+func (m *model) extend(w *world, slot uint8) string {
 	w.used.extends++
 	h := &w.h[slot]
 	p := int(h.proxy)
@@ -1011,6 +1075,10 @@ func (m *model) extend(w *world, slot uint8) {
 	for _, b := range m.lists[ps.cfg] {
 		if !m.real(b) || !ps.views[b].up || m.cutOff(w, p, b) {
 			continue
+		}
+		// A copy queued before the extension lands before it.
+		if why := m.land(w, p, b); why != "" {
+			return why
 		}
 		d := &w.at(b).data
 		if !Allows(m.cfgSet[ps.cfg], m.recs[d.rec]) {
@@ -1028,26 +1096,51 @@ func (m *model) extend(w *world, slot uint8) {
 	if yes >= m.cfgSet[ps.cfg].Quorum() {
 		h.end = int8(m.ttl)
 	}
+	return ""
 }
 
-// fill is a top-up (or a renewal's refill) of held lock value slot+1 onto
-// backend b where it is free (lua/fence_fill.lua, hash_fill.lua): a copy
-// that lasts no longer than the lock's validity.
-func (m *model) fill(w *world, slot uint8, b int) {
+// queueFill is a top-up (or a renewal's refill) of held lock value slot+1
+// queued on its proxy's pipe to backend b, with the validity the lock has
+// left (fillsWholeTTL: its whole TTL).
+func (m *model) queueFill(w *world, slot uint8, b int) {
 	h := w.h[slot]
-	p := int(h.proxy)
-	ps := &w.p[p]
-	if !ps.views[b].up || m.cutOff(w, p, b) {
-		return
+	v := &w.p[h.proxy].views[b]
+	v.fill, v.fillExp = slot+1, h.end
+	if m.fills == fillsWholeTTL {
+		v.fillExp = int8(m.ttl)
 	}
+}
+
+// land is the copy queued on proxy p's pipe to backend b, if any, landing
+// (lua/fence_fill.lua, hash_fill.lua): it takes the key where it is free.
+// It returns a violation where the copy is of a lock nobody holds (its
+// release ran first) or outlives the lock's validity.
+func (m *model) land(w *world, p, b int) string {
+	v := &w.p[p].views[b]
+	fill, exp := v.fill, v.fillExp
+	if fill == 0 {
+		return ""
+	}
+	v.fill, v.fillExp = 0, 0
 	d := &w.at(b).data
-	if !Allows(m.cfgSet[ps.cfg], m.recs[d.rec]) || d.holder != 0 {
-		return
+	if !Allows(m.cfgSet[w.p[p].cfg], m.recs[d.rec]) || d.holder != 0 {
+		return ""
 	}
-	d.holder, d.exp = slot+1, h.end
+	if fill == staleFill {
+		return fmt.Sprintf("a copy landed on backend %d after its lock's release: it holds the key %d more ticks", b, exp)
+	}
+	h := w.h[fill-1]
+	if h.state != 2 || int(h.proxy) != p {
+		return fmt.Sprintf("a copy of lock value %d landed on backend %d, which nobody holds", fill, b)
+	}
+	if exp > h.end {
+		return fmt.Sprintf("a copy of lock value %d landed on backend %d for %d ticks, past the lock's validity (%d)", fill, b, exp, h.end)
+	}
+	d.holder, d.exp = fill, exp
 	if m.fencing {
 		d.counter = max(d.counter, h.token)
 	}
+	return ""
 }
 
 // adoptStart is lockproxy adopt's reading: it greets every member of the
