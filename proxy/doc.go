@@ -20,15 +20,24 @@
 //     Locker once for the server (session locks released, tracked keys
 //     changed, counts for INFO and metrics), each in one method per
 //     request, so that a new operation needs nothing of them.
-//   - server.go (Server, New, Serve, Shutdown), client.go (the connection
-//     loop, its buffers and write deadline), guard.go (RESP framing and
-//     request limits), pipeline.go (pipelined lock commands run together).
+//   - Serving: server.go (Server, New, Serve, Shutdown), reload.go (new
+//     limits and users on SIGHUP), client.go (the connection loop, its
+//     buffers and write deadline), guard.go (RESP framing and request
+//     limits), pipeline.go (pipelined lock commands run together), push.go
+//     (messages to a subscribed connection at any time).
 //   - commands.go: the command table (name, arity, handler); the handlers
-//     are in set.go and keys.go (lock commands), scripts.go (EVAL, EVALSHA,
-//     SCRIPT), conn.go (connection chatter), auth.go (users), info.go (INFO).
-//   - scripts_library.go: the lock scripts of client libraries, a row each,
-//     recognised by internal/luaform, which reads Lua as Redis's Lua 5.1
-//     does.
+//     are in set.go and keys.go (lock commands), wait.go (LOCK.ACQUIRE's
+//     wait), fence.go (FENCE), scripts.go (EVAL, EVALSHA, SCRIPT),
+//     multi.go (MULTI/EXEC/WATCH), conn.go (connection chatter), help.go
+//     (HELP), auth.go (users), info.go (INFO), inspect.go (LOCK.LIST,
+//     SCAN, KEYS, DBSIZE, FLUSHDB), cluster.go (cluster mode).
+//   - The lock libraries' ways of waiting and holding: scripts_library.go
+//     (their lock scripts, a row each, recognised by internal/luaform,
+//     which reads Lua as Redis's Lua 5.1 does) and scripts_run.go (what
+//     each row runs), redisson.go (Redisson's RLock), session.go (locks
+//     that live with the connection), pubsub.go and channels.go (unlock
+//     channels), blpop.go (python-redis-lock's signal lists), tracking.go
+//     (client-side caching).
 //   - reply.go: the one mapping of errors to RESP replies; resp.go: replies.
 //
 // A new lock command is a row in commands.go and a handler that makes one
