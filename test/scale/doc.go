@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command scale measures what grows when a lockproxy deployment grows: the
 // memory a held lock costs the proxies (none expected: they keep no lock
 // state) and the backends, the memory an idle client connection costs a
@@ -16,4 +18,7 @@
 // lpscale0 on 10.231.0.0/24 are removed at exit, on error or SIGINT, and
 // at the start of the next run if a crash left them; /run/lpscale.lock
 // keeps two runs from removing each other's.
+//
+// It builds on Linux alone: network namespaces, veth pairs and /proc are
+// what it measures with.
 package main
