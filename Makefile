@@ -25,9 +25,7 @@ run: build
 ## ones alone first, then those of the proxy (proxyTest, one heavy safety run
 ## or build among them at a time), then the client tests (clientTest)
 ## against a proxy built without -race; its JVM and Python runs take it past
-## go test's default 10 minutes under -race. internal/rawsock runs again
-## without -race, under which it uses the syscall package's calls instead of
-## its raw ones.
+## go test's default 10 minutes under -race.
 test: deps
 	@start=$$(date +%s); model=$$(mktemp); \
 	trap 'rm -f $$model; echo "make test: $$(($$(date +%s) - start)) s of wall time"' EXIT; set -e; \
@@ -35,7 +33,6 @@ test: deps
 	set -x; \
 	$(GO) test -race -count=1 -p 2 -timeout 20m -skip '^TestModel' $$($(GO) list ./... | grep -v '/test$$'); \
 	$(GO) test -race -count=1 -parallel 4 -timeout 20m ./test; \
-	$(GO) test -count=1 ./internal/rawsock; \
 	set +x; \
 	wait $$modelpid || { cat $$model; exit 1; }; \
 	cat $$model

@@ -301,9 +301,9 @@ func listenUnix(path string, perm fs.FileMode) (net.Listener, error) {
 	// The socket is made with perm rather than changed to it after, so
 	// that nobody else can connect in between. The umask is the
 	// process's: this runs at start, before anything else makes files.
-	umask := syscall.Umask(int(0o777 &^ perm))
+	old := umask(int(0o777 &^ perm))
 	ln, err := net.Listen("unix", path)
-	syscall.Umask(umask)
+	umask(old)
 	return ln, err
 }
 

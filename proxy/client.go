@@ -6,7 +6,6 @@ import (
 	"net"
 	"time"
 
-	"github.com/lockproxy/lockproxy/internal/rawsock"
 	"github.com/tidwall/redcon"
 )
 
@@ -57,8 +56,7 @@ var _ redcon.Conn = (*client)(nil)
 // request is refused, a timeout passes or the server closes it.
 // It keeps the limits of the settings it started with: a reload applies to
 // the connections that come after it.
-func (s *Server) serveConn(accepted net.Conn) {
-	nc := rawsock.Wrap(accepted)
+func (s *Server) serveConn(nc net.Conn) {
 	set := s.settings()
 	c := &client{conn: nc, addr: nc.RemoteAddr().String(), rd: newCommandReader(nc, set.cfg.MaxRequestBytes),
 		idleTimeout: set.cfg.IdleTimeout, writeTimeout: set.cfg.writeTimeout()}

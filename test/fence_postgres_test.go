@@ -1,3 +1,8 @@
+//go:build !windows
+
+// These tests run PostgreSQL as its own user and stop a holder with
+// SIGSTOP: Windows has neither.
+
 package test
 
 import (

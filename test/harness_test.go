@@ -23,9 +23,8 @@ import (
 )
 
 // binary is the lockproxy built once for the whole package, with the race
-// detector; plainBinary is the same without it, as users run it (the
-// detector swaps internal/rawsock's raw socket calls for the standard
-// ones), which the client tests drive.
+// detector; plainBinary is the same without it, as users run it, which the
+// client tests drive.
 var binary, plainBinary string
 
 // clientTests are the top-level tests that drive plainBinary: those about

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -210,11 +209,11 @@ func (s *Server) Kill() {
 // Pause stops the server with SIGSTOP: a hung node. It keeps its
 // connections and accepts new ones in the kernel but answers nothing until
 // Resume. It does nothing if the server is not running.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { s.signal(stopSignal) }
 
 // Resume continues a paused server with SIGCONT. It does nothing if the
 // server is not running.
-func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+func (s *Server) Resume() { s.signal(contSignal) }
 
 func (s *Server) signal(sig os.Signal) {
 	s.mu.Lock()
@@ -377,7 +376,7 @@ func (p *process) waitReady(addr string) error {
 // kill sends SIGCONT first, so a paused process can die and be reaped at
 // once, then SIGKILL, and waits until it has been reaped.
 func (p *process) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	_ = p.cmd.Process.Signal(contSignal)
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -42,6 +44,10 @@ type cell struct {
 type roundFigures struct {
 	CyclesPerSec float64 `json:"cycles_per_sec"`
 	AcquireP50   float64 `json:"acquire_p50_us"`
+	AcquireP99   float64 `json:"acquire_p99_us"`
+	// ProxyCPU is the proxy's CPU per cycle in this round (µs); 0 where
+	// it was not measured.
+	ProxyCPU float64 `json:"proxy_cpu_us"`
 }
 
 // tally is what one worker counted in one round.
@@ -119,10 +125,12 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 						c.errSamples = append(c.errSamples, w.firstErr.Error())
 					}
 				}
-				c.rounds = append(c.rounds, roundFigures{
-					CyclesPerSec: float64(cycles) / elapsed.Seconds(),
-					AcquireP50:   percentiles(acquire).P50,
-				})
+				lat := percentiles(acquire)
+				rf := roundFigures{CyclesPerSec: float64(cycles) / elapsed.Seconds(), AcquireP50: lat.P50, AcquireP99: lat.P99}
+				if !used.proxyMissing && cycles > 0 {
+					rf.ProxyCPU = used.proxy.Seconds() * 1e6 / float64(cycles)
+				}
+				c.rounds = append(c.rounds, rf)
 			}
 		}
 		fmt.Fprintf(out, "round %d/%d done, load average %s\n", r+1, o.rounds, loadAvg())

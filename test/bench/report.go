@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 import (
@@ -120,6 +122,11 @@ type fencing struct {
 	// take its whole weight.
 	CyclesByRound     spread `json:"fenced_to_plain_cycles_by_round"`
 	AcquireP50ByRound spread `json:"fenced_to_plain_acquire_p50_by_round"`
+	AcquireP99ByRound spread `json:"fenced_to_plain_acquire_p99_by_round"`
+	// The proxy's CPU per cycle, fenced over plain, pooled and by round;
+	// 0 where not measured.
+	ProxyCPURatio   float64 `json:"fenced_to_plain_proxy_cpu"`
+	ProxyCPUByRound spread  `json:"fenced_to_plain_proxy_cpu_by_round"`
 	// CPU per cycle, fenced minus plain (µs); null where not measured.
 	ProxyCPU    *float64 `json:"fenced_minus_plain_proxy_cpu_us"`
 	BackendsCPU *float64 `json:"fenced_minus_plain_backends_cpu_us"`
@@ -299,8 +306,15 @@ func fencingOf(plain, fenced result) fencing {
 			func(r roundFigures) float64 { return r.CyclesPerSec }),
 		AcquireP50ByRound: pairedRatios(plain.Rounds, fenced.Rounds,
 			func(r roundFigures) float64 { return r.AcquireP50 }),
+		AcquireP99ByRound: pairedRatios(plain.Rounds, fenced.Rounds,
+			func(r roundFigures) float64 { return r.AcquireP99 }),
+		ProxyCPUByRound: pairedRatios(plain.Rounds, fenced.Rounds,
+			func(r roundFigures) float64 { return r.ProxyCPU }),
 	}
 	if plain.CPU != nil && fenced.CPU != nil {
+		if plain.CPU.Proxy != nil && fenced.CPU.Proxy != nil {
+			f.ProxyCPURatio = div(*fenced.CPU.Proxy, *plain.CPU.Proxy)
+		}
 		diff := func(a, b *float64) *float64 {
 			if a == nil || b == nil {
 				return nil
@@ -430,13 +444,13 @@ func newSetting(x, y result) bool { return x.Mode != y.Mode || x.Workers != y.Wo
 // printBaseline shows this build against -baseline-bin's, whose rounds
 // alternated in this run.
 func (r *report) printBaseline(out io.Writer) {
-	printPairs(out, "Against the baseline (proxy over the -baseline-bin build, rounds in turns in this run; CPU: proxy minus baseline, µs per cycle; by round: median [range] of each round over the baseline one next to it)", r.Baseline)
+	printPairs(out, "Against the baseline (proxy over the -baseline-bin build, rounds in turns in this run; proxy CPU per cycle as a ratio, and in µs (proxy minus baseline); by round: median [range] of each round over the baseline one next to it)", r.Baseline)
 }
 
 // printFencing shows what fencing costs: proxy-fenced over proxy, whose
 // rounds alternated in this run, so that the machine's drift cancels.
 func (r *report) printFencing(out io.Writer) {
-	printPairs(out, "Fencing (proxy-fenced over proxy, rounds in turns in this run; CPU: fenced minus plain, µs per cycle; by round: median [range] of each round over the plain one next to it)", r.Fencing)
+	printPairs(out, "Fencing (proxy-fenced over proxy, rounds in turns in this run; proxy CPU per cycle as a ratio, and in µs (fenced minus plain); by round: median [range] of each round over the plain one next to it)", r.Fencing)
 	if len(r.Fencing) > 0 && r.FencingTokens > 0 && r.FencingWriteBacks >= 0 {
 		fmt.Fprintf(out, "  the fenced proxy minted %d tokens in the whole run; %d of them (%.2f%%) took a write-back round trip\n",
 			r.FencingTokens, r.FencingWriteBacks, 100*float64(r.FencingWriteBacks)/float64(r.FencingTokens))
@@ -451,10 +465,11 @@ func printPairs(out io.Writer, title string, rows []fencing) {
 	}
 	fmt.Fprintln(out, "\n"+title)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkers\tcycles\tacq p50\tacq p99\tproxy CPU\tbackends CPU\tcycles by round\tacq p50 by round\t")
+	fmt.Fprintln(tw, "mode\tworkers\tcycles\tacq p50\tacq p99\tproxy CPU\tproxy CPU µs\tbackends CPU µs\tcycles by round\tacq p50 by round\tacq p99 by round\tproxy CPU by round\t")
 	for _, x := range rows {
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.Cycles, x.AcquireP50, x.AcquireP99,
-			signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU), x.CyclesByRound, x.AcquireP50ByRound)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.Cycles, x.AcquireP50, x.AcquireP99,
+			x.ProxyCPURatio, signedOrUnknown(x.ProxyCPU), signedOrUnknown(x.BackendsCPU),
+			x.CyclesByRound, x.AcquireP50ByRound, x.AcquireP99ByRound, x.ProxyCPUByRound)
 	}
 	tw.Flush()
 }

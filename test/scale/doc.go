@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command scale measures what grows when a lockproxy deployment grows: the
 // memory a held lock costs the proxies (none expected: they keep no lock
 // state) and the backends, the memory an idle client connection costs a
@@ -21,4 +23,7 @@
 // veth pairs and the bridge), procs.go (the redis-servers and proxies it
 // starts and stops), measure.go (the measurements), report.go (the
 // printed tables).
+//
+// It builds on Linux alone: network namespaces, veth pairs and /proc are
+// what it measures with.
 package main

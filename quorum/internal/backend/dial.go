@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockproxy/lockproxy/internal/rawsock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -63,7 +62,6 @@ func dial(done context.Context, opt *redis.Options, timeout time.Duration, greet
 	if err != nil {
 		return nil, nil, err
 	}
-	nc = rawsock.Wrap(nc)
 	// The greeting runs under the connection's deadline; done ends it too.
 	unhook := context.AfterFunc(done, func() { nc.Close() })
 	defer unhook()
