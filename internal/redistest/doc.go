@@ -20,7 +20,8 @@
 // Start and StartN call t.Fatalf and must run on the test goroutine.
 //
 // Where things are: redistest.go (Server, Start, StartWith, the faults and
-// the clock rate), stepped.go (SteppedClock, and the libfaketime files it
+// the clock rate; signals_unix.go and signals_other.go, Pause's and
+// Resume's signals), stepped.go (SteppedClock, and the libfaketime files it
 // rewrites at each step), eventually.go (Eventually, the poll that stands in
 // for a sleep wherever a test waits for a condition).
 package redistest

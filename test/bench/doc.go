@@ -79,6 +79,15 @@
 // the proxy's and the backends' CPU per cycle at each rate; and whether
 // the proxy's p99 at 5,000/s is at most redsync's.
 //
+// Files: main.go (flags, starting the proxy and the systems, the run),
+// systems.go (the systems compared: the proxy, redsync, a single Redis),
+// load.go (closed-loop load and its latency samples), floor.go (the bare
+// socket work of a cycle, the floor the table compares with), openloop.go,
+// sessions.go, waiting.go and soak.go (the other benches), memory.go (idle
+// connections' memory), cpu.go (CPU from /proc), pprof.go (the proxy's
+// profiles), procs.go (the processes it starts), report.go (the figures
+// and the printed tables).
+//
 // It builds on Linux alone: its CPU figures come from /proc, its children
 // die with it through Pdeathsig, and its floor and open-loop pacing use
 // Linux's socket flags and prctl. The proxy itself builds everywhere.
