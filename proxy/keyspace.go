@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -217,7 +216,7 @@ func (k *keyspace) MaxTTL() time.Duration {
 
 // Renew renews locks under the user's prefix, each key and token checked
 // as Lock checks them; one refused answers its own error.
-func (k *keyspace) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+func (k *keyspace) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	out := make([]quorum.Renewed, len(req.Locks))
 	sendable := make([]quorum.Held, 0, len(req.Locks))
 	at := make([]int, 0, len(req.Locks)) // where each sendable lock is in req.Locks

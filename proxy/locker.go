@@ -36,9 +36,13 @@ type Locker interface {
 	// Renew renews many locks in one call, a script per backend per batch:
 	// the session locks (session.go), or Redisson's hash locks (its
 	// watchdog). Each lock has its own outcome, in the order of req.Locks.
-	Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed
+	Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed
 	// MaxTTL is the longest TTL accepted, which a TTL error names.
 	MaxTTL() time.Duration
 }
 
-var _ Locker = (*shard.Groups)(nil)
+// An engine is a Locker, and so are the engines of shard groups.
+var (
+	_ Locker = (*quorum.Engine)(nil)
+	_ Locker = (*shard.Groups)(nil)
+)

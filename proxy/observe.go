@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/lockproxy/lockproxy/shard"
 )
 
 // Outcome is how a lock operation ended, from the Locker's answer.
@@ -158,7 +157,7 @@ func (l *observedLocker) Write(ctx context.Context, req quorum.Write) (bool, err
 // Renew counts each hash lock renewed (Redisson's watchdog, a client's
 // request) as an extension. The session locks' renewals are the proxy's
 // own upkeep, counted apart (SessionStats.Renewals), not as operations.
-func (l *observedLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+func (l *observedLocker) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	start := time.Now()
 	out := l.locks.Renew(ctx, req)
 	if req.Hash {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -280,7 +279,7 @@ func renewFields(ctx context.Context, l Locker, lease string, keys, owners []str
 	}
 	out := make([]int64, len(keys))
 	var undecided error
-	for i, renewed := range l.Renew(ctx, shard.Renewal{Locks: held, TTL: ttl, Hash: true}) {
+	for i, renewed := range l.Renew(ctx, quorum.Renewal{Locks: held, TTL: ttl, Hash: true}) {
 		switch {
 		case renewed.Err == nil:
 			out[i] = 1

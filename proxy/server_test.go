@@ -102,7 +102,7 @@ func (f *fakeLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Resu
 
 // Renew makes one call per lock, answered on its own: "renewfields" for a
 // hash lock, "renew" for another.
-func (f *fakeLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+func (f *fakeLocker) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	op := "renew"
 	if req.Hash {
 		op = "renewfields"

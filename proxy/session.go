@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -215,7 +214,7 @@ func (s *Server) acquireSession(ctx context.Context, conn redcon.Conn, key, toke
 		// lock, which a wait hides: renewed once at a known start, the lock
 		// is not lost at once for the time it waited.
 		start = time.Now()
-		renewed := m.locks.Renew(ctx, shard.Renewal{Locks: []quorum.Held{held}, TTL: m.cfg.Lease})[0]
+		renewed := m.locks.Renew(ctx, quorum.Renewal{Locks: []quorum.Held{held}, TTL: m.cfg.Lease})[0]
 		if renewed.Err != nil {
 			m.release(&sessionLock{held: held, clientKey: key})
 			if errors.Is(renewed.Err, quorum.ErrNotHeld) {
@@ -434,7 +433,7 @@ func (m *sessions) renew(due []*sessionLock) {
 		held[i] = l.held
 	}
 	start := time.Now()
-	out := m.locks.Renew(m.ctx, shard.Renewal{Locks: held, TTL: m.cfg.Lease})
+	out := m.locks.Renew(m.ctx, quorum.Renewal{Locks: held, TTL: m.cfg.Lease})
 	m.renewals.Add(int64(len(due)))
 	var lost []*sessionLock
 	m.mu.Lock()
@@ -638,7 +637,7 @@ func (l *sessionLocker) Write(ctx context.Context, req quorum.Write) (bool, erro
 	return ok, err
 }
 
-func (l *sessionLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+func (l *sessionLocker) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	return l.locks.Renew(ctx, req)
 }
 

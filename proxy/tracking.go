@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
-	"github.com/lockproxy/lockproxy/shard"
 	"github.com/tidwall/redcon"
 )
 
@@ -631,7 +630,7 @@ func (l *trackedLocker) Write(ctx context.Context, req quorum.Write) (bool, erro
 // Renew tells of the hash locks renewed (Redisson's watchdog: a client's
 // extension). The session locks' renewals are the proxy's own upkeep of
 // locks whose holders asked for none, and are not told.
-func (l *trackedLocker) Renew(ctx context.Context, req shard.Renewal) []quorum.Renewed {
+func (l *trackedLocker) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	out := l.locks.Renew(ctx, req)
 	if req.Hash {
 		for i, renewed := range out {

@@ -85,7 +85,7 @@ func BenchmarkRenew(b *testing.B) {
 	b.Cleanup(func() { e.Close() })
 	b.ReportAllocs()
 	for b.Loop() {
-		for _, r := range e.Renew(b.Context(), time.Minute, locks) {
+		for _, r := range e.Renew(b.Context(), Renewal{TTL: time.Minute, Locks: locks}) {
 			if r.Err != nil {
 				b.Fatal(r.Err)
 			}
@@ -93,7 +93,7 @@ func BenchmarkRenew(b *testing.B) {
 	}
 	perLock := float64(b.N * len(locks))
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/perLock, "ns/lock")
-	b.ReportMetric(float64(testing.AllocsPerRun(1, func() { e.Renew(b.Context(), time.Minute, locks) }))/float64(len(locks)), "allocs/lock")
+	b.ReportMetric(float64(testing.AllocsPerRun(1, func() { e.Renew(b.Context(), Renewal{TTL: time.Minute, Locks: locks}) }))/float64(len(locks)), "allocs/lock")
 }
 
 // BenchmarkBackendCost measures what a lock cycle costs one backend, in

@@ -39,41 +39,48 @@ type Renewed struct {
 // would save little more: the round trip is already shared by 100.
 const maxRenewBatch = 100
 
-// Renew sets the TTL of each lock to ttl on every backend where its token
-// still holds its key, as Lock with OpExtend does for one, and returns the
-// outcomes in the order of locks. The locks go in batches of up to
-// maxRenewBatch, each one script call per backend, all batches at once.
-// Each lock is decided by the Redlock rule (rule.go) on its own votes; its
-// validity is ttl less drift and the time from its batch's start to its
-// quorum-th yes. A backend that fails or does not answer in time is silent
-// for every lock of its batch. A lock refused (ErrNotHeld) is rolled back
-// on every backend, as a refused extension is: where a backend renewed it,
-// before Renew returns (within a backend timeout). An undecided one is not
-// rolled back. A TTL outside (0, MaxTTL] gives every lock a *TTLError, and
-// nothing is sent. ctx bounds the wait for votes, as for every request
-// (ops.go).
-func (e *Engine) Renew(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: e.values.renewEach, decode: decodeRenewed}
-	return e.renew(ctx, ttl, locks, r)
+// Renewal asks to renew many locks in one call, each to TTL where its
+// token still holds it: locks whose value is the token, or with Hash, hash
+// locks (Redisson's RLock, hashlock.go) whose Token is the owner's field in
+// the hash Key.
+type Renewal struct {
+	Locks []Held
+	TTL   time.Duration
+	Hash  bool
 }
 
-// RenewFields renews hash locks (Redisson's RLock, hashlock.go) as Renew
-// renews locks: each Held's Token is the owner's field in the hash Key,
-// and the lock is renewed on a backend where the hash has that field.
-// Outcomes are Renew's, but a refused lock (ErrNotHeld) is not rolled back
-// anywhere: Redisson's watchdog, told so, stops renewing and lets the
-// lease run out. Deleting it could not be aimed at the lapsed hold alone:
-// a hash lock's field is the same for every hold of its owner, who may be
-// taking the lock again, or hold it nested, on the backends that still
-// have it, and what decides that is its own acquisition and release.
-// A field that starts with a NUL byte, where the engine keeps its own
-// (hashlock.go), is refused with ErrReservedKey, unsent.
-func (e *Engine) RenewFields(ctx context.Context, ttl time.Duration, locks []Held) []Renewed {
-	r := renewal{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}
-	return e.renew(ctx, ttl, locks, r)
+// Renew sets the TTL of each lock to req.TTL on every backend where its
+// token still holds its key, as Lock with OpExtend does for one, and
+// returns the outcomes in the order of req.Locks. The locks go in batches
+// of up to maxRenewBatch, each one script call per backend, all batches at
+// once. Each lock is decided by the Redlock rule (rule.go) on its own
+// votes; its validity is the TTL less drift and the time from its batch's
+// start to its quorum-th yes. A backend that fails or does not answer in
+// time is silent for every lock of its batch. A TTL outside (0, MaxTTL]
+// gives every lock a *TTLError, and nothing is sent. ctx bounds the wait
+// for votes, as for every request (ops.go).
+//
+// A lock refused (ErrNotHeld) is rolled back on every backend, as a
+// refused extension is: where a backend renewed it, before Renew returns
+// (within a backend timeout). An undecided one is not rolled back. A hash
+// lock is renewed on a backend where the hash has its owner's field, and a
+// refused one is not rolled back anywhere: Redisson's watchdog, told so,
+// stops renewing and lets the lease run out. Deleting it could not be
+// aimed at the lapsed hold alone: a hash lock's field is the same for
+// every hold of its owner, who may be taking the lock again, or hold it
+// nested, on the backends that still have it, and what decides that is
+// its own acquisition and release. A field that starts with a NUL byte,
+// where the engine keeps its own (hashlock.go), is refused with
+// ErrReservedKey, unsent.
+func (e *Engine) Renew(ctx context.Context, req Renewal) []Renewed {
+	r := renewScript{script: e.values.renewEach, decode: decodeRenewed}
+	if req.Hash {
+		r = renewScript{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}
+	}
+	return e.renew(ctx, req.TTL, req.Locks, r)
 }
 
-func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r renewal) []Renewed {
+func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r renewScript) []Renewed {
 	out := make([]Renewed, len(locks))
 	if err := e.checkTTL(ttl); err != nil {
 		for i := range out {
@@ -97,9 +104,9 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 	return out
 }
 
-// renewal is what a batch renewal runs on each backend, and what its
+// renewScript is what a batch renewal runs on each backend, and what its
 // locks are.
-type renewal struct {
+type renewScript struct {
 	script *backend.Script
 	// decode reads the script's answer for a batch of n locks.
 	decode func(n int) func(*node, backend.Reply) (renewAnswer, error)
@@ -112,7 +119,7 @@ type renewal struct {
 // copies is how a renewed lock is given back to the backends that lost it
 // (afterGrant): a lock held for long, renewed all along, then keeps every
 // backend through restarts one at a time.
-func (r renewal) copies() copyKind {
+func (r renewScript) copies() copyKind {
 	if r.fields {
 		return copyHash
 	}
@@ -132,7 +139,7 @@ type renewAnswer struct {
 
 // renewBatch renews the locks at the positions batch with one script call
 // per backend, and writes their outcomes to out at the same positions.
-func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held, batch []int, out []Renewed, r renewal) {
+func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held, batch []int, out []Renewed, r renewScript) {
 	// A renewal that ran beside a rollback of the same lock could be
 	// granted on backends the rollback then deletes it from.
 	sent := make([]int, 0, len(batch))

@@ -62,7 +62,7 @@ func TestRenewMany(t *testing.T) {
 	renew := func(e *Engine, ttl time.Duration, locks []Held, batches int) {
 		t.Helper()
 		before := commandCalls(t, c.servers[0])["evalsha"]
-		got := e.Renew(ctx, ttl, locks)
+		got := e.Renew(ctx, Renewal{TTL: ttl, Locks: locks})
 		if exp, got := batches, commandCalls(t, c.servers[0])["evalsha"]-before; exp != got {
 			t.Errorf("renewing %d locks took %d EVALSHA on a backend, want %d", len(locks), got, exp)
 		}
@@ -115,7 +115,7 @@ func TestRenewRefused(t *testing.T) {
 	c.direct[0].Del(ctx, onQuorum)
 
 	locks := []Held{{lost, token}, {taken, token}, {ReservedPrefix + "x", token}, {split, token}, {onQuorum, token}, {healthy, token}}
-	got := c.engine.Renew(ctx, 30*time.Second, locks)
+	got := c.engine.Renew(ctx, Renewal{TTL: 30 * time.Second, Locks: locks})
 	want := []error{ErrNotHeld, ErrNotHeld, ErrReservedKey, ErrNotHeld, nil, nil}
 	for i, r := range got {
 		if !errors.Is(r.Err, want[i]) || (want[i] == nil) != (r.Err == nil) {
@@ -149,17 +149,17 @@ func TestRenewRefused(t *testing.T) {
 	}
 
 	for _, ttl := range []time.Duration{0, -time.Second, c.engine.MaxTTL() + time.Millisecond} {
-		for _, r := range c.engine.Renew(ctx, ttl, []Held{{healthy, token}, {onQuorum, token}}) {
+		for _, r := range c.engine.Renew(ctx, Renewal{TTL: ttl, Locks: []Held{{healthy, token}, {onQuorum, token}}}) {
 			if terr := (*TTLError)(nil); !errors.As(r.Err, &terr) {
 				t.Errorf("renewal for %s: %v, want a TTLError", ttl, r.Err)
 			}
 		}
 	}
-	if got := c.engine.Renew(ctx, time.Second, nil); len(got) != 0 {
+	if got := c.engine.Renew(ctx, Renewal{TTL: time.Second, Locks: nil}); len(got) != 0 {
 		t.Errorf("renewing no locks: %v", got)
 	}
 	// A TTL of 1ms is less than the drift allowance: no validity is left.
-	if got := c.engine.Renew(ctx, time.Millisecond, []Held{{healthy, token}}); !errors.Is(got[0].Err, ErrNotHeld) {
+	if got := c.engine.Renew(ctx, Renewal{TTL: time.Millisecond, Locks: []Held{{healthy, token}}}); !errors.Is(got[0].Err, ErrNotHeld) {
 		t.Errorf("renewal without validity left: %v, want ErrNotHeld", got[0].Err)
 	}
 }
@@ -175,7 +175,7 @@ func TestRenewUndecided(t *testing.T) {
 	renewSoon := func(locks ...Held) []Renewed {
 		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 		defer cancel()
-		return c.engine.Renew(ctx, 30*time.Second, locks)
+		return c.engine.Renew(ctx, Renewal{TTL: 30 * time.Second, Locks: locks})
 	}
 
 	t.Run("refused while one hangs", func(t *testing.T) {
@@ -221,7 +221,7 @@ func TestRenewUndecided(t *testing.T) {
 		c.servers[1].Kill()
 		c.servers[2].Kill()
 		locks := []Held{{held, token}, {absent, token}}
-		got := c.engine.Renew(t.Context(), 30*time.Second, locks)
+		got := c.engine.Renew(t.Context(), Renewal{TTL: 30 * time.Second, Locks: locks})
 		for i, r := range got {
 			var nq *NoQuorumError
 			if !errors.As(r.Err, &nq) || r.Validity != 0 {

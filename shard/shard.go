@@ -91,50 +91,30 @@ func (g *Groups) Write(ctx context.Context, req quorum.Write) (bool, error) {
 	return g.engines[g.Of(req.Key)].Write(ctx, req)
 }
 
-// Renewal asks to renew many locks in one call, each to TTL where its
-// token still holds it: locks whose value is the token
-// (quorum.Engine.Renew), or with Hash, hash locks whose Token is the
-// owner's field in the hash Key (quorum.Engine.RenewFields, Redisson's
-// watchdog).
-type Renewal struct {
-	Locks []quorum.Held
-	TTL   time.Duration
-	Hash  bool
-}
-
 // Renew renews each lock in its group, the groups at once, and returns the
-// outcomes in the order of req.Locks: the engine's, whose methods say what
+// outcomes in the order of req.Locks: the engine's, whose Renew says what
 // each may be.
-func (g *Groups) Renew(ctx context.Context, req Renewal) []quorum.Renewed {
-	renew := (*quorum.Engine).Renew
-	if req.Hash {
-		renew = (*quorum.Engine).RenewFields
-	}
-	return g.renew(ctx, req.TTL, req.Locks, renew)
-}
-
-func (g *Groups) renew(ctx context.Context, ttl time.Duration, locks []quorum.Held,
-	renew func(*quorum.Engine, context.Context, time.Duration, []quorum.Held) []quorum.Renewed) []quorum.Renewed {
+func (g *Groups) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	if len(g.engines) == 1 {
-		return renew(g.engines[0], ctx, ttl, locks)
+		return g.engines[0].Renew(ctx, req)
 	}
-	positions := make([][]int, len(g.engines)) // in locks, by group
-	for i, l := range locks {
+	positions := make([][]int, len(g.engines)) // in req.Locks, by group
+	for i, l := range req.Locks {
 		group := g.Of(l.Key)
 		positions[group] = append(positions[group], i)
 	}
-	out := make([]quorum.Renewed, len(locks))
+	out := make([]quorum.Renewed, len(req.Locks))
 	var wg sync.WaitGroup
 	for group, at := range positions {
 		if len(at) == 0 {
 			continue
 		}
 		wg.Go(func() {
-			held := make([]quorum.Held, len(at))
+			sub := quorum.Renewal{Locks: make([]quorum.Held, len(at)), TTL: req.TTL, Hash: req.Hash}
 			for j, i := range at {
-				held[j] = locks[i]
+				sub.Locks[j] = req.Locks[i]
 			}
-			for j, r := range renew(g.engines[group], ctx, ttl, held) {
+			for j, r := range g.engines[group].Renew(ctx, sub) {
 				out[at[j]] = r
 			}
 		})

@@ -215,7 +215,7 @@ func TestGroupsRenew(t *testing.T) {
 	locks = append(locks, quorum.Held{Key: quorum.ReservedPrefix + "x", Token: "me"})
 	want = append(want, quorum.ErrReservedKey)
 
-	got := g.Renew(ctx, Renewal{Locks: locks, TTL: 30 * time.Second})
+	got := g.Renew(ctx, quorum.Renewal{Locks: locks, TTL: 30 * time.Second})
 	if exp, got := len(locks), len(got); exp != got {
 		t.Fatalf("%d outcomes for %d locks", got, exp)
 	}
@@ -259,7 +259,7 @@ func TestGroupsHashLocks(t *testing.T) {
 		}
 		locks = append(locks, quorum.Held{Key: key, Token: "uuid:1"})
 	}
-	for i, r := range g.Renew(ctx, Renewal{Locks: locks, TTL: 30 * time.Second, Hash: true}) {
+	for i, r := range g.Renew(ctx, quorum.Renewal{Locks: locks, TTL: 30 * time.Second, Hash: true}) {
 		if r.Err != nil || r.Validity <= 0 {
 			t.Errorf("renew %s: %v, validity %s; want renewed", locks[i].Key, r.Err, r.Validity)
 		}
