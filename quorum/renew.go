@@ -111,7 +111,7 @@ type renewScript struct {
 	// decode reads the script's answer for a batch of n locks.
 	decode func(n int) func(*node, backend.Reply) (renewAnswer, error)
 	// fields: the locks are hash locks, their tokens owners' fields
-	// (RenewFields). A refused one is not rolled back; otherwise it is, as
+	// (Renewal.Hash). A refused one is not rolled back; otherwise it is, as
 	// a refused extension is.
 	fields bool
 }
@@ -130,7 +130,7 @@ func (r renewScript) copies() copyKind {
 type renewAnswer struct {
 	// renewed holds one byte per lock, '1' renewed, '0' not.
 	renewed string
-	// counts are hash locks' hold counts where renewed (RenewFields).
+	// counts are hash locks' hold counts where renewed (Renewal.Hash).
 	counts []int64
 	// fences are the fencing tokens that renewed locks carry, where any
 	// does (Renew, with fencing).
