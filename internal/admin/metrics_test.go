@@ -1,11 +1,8 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"regexp"
 	"slices"
@@ -50,42 +47,15 @@ func startTestProxy(t *testing.T) *testProxy {
 // startTestProxyOver is startTestProxy over the backends at urls.
 func startTestProxyOver(t *testing.T, urls []string) *testProxy {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
 	obs := NewMetrics(testVersion, "0123456789ab-dirty", "go1.99")
-	// A generous backend timeout: these tests are about what the metrics
-	// say, and a loaded machine running -race can take longer than the
-	// default 50ms to dial.
-	engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true, Logger: log, Observer: obs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	groups, err := shard.New([]*quorum.Engine{engine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := proxy.New(groups, proxy.Config{Backends: groups, Watcher: groups, Lister: groups,
-		Logger: log, Observer: obs, Version: testVersion})
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups, srv, addr := startProxy(t, urls, obs)
 	reg := prometheus.NewRegistry()
 	if err := obs.Register(reg, groups, srv); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1})
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { client.Close() })
-	return &testProxy{reg: reg, client: client, engine: engine, groups: groups, server: srv}
+	return &testProxy{reg: reg, client: client, engine: groups.Engines()[0], groups: groups, server: srv}
 }
 
 // lockCycle takes key and releases it.

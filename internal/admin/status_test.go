@@ -43,7 +43,7 @@ func startStatusCluster(t *testing.T, n int) *statusCluster {
 	for i, s := range c.servers {
 		urls[i] = s.URL()
 	}
-	groups, srv, addr := startProxy(t, urls)
+	groups, srv, addr := startProxy(t, urls, nil)
 	c.client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	t.Cleanup(func() { c.client.Close() })
 	c.page = &StatusPage{groups: groups, sampler: newOpsSampler(srv.Stats), log: slog.New(slog.DiscardHandler)}
@@ -54,13 +54,19 @@ func startStatusCluster(t *testing.T, n int) *statusCluster {
 }
 
 // startProxy serves RESP, as main does, over the engine of the backends at
-// urls, and returns its groups, its server and the address it listens on.
-func startProxy(t *testing.T, urls []string) (*shard.Groups, *proxy.Server, string) {
+// urls, observed by obs when it is not nil, and returns its groups, its
+// server and the address it listens on.
+func startProxy(t *testing.T, urls []string, obs *Metrics) (*shard.Groups, *proxy.Server, string) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	// A generous backend timeout: a loaded machine running -race can take
 	// longer than the default 50ms to dial.
-	engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true, Logger: log})
+	qc := quorum.Config{Backends: urls, NodeTimeout: time.Second, DisableRestartQuarantine: true, Logger: log}
+	pc := proxy.Config{Logger: log, Version: testVersion}
+	if obs != nil {
+		qc.Observer, pc.Observer = obs, obs
+	}
+	engine, err := quorum.New(qc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +75,8 @@ func startProxy(t *testing.T, urls []string) (*shard.Groups, *proxy.Server, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(groups, proxy.Config{Backends: groups, Watcher: groups, Lister: groups, Logger: log})
+	pc.Backends, pc.Watcher, pc.Lister = groups, groups, groups
+	srv, err := proxy.New(groups, pc)
 	if err != nil {
 		t.Fatal(err)
 	}
