@@ -54,6 +54,13 @@ func stateOf(s backend.Status) State {
 	return StateIdle
 }
 
+// What a quarantined backend's wait rests on (BackendState.WaitFor).
+const (
+	WaitHorizon = "horizon" // the horizons its witnesses answered: the longest lease it may have lost
+	WaitFull    = "full"    // max_ttl: too few witnesses have answered to bound its leases
+	WaitFloor   = "floor"   // a promoted replica's floor, for an old master that may still run
+)
+
 // Failure kinds, as NodeError.Kind names them and metrics label them.
 const (
 	KindTimeout     = "timeout"
@@ -139,6 +146,19 @@ type BackendState struct {
 	// failover or unmarked (ChangeRestart, ...).
 	QuarantineLeft time.Duration
 	Reason         string
+	// WaitFor is, for StateQuarantined, what the wait's end rests on:
+	// WaitHorizon (the longest lease it may have lost, as the horizons of
+	// its witnesses bound it), WaitFull (max_ttl: too few witnesses have
+	// answered yet) or WaitFloor (a promoted replica's floor, for an old
+	// master that may still run).
+	WaitFor string
+	// Witnesses is, for StateQuarantined, how many of the other backends
+	// answered as witnesses in the last read, and how many are needed
+	// (admit.Witnesses).
+	Witnesses, WitnessesNeeded int
+	// HorizonLeft is how long the longest lease recorded on it has left,
+	// as last read (0: none).
+	HorizonLeft time.Duration
 	// ClockRate is the rate of its clock relative to the proxy's monotonic
 	// clock, as last measured (1: the same); NaN until measured.
 	ClockRate float64

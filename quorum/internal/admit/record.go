@@ -85,11 +85,17 @@ type Record struct {
 	// Wait is what adopt decided for the member: it waits for the old
 	// epoch's locks to be gone (the epoch wait) once adopt finishes.
 	Pending, Wait bool
+	// Horizon marks a record written by a version that records lease
+	// horizons (horizon.go) in every lease script: only such a member's
+	// horizon bounds its leases, and a member that earlier versions might
+	// still grant on unrecorded is no witness. Earlier versions cannot read
+	// a marked record, so they count none of its members.
+	Horizon bool
 }
 
 // String is the record as stored: "epoch:N:fingerprint:slots", and
-// ":adopting:0" or ":adopting:1" after it while Pending, then a space and
-// the members.
+// ":adopting:0" or ":adopting:1" after it while Pending, ":h" when it is
+// marked for horizons, then a space and the members.
 func (r Record) String() string {
 	if !r.Present {
 		return ""
@@ -97,6 +103,9 @@ func (r Record) String() string {
 	s := r.Token() + r.Slots
 	if r.Pending {
 		s += ":adopting:" + bit(r.Wait)
+	}
+	if r.Horizon {
+		s += ":h"
 	}
 	if r.Members != "" {
 		s += " " + r.Members
@@ -111,12 +120,13 @@ func bit(b bool) string {
 	return "0"
 }
 
-// Final is the record of set s, as adopt's second pass and claims write it.
-func Final(s Set) Record { return Record{Set: s, Present: true} }
+// Final is the record of set s, as adopt's second pass and claims write it:
+// marked for horizons.
+func Final(s Set) Record { return Record{Set: s, Present: true, Horizon: true} }
 
 // PendingFor is the record of set s that adopt's first pass writes.
 func PendingFor(s Set, wait bool) Record {
-	return Record{Set: s, Present: true, Pending: true, Wait: wait}
+	return Record{Set: s, Present: true, Pending: true, Wait: wait, Horizon: true}
 }
 
 // ParseRecord reads a stored record; "" is no record. Records written by
@@ -130,6 +140,9 @@ func ParseRecord(raw string) (Record, error) {
 	raw, members, _ := strings.Cut(raw, " ")
 	f := strings.Split(raw, ":")
 	r := Record{Present: true, Set: Set{Slots: "-", Members: members}}
+	if len(f) > 4 && f[len(f)-1] == "h" {
+		f, r.Horizon = f[:len(f)-1], true
+	}
 	switch {
 	case len(f) == 4:
 		r.Slots = f[3]
