@@ -107,6 +107,7 @@ type identity struct {
 	record   string        // the backend set record, as it is now; none on a replica
 	eviction string        // the maxmemory-policy when it may evict locks, else ""
 	seeded   bool          // its fencing counter was re-seeded since the process started (seed.go)
+	horizon  time.Duration // how long the longest lease recorded on it has left (0: none)
 }
 
 func parseIdentity(replies []backend.Reply) (identity, error) {
@@ -114,7 +115,7 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, errors.New("no identity reply")
 	}
 	a, err := replies[0].Array()
-	if err != nil || len(a) != 10 {
+	if err != nil || len(a) != 11 {
 		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
 	f := fields{replies: a}
@@ -123,6 +124,7 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 	id.record, id.eviction = f.bulk(), f.bulk()
 	seeded := f.integer()
 	id.reason = f.bulk()
+	id.horizon = time.Duration(f.integer()) * time.Millisecond
 	if f.err != nil {
 		return identity{}, fmt.Errorf("identity script: %w", f.err)
 	}
