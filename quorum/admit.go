@@ -289,6 +289,7 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	// uptime_in_seconds is rounded down, so this errs towards a longer wait.
 	n.upSince = now.Add(-g.Uptime)
 	n.markerUntil, n.reason = now.Add(id.left), id.reason
+	n.marked = id.runID != ""
 	n.setRecordLocked(id.record, id.runID == "")
 	// Without the identity script's word (a server that is not Redis, or
 	// the tests' control) there is nothing to re-seed by.
@@ -412,11 +413,15 @@ func (n *node) setRecord(raw string) {
 	n.noteRelation()
 }
 
-// eligibleLocked is when the backend's waits are over: the restart
-// quarantine since its server started, and its marker's. n.mu is held.
+// eligibleLocked is when the backend's waits are over: its marker's, or
+// where no marker speaks (a server the tests' control does not ask), the
+// restart quarantine since its server started. Where the marker speaks,
+// the uptime tells nothing more: a new process found a marker naming
+// another and wrote its own wait, which a proof of the horizons may have
+// shortened (settle.go). n.mu is held.
 func (n *node) eligibleLocked() time.Time {
 	at := n.markerUntil
-	if q := n.upSince.Add(n.quarantine); n.quarantine > 0 && q.After(at) {
+	if q := n.upSince.Add(n.quarantine); n.quarantine > 0 && !n.marked && q.After(at) {
 		at = q
 	}
 	return at
@@ -425,7 +430,11 @@ func (n *node) eligibleLocked() time.Time {
 // waitLeft is how long until the backend's waits are over (admit.Left).
 // n.mu is held.
 func (n *node) waitLeft() time.Duration {
-	return admit.Left(n.clock.Since(n.upSince), n.quarantine, n.clock.Until(n.markerUntil))
+	quarantine := n.quarantine
+	if n.marked {
+		quarantine = 0
+	}
+	return admit.Left(n.clock.Since(n.upSince), quarantine, n.clock.Until(n.markerUntil))
 }
 
 // noteRelation logs, once per change, how the backend's record stands to

@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -227,6 +228,8 @@ func (e *Engine) Backends() []BackendState {
 		n.stats.mu.Unlock()
 		n.mu.Lock()
 		st.RunID = n.serverID
+		st.HorizonLeft = n.horizonLeft
+		waitFor, witnesses, needed := n.waitFor, n.witnesses, n.needed
 		n.mu.Unlock()
 		var (
 			q *QuarantineError
@@ -241,6 +244,9 @@ func (e *Engine) Backends() []BackendState {
 			st.State = o.State
 		case st.State == StateUp && errors.As(v, &q):
 			st.State, st.QuarantineLeft, st.Reason = q.State(), q.Left, q.Reason
+			if st.State == StateQuarantined && lossReason(q.Reason) {
+				st.WaitFor, st.Witnesses, st.WitnessesNeeded = cmp.Or(waitFor, WaitFull), witnesses, needed
+			}
 		case st.State == StateUp && errors.As(v, &c):
 			st.State = StateClock
 		case st.State == StateDown && errors.As(downErr, &u):

@@ -46,7 +46,15 @@ type nodeClock struct {
 	// off is set while the backend does not count, and read on every vote.
 	off     atomic.Pointer[ClockError]
 	refusal atomic.Bool // the server refused TIME, and that was logged
+	// short is a hold shorter than max_ttl for one run within bounds,
+	// which the witnesses' horizons proved (settle.go); nil when none.
+	short atomic.Pointer[shortHold]
 }
+
+// shortHold is how long the run within bounds that started at run must
+// last before the backend counts again: until every lease that its fast
+// clock may have expired early is gone.
+type shortHold struct{ run, hold time.Duration }
 
 // clocks samples every backend's clock and judges it; its zero value
 // samples nothing.
@@ -96,6 +104,26 @@ func (c *clocks) err(i int) error {
 		}
 	}
 	return nil
+}
+
+// runSince reports, while node i does not count for its clock, since when
+// its rate has been within bounds, by the engine's clock.
+func (c *clocks) runSince(i int) (time.Time, bool) {
+	if i >= len(c.judges) {
+		return time.Time{}, false
+	}
+	since, ok := c.judges[i].judge.Run()
+	return c.epoch.Add(since), ok
+}
+
+// shorten lets node i count once its run within bounds that started at
+// since has lasted hold, or the window if that is longer: the leases that
+// its clock may have expired early are gone by then.
+func (c *clocks) shorten(i int, since time.Time, hold time.Duration) {
+	h := &shortHold{run: since.Sub(c.epoch), hold: max(hold, c.p.window)}
+	if old := c.judges[i].short.Load(); old == nil || old.run != h.run || old.hold > h.hold {
+		c.judges[i].short.Store(h)
+	}
 }
 
 // rate is node i's clock rate as last estimated, NaN until known.
@@ -189,7 +217,13 @@ func (c *clocks) record(n *node, sent time.Time, r clockReply) {
 	if c.p.ignore {
 		f = math.Inf(1) // measured, never judged
 	}
-	change := j.judge.Add(s, server, c.p.window, f, c.hold)
+	hold := c.hold
+	if run, ok := j.judge.Run(); ok {
+		if short := j.short.Load(); short != nil && short.run == run {
+			hold = min(hold, short.hold)
+		}
+	}
+	change := j.judge.Add(s, server, c.p.window, f, hold)
 	est, off := j.judge.Off()
 	if off {
 		j.off.Store(&ClockError{Rate: est.Rate, Bound: c.f})
@@ -201,10 +235,10 @@ func (c *clocks) record(n *node, sent time.Time, r clockReply) {
 	}
 	switch change {
 	case clockrate.Off:
-		n.log.Error("backend's clock runs at a rate outside the drift allowance: its keys expire early or late, so its replies do not count toward quorum until its rate has been within bounds for max_ttl",
+		n.log.Error("backend's clock runs at a rate outside the drift allowance: its keys expire early or late, so its replies do not count toward quorum until its rate has been within bounds for a window and the leases it may have lost are gone (max_ttl where the other backends' horizons cannot tell)",
 			"clock_rate", est.Rate, "clock_rate_low", est.Low, "clock_rate_high", est.High, "drift_factor", c.f)
 	case clockrate.Back:
-		n.log.Info("backend's clock rate has been within the drift allowance for max_ttl: its replies count toward quorum again",
+		n.log.Info("backend's clock rate has been within the drift allowance long enough: its replies count toward quorum again",
 			"clock_rate", est.Rate, "drift_factor", c.f)
 	}
 }

@@ -26,6 +26,11 @@ type hooks struct {
 	// existed. Proxies of two sets then grant one lock twice, and the
 	// checkers must say so.
 	brokenSet bool
+	// ignoreHorizon ends a lost backend's wait as soon as a read may prove
+	// anything (settleDelay after the loss), whatever leases its
+	// witnesses' horizons say may remain: the safety run's mixed phase
+	// must then find two holders.
+	ignoreHorizon bool
 }
 
 // negativeControl is the hooks of every engine of the process.

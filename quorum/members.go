@@ -164,6 +164,7 @@ func (e *Engine) readRecords(ctx context.Context) {
 	}
 	views := make([]admit.View, len(e.nodes))
 	raws := make([]string, len(e.nodes))
+	horizons := make([]horizonRead, len(e.nodes))
 	var wg sync.WaitGroup
 	for i, n := range e.nodes {
 		wg.Go(func() {
@@ -175,13 +176,23 @@ func (e *Engine) readRecords(ctx context.Context) {
 			if err != nil || id.runID == "" || !n.learn(id) {
 				return
 			}
+			clockOK := e.clocks.err(i) == nil
 			n.mu.Lock()
-			views[i] = admit.View{Answered: true, Record: n.record, Quarantined: n.waitLeft() > 0}
+			waiting := n.waitLeft() > 0
+			views[i] = admit.View{Answered: true, Record: n.record, Quarantined: waiting}
 			raws[i] = n.recordRaw
+			n.horizonLeft = id.horizon
+			horizons[i] = horizonRead{
+				witness: n.relation == admit.Ours && n.record.Horizon && !waiting && !n.unseeded && clockOK,
+				horizon: id.horizon,
+			}
 			n.mu.Unlock()
 		})
 	}
 	wg.Wait()
+	// The replies arrived by now: a later time than each, which only
+	// lengthens what they prove.
+	e.settle(ctx, horizons, e.clock.Now())
 	ours := admit.Final(e.set).String()
 	claims, superseded := admit.Claims(e.set, views, e.superseded)
 	if superseded && !e.superseded {

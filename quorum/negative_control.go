@@ -17,7 +17,9 @@ func init() {
 		negativeControl.brokenFence = true
 	case "set":
 		negativeControl.brokenSet = true
+	case "horizon":
+		negativeControl.ignoreHorizon = true
 	default:
-		panic(fmt.Sprintf("a negative control's build: LOCKPROXY_NEGATIVE_CONTROL must be fence or set, not %q", v))
+		panic(fmt.Sprintf("a negative control's build: LOCKPROXY_NEGATIVE_CONTROL must be fence, set or horizon, not %q", v))
 	}
 }

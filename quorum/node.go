@@ -27,8 +27,9 @@ type node struct {
 	clock   clockwork.Clock
 
 	// quarantine is off when the backends persist every write. A failover
-	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV).
-	quarantine time.Duration
+	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV):
+	// failoverWait.
+	quarantine, failoverWait time.Duration
 	// changes counts the server changes seen, by changeReasons.
 	changes [len(changeReasons)]atomic.Uint64
 	// changed tells the engine that what counts may have changed;
@@ -65,12 +66,23 @@ type node struct {
 	// re-seeded before its replies count; seeding while that is under way.
 	unseeded bool
 	seeding  bool
+	// marked is set when its identity script told its marker: the marker
+	// then says when its waits end, and its uptime is not asked.
+	marked bool
+	// What the last records read told for status (settle.go): what its
+	// wait rests on (WaitHorizon...; "" when none), how many witnesses
+	// answered and are needed, and how long the longest lease recorded
+	// on it had left.
+	waitFor     string
+	witnesses   int
+	needed      int
+	horizonLeft time.Duration
 }
 
 func newNode(index int, rawURL string, e *Engine) (*node, error) {
 	cfg := e.cfg
 	n := &node{index: index, values: valuesOf(cfg.Fencing), servers: &e.servers, set: e.set, clock: e.clock, changed: e.noteCounting,
-		readRecords: e.askRecords, fencing: cfg.Fencing && !cfg.skipReseed, reseed: e.seed, quarantine: e.quarantine()}
+		readRecords: e.askRecords, fencing: cfg.Fencing && !cfg.skipReseed, reseed: e.seed, quarantine: e.quarantine(), failoverWait: cfg.MaxTTL}
 	hello := []*backend.Command{e.identityCommand()}
 	if cfg.skipIdentity {
 		hello = nil

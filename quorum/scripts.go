@@ -14,7 +14,9 @@ import (
 //
 // The scripts that take or extend locks start with lua/setcheck.lua, and
 // their commands end with the engine's set (checkedCommand), so that a
-// proxy whose backend set the backends no longer record is refused.
+// proxy whose backend set the backends no longer record is refused; and
+// with lua/horizon.lua, whose horizon(key) each calls after it sets a
+// lock's expiry (TestEveryLeaseScriptRecords holds them to it).
 var (
 	acquireScript         = checkedScript("acquire")
 	releaseStampedScript  = luaScript("release_stamped")
@@ -26,6 +28,8 @@ var (
 	deleteScript          = luaScript("delete")
 	claimScript           = luaScript("claim")
 	adoptScript           = luaScript("adopt")
+	expireScript          = checkedScript("expire")
+	settleScript          = luaScript("settle")
 
 	// The scripts of hash locks (Redisson's RLock, hashlock.go).
 	hashAcquireScript   = checkedScript("hash_acquire")
@@ -58,7 +62,7 @@ var (
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseStampedScript, acquireAllScript, extendOrAcquireScript,
-		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, claimScript,
+		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, claimScript, expireScript, settleScript,
 		acquireFencedScript, releaseFencedScript, acquireAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript, fenceFillScript,
 		plainValues.release, plainValues.releaseAll, plainValues.extend, plainValues.extendAll,
@@ -93,7 +97,7 @@ func newValueScripts(fenced bool) *valueScripts {
 	v := &valueScripts{fenced: fenced}
 	script := func(name string) *backend.Script { return backend.NewScript(v.expand(luaSource(name))) }
 	checked := func(name string) *backend.Script {
-		return backend.NewScript(luaSource("setcheck") + v.expand(luaSource(name)))
+		return backend.NewScript(leaseSource + v.expand(luaSource(name)))
 	}
 	v.release, v.releaseAll, v.read, v.inspect = script("release"), script("release_all"), script("read"), script("inspect")
 	v.extend, v.extendAll, v.extendBy = checked("extend"), checked("extend_all"), checked("extend_by")
@@ -151,16 +155,20 @@ var luaFiles embed.FS
 // luaScript is lua/name.lua.
 func luaScript(name string) *backend.Script { return backend.NewScript(luaSource(name)) }
 
-// checkedScript is lua/name.lua after lua/setcheck.lua.
+// leaseSource starts every script that takes or extends locks: the set
+// check, and horizon(key).
+var leaseSource = luaSource("setcheck") + luaSource("horizon")
+
+// checkedScript is lua/name.lua after leaseSource.
 func checkedScript(name string) *backend.Script {
-	return backend.NewScript(luaSource("setcheck") + luaSource(name))
+	return backend.NewScript(leaseSource + luaSource(name))
 }
 
-// fencedScript is lua/name.lua after lua/setcheck.lua and the named
-// helpers (lua/mint.lua), its lock value calls written out with fencing,
-// for the scripts of fencing alone.
+// fencedScript is lua/name.lua after leaseSource and the named helpers
+// (lua/mint.lua), its lock value calls written out with fencing, for the
+// scripts of fencing alone.
 func fencedScript(name string, helpers ...string) *backend.Script {
-	src := luaSource("setcheck")
+	src := leaseSource
 	for _, h := range helpers {
 		src += luaSource(h)
 	}

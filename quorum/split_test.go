@@ -116,6 +116,9 @@ func TestSplitTriedAgain(t *testing.T) {
 		if !errors.Is(err, ErrNotAcquired) || res.Split {
 			t.Fatalf("acquire against a quorum of another: %+v, %v; want ErrNotAcquired, no Split", res, err)
 		}
+		// The answer comes with the quorum's refusals; backend 4's may
+		// still be on its way.
+		waitFor(t, func() bool { return c.setCalls(t, 4) >= 1 })
 		if calls := c.setCalls(t, 4); calls != 1 {
 			t.Errorf("backend 4 ran SET %d times, want 1: not tried again", calls)
 		}

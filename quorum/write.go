@@ -28,7 +28,7 @@ func (e *Engine) expire(ctx context.Context, key string, ttl time.Duration) (boo
 	if err := e.checkTTL(ttl); err != nil {
 		return false, err
 	}
-	return e.writeAll(ctx, backend.KeyCommand("PEXPIRE", key, ttl.Milliseconds()))
+	return e.writeAll(ctx, e.checkedCommand(expireScript, []string{key}, ttl.Milliseconds()))
 }
 
 // writeAll runs an unconditional write on every backend, which answers 1

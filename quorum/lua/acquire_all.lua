@@ -8,4 +8,5 @@ end
 for _, key in ipairs(KEYS) do
 	redis.call("set", key, ARGV[1], "px", ARGV[2])
 end
+horizon(KEYS[#KEYS])
 return #KEYS

@@ -13,4 +13,5 @@ local value = ARGV[1] .. "\0" .. text
 for i = 1, n do
 	redis.call("set", KEYS[i], value, "px", ARGV[2])
 end
+horizon(KEYS[n])
 return {n, tonumber(text)}

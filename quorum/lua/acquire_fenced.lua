@@ -20,6 +20,7 @@
 if not redis.call("set", KEYS[1], ARGV[1] .. "\0" .. ARGV[3], "nx", "px", ARGV[2]) then
 	return 0
 end
+horizon(KEYS[1])
 local text = mint(KEYS[2], ARGV[3])
 if text ~= ARGV[3] then
 	redis.call("set", KEYS[1], ARGV[1] .. "\0" .. text, "xx", "keepttl")

@@ -8,6 +8,7 @@ local current = redis.call("get", KEYS[1])
 if current == false then
 	local text = mint(KEYS[2], ARGV[4])
 	redis.call("set", KEYS[1], ARGV[1] .. "\0" .. text, "px", ARGV[3])
+	horizon(KEYS[1])
 	return {2, tonumber(text)}
 end
 local prefix = tonumber(ARGV[2])
@@ -19,6 +20,7 @@ if prefix > 0 and string.sub(current, 1, prefix) == string.sub(ARGV[1], 1, prefi
 		value = value .. "\0" .. fence
 	end
 	redis.call("set", KEYS[1], value, "px", ARGV[3])
+	horizon(KEYS[1])
 	return {1, tonumber(fence) or 0}
 end
 return {0, 0}

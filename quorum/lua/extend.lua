@@ -6,6 +6,7 @@
 local value = redis.call("get", KEYS[1])
 if holds(value, ARGV[1]) then
 	redis.call("pexpire", KEYS[1], ARGV[2])
+	horizon(KEYS[1])
 	return fenceOf(value, ARGV[1])
 end
 return 0

@@ -9,4 +9,5 @@ end
 for _, key in ipairs(KEYS) do
 	redis.call("pexpire", key, ARGV[2])
 end
+horizon(KEYS[#KEYS])
 return #KEYS

@@ -16,6 +16,7 @@ if ttl > tonumber(ARGV[3]) then
 	return -ttl
 end
 redis.call("pexpire", KEYS[1], ttl)
+horizon(KEYS[1])
 local fence = fenceOf(value, ARGV[1])
 if fence == "" then
 	return ttl

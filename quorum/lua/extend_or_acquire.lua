@@ -3,10 +3,13 @@
 -- those), else 0.
 local value = redis.call("get", KEYS[1])
 if value == ARGV[1] then
-	return redis.call("pexpire", KEYS[1], ARGV[2])
+	redis.call("pexpire", KEYS[1], ARGV[2])
+	horizon(KEYS[1])
+	return 1
 end
 if value == false then
 	redis.call("set", KEYS[1], ARGV[1], "px", ARGV[2])
+	horizon(KEYS[1])
 	return 2
 end
 return 0

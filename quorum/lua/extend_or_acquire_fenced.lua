@@ -6,11 +6,13 @@
 local value = redis.call("get", KEYS[1])
 if holds(value, ARGV[1]) then
 	redis.call("pexpire", KEYS[1], ARGV[2])
+	horizon(KEYS[1])
 	return {1, tonumber(fenceOf(value, ARGV[1])) or 0}
 end
 if value == false then
 	local text = mint(KEYS[2], ARGV[3])
 	redis.call("set", KEYS[1], ARGV[1] .. "\0" .. text, "px", ARGV[2])
+	horizon(KEYS[1])
 	return {2, tonumber(text)}
 end
 return {0, 0}

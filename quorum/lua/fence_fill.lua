@@ -7,6 +7,7 @@
 if not redis.call("set", KEYS[1], ARGV[1] .. "\0" .. ARGV[3], "nx", "px", ARGV[2]) then
 	return 0
 end
+horizon(KEYS[1])
 if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[3]) then
 	redis.call("set", KEYS[2], ARGV[3])
 end

@@ -17,6 +17,7 @@ if kind == "none" or (kind == "hash" and redis.call("hexists", KEYS[1], ARGV[1])
 	local count = redis.call("hincrby", KEYS[1], ARGV[1], 1)
 	redis.call("hset", KEYS[1], "\0attempt:" .. ARGV[1], ARGV[3])
 	redis.call("pexpire", KEYS[1], ARGV[2])
+	horizon(KEYS[1])
 	local text = count > 1 and redis.call("hget", KEYS[1], "\0fence")
 	if not text then
 		text = mint(KEYS[2], ARGV[4])

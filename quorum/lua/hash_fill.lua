@@ -17,6 +17,7 @@ if kind == "none" then
 		end
 	end
 	redis.call("pexpire", KEYS[1], ARGV[2])
+	horizon(KEYS[1])
 	return 1
 end
 if kind == "hash" then

@@ -28,6 +28,7 @@ end
 local count = redis.call("hincrby", KEYS[1], ARGV[1], -1)
 if count > 0 then
 	redis.call("pexpire", KEYS[1], ARGV[2])
+	horizon(KEYS[1])
 	if latch then
 		redis.call("set", latch, "0", "px", ARGV[3])
 	end

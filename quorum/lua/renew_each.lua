@@ -11,15 +11,20 @@
 -- integers (about 1 µs a key either way, measured at 100 keys), but the
 -- proxy reads one string rather than n replies of four.
 local renewed = {}
+local last -- one TTL for the batch: the horizon is recorded once
 for i, key in ipairs(KEYS) do
 	local token = ARGV[i + 1]
 	local value = redis.pcall("get", key)
 	if type(value) == "string" and holds(value, token) then
 		redis.call("pexpire", key, ARGV[1])
+		last = key
 		local fence = fenceOf(value, token)
 		renewed[i] = fence == "" and "1" or "f" .. fence
 	else
 		renewed[i] = "0"
 	end
+end
+if last then
+	horizon(last)
 end
 return table.concat(renewed)

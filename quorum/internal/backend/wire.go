@@ -25,6 +25,9 @@ func NewScript(src string) *Script {
 	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
 }
 
+// Source is the script's Lua source.
+func (s *Script) Source() string { return s.src }
+
 // Command is one request, encoded once and sent unchanged to any number
 // of servers. It is never changed once built, so it is safe for
 // concurrent use.

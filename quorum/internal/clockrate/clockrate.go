@@ -171,6 +171,15 @@ func (j *Judge) Add(s Sample, server string, window time.Duration, f float64, ho
 	return Same
 }
 
+// Run reports, while the backend does not count, since when (Recv of a
+// sample) every verdict has been within bounds, if the last one was: the
+// run whose length hold is measured against.
+func (j *Judge) Run() (since time.Duration, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.withinSince, j.off && j.inRun
+}
+
 // Off reports whether the backend does not count now, and the last
 // estimate of its rate.
 func (j *Judge) Off() (Estimate, bool) {
