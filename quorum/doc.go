@@ -25,7 +25,9 @@
 //     of the set), clock.go (nor for one whose clock runs at a rate beyond
 //     the drift allowance: it samples each backend's TIME for the judge of
 //     internal/clockrate), and counting.go (how many count now, and the
-//     log line when a quorum is lost or regained). What those decide is
+//     log line when a quorum is lost or regained); settle.go (a backend
+//     that lost its data set waits until the lease horizons of enough
+//     others have passed, not max_ttl: docs/design/horizon.md). What those decide is
 //     decided by the pure functions of internal/admit, which its model
 //     checker explores.
 //   - The operations: lock.go (acquisitions and extensions, and the
