@@ -248,6 +248,10 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		if !math.IsNaN(be.ClockRate) {
 			rate = fmt.Sprintf("%.6f", be.ClockRate)
 		}
+		witnesses := "" // answered/needed, as far as the engine counts them
+		if be.State == quorum.StateQuarantined && be.WitnessesNeeded > 0 {
+			witnesses = fmt.Sprintf("%d/%d", be.Witnesses, be.WitnessesNeeded)
+		}
 		var failures uint64
 		for _, n := range be.Failures {
 			failures += n
@@ -257,11 +261,39 @@ func (s *Server) infoBackends(b *strings.Builder) {
 		fmt.Fprintf(b, "backend%d:addr=%s,state=%s,latency_ms=%.3f,last_error=%s,last_error_age_s=%s,quarantine_left_s=%.0f,wait_reason=%s,replies=%d,failures=%d,clock_rate=%s",
 			i, be.Addr, be.State, float64(be.LastLatency.Microseconds())/1000, lastError, age,
 			math.Ceil(be.QuarantineLeft.Seconds()), be.Reason, be.Replies, failures, rate)
-		if i < len(groupOf) { // last, so that readers of the fields before it are unchanged
+		if i < len(groupOf) { // after the fields above, so that their readers are unchanged
 			fmt.Fprintf(b, ",group=%d", groupOf[i])
 		}
+		// Fields added later go last, for the same reason.
+		fmt.Fprintf(b, ",wait_for=%s,witnesses=%s,horizon_left_s=%.0f", WaitFor(be), witnesses, math.Ceil(be.HorizonLeft.Seconds()))
 		b.WriteString("\r\n")
 	}
+}
+
+// WaitEpoch is what WaitFor names the epoch wait's end: the leases of the
+// backend set before the change.
+const WaitEpoch = "epoch"
+
+// WaitsFor lists every name WaitFor gives a wait, in the order the
+// metrics label them.
+func WaitsFor() []string {
+	return []string{quorum.WaitHorizon, quorum.WaitFull, quorum.WaitFloor, WaitEpoch}
+}
+
+// WaitFor is what b's wait rests on, as INFO, /readyz and the metrics
+// name it: the engine's WaitFor for a quarantined backend, WaitFull where
+// the engine names none (max_ttl bounds every quarantine), WaitEpoch for
+// the epoch wait, and "" for a backend that does not wait.
+func WaitFor(b quorum.BackendState) string {
+	switch {
+	case b.State == quorum.StateEpochWait:
+		return WaitEpoch
+	case b.State != quorum.StateQuarantined:
+		return ""
+	case b.WaitFor == "":
+		return quorum.WaitFull
+	}
+	return b.WaitFor
 }
 
 func boolDigit(v bool) int {

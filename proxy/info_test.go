@@ -101,14 +101,23 @@ func (r *reportingLocker) BackendSet() string         { return "1:4:abcd" }
 
 func TestInfoBackends(t *testing.T) {
 	locks := &reportingLocker{fakeLocker: &fakeLocker{maxTTL: time.Minute}, groups: []shard.GroupState{{Quorum: 3, Backends: []quorum.BackendState{
-		{Addr: "10.0.0.1:6379", State: quorum.StateUp, LastLatency: 210 * time.Microsecond, Replies: 7, ClockRate: 1.0000123},
+		{Addr: "10.0.0.1:6379", State: quorum.StateUp, LastLatency: 210 * time.Microsecond, Replies: 7, ClockRate: 1.0000123,
+			HorizonLeft: 7200 * time.Millisecond},
 		{Addr: "10.0.0.2:6379", State: quorum.StateQuarantined, QuarantineLeft: 41200 * time.Millisecond, Reason: "restart",
+			WaitFor: quorum.WaitFull, Witnesses: 1, WitnessesNeeded: 2,
 			LastLatency: time.Millisecond, LastError: "quarantined", LastErrorAt: time.Now().Add(-3 * time.Second), Replies: 2,
 			Failures: map[string]uint64{"quarantined": 4, "timeout": 1}, ClockRate: math.NaN()},
 		{Addr: "10.0.0.3:6379", State: quorum.StateDown, LastLatency: 500 * time.Millisecond, LastError: "connection refused",
 			LastErrorAt: time.Now(), Failures: map[string]uint64{"connection refused": 9}, ClockRate: 0.99998},
 		{Addr: "10.0.0.4:6379", State: quorum.StateClock, LastLatency: 300 * time.Microsecond, LastError: "clock",
 			LastErrorAt: time.Now(), Failures: map[string]uint64{"clock": 1}, ClockRate: 1.5},
+		{Addr: "10.0.0.5:6379", State: quorum.StateQuarantined, QuarantineLeft: 7500 * time.Millisecond, Reason: "unmarked",
+			WaitFor: quorum.WaitHorizon, Witnesses: 3, WitnessesNeeded: 2, HorizonLeft: 250 * time.Millisecond, ClockRate: 1},
+		{Addr: "10.0.0.6:6379", State: quorum.StateQuarantined, QuarantineLeft: 50 * time.Second, Reason: "failover",
+			WaitFor: quorum.WaitFloor, Witnesses: 2, WitnessesNeeded: 2, ClockRate: 1},
+		{Addr: "10.0.0.7:6379", State: quorum.StateEpochWait, QuarantineLeft: 12 * time.Second, Reason: "epoch", ClockRate: 1},
+		// A quarantine the engine names no wait for is max_ttl's.
+		{Addr: "10.0.0.8:6379", State: quorum.StateQuarantined, QuarantineLeft: 60 * time.Second, Reason: "restart", ClockRate: 1},
 	}}}}
 	s, err := New(locks, withFakes(locks, Config{Logger: slog.New(slog.DiscardHandler)}))
 	if err != nil {
@@ -116,11 +125,15 @@ func TestInfoBackends(t *testing.T) {
 	}
 	got := info(s, "backends")
 	want := regexp.MustCompile(`^# Backends\r\n` +
-		`backends:4\r\nquorum:3\r\nbackend_set:1:4:abcd\r\nbackends_up:1\r\nbackends_quarantined:1\r\nbackends_epoch_wait:0\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_not_adopted:0\r\nbackends_adopting:0\r\nbackends_unrecorded:0\r\nbackends_clock:1\r\n` +
-		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,wait_reason=,replies=7,failures=0,clock_rate=1\.000012\r\n` +
-		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,wait_reason=restart,replies=2,failures=5,clock_rate=\r\n` +
-		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=9,clock_rate=0\.999980\r\n` +
-		`backend3:addr=10\.0\.0\.4:6379,state=clock,latency_ms=0\.300,last_error=clock,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=1,clock_rate=1\.500000\r\n$`)
+		`backends:8\r\nquorum:3\r\nbackend_set:1:4:abcd\r\nbackends_up:1\r\nbackends_quarantined:4\r\nbackends_epoch_wait:1\r\nbackends_down:1\r\nbackends_idle:0\r\nbackends_unsupported:0\r\nbackends_duplicate:0\r\nbackends_replica:0\r\nbackends_other_set:0\r\nbackends_not_adopted:0\r\nbackends_adopting:0\r\nbackends_unrecorded:0\r\nbackends_clock:1\r\n` +
+		`backend0:addr=10\.0\.0\.1:6379,state=up,latency_ms=0\.210,last_error=,last_error_age_s=,quarantine_left_s=0,wait_reason=,replies=7,failures=0,clock_rate=1\.000012,wait_for=,witnesses=,horizon_left_s=8\r\n` +
+		`backend1:addr=10\.0\.0\.2:6379,state=quarantined,latency_ms=1\.000,last_error=quarantined,last_error_age_s=3,quarantine_left_s=42,wait_reason=restart,replies=2,failures=5,clock_rate=,wait_for=full,witnesses=1/2,horizon_left_s=0\r\n` +
+		`backend2:addr=10\.0\.0\.3:6379,state=down,latency_ms=500\.000,last_error=connection_refused,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=9,clock_rate=0\.999980,wait_for=,witnesses=,horizon_left_s=0\r\n` +
+		`backend3:addr=10\.0\.0\.4:6379,state=clock,latency_ms=0\.300,last_error=clock,last_error_age_s=0,quarantine_left_s=0,wait_reason=,replies=0,failures=1,clock_rate=1\.500000,wait_for=,witnesses=,horizon_left_s=0\r\n` +
+		`backend4:addr=10\.0\.0\.5:6379,state=quarantined,latency_ms=0\.000,last_error=,last_error_age_s=,quarantine_left_s=8,wait_reason=unmarked,replies=0,failures=0,clock_rate=1\.000000,wait_for=horizon,witnesses=3/2,horizon_left_s=1\r\n` +
+		`backend5:addr=10\.0\.0\.6:6379,state=quarantined,latency_ms=0\.000,last_error=,last_error_age_s=,quarantine_left_s=50,wait_reason=failover,replies=0,failures=0,clock_rate=1\.000000,wait_for=floor,witnesses=2/2,horizon_left_s=0\r\n` +
+		`backend6:addr=10\.0\.0\.7:6379,state=epoch_wait,latency_ms=0\.000,last_error=,last_error_age_s=,quarantine_left_s=12,wait_reason=epoch,replies=0,failures=0,clock_rate=1\.000000,wait_for=epoch,witnesses=,horizon_left_s=0\r\n` +
+		`backend7:addr=10\.0\.0\.8:6379,state=quarantined,latency_ms=0\.000,last_error=,last_error_age_s=,quarantine_left_s=60,wait_reason=restart,replies=0,failures=0,clock_rate=1\.000000,wait_for=full,witnesses=,horizon_left_s=0\r\n$`)
 	if !want.MatchString(got) {
 		t.Fatalf("INFO backends:\n%q\nwant to match\n%s", got, want)
 	}
@@ -137,7 +150,8 @@ func TestInfoBackends(t *testing.T) {
 	for _, line := range []string{"\r\ngroups:2\r\n",
 		"\r\ngroup0:slots=0-8191,backends=1,quorum=1,quorum_available=1,backend_set=1:1:a\r\n",
 		"\r\ngroup1:slots=8192-16383,backends=2,quorum=2,quorum_available=0,backend_set=1:2:b\r\n",
-		",group=0\r\nbackend1:addr=b:1,", ",group=1\r\nbackend2:addr=b:2,", ",group=1\r\n"} {
+		",group=0,wait_for=,witnesses=,horizon_left_s=0\r\nbackend1:addr=b:1,",
+		",group=1,wait_for=,witnesses=,horizon_left_s=0\r\nbackend2:addr=b:2,", ",group=1,wait_for=,witnesses=,horizon_left_s=0\r\n"} {
 		if !strings.Contains(got, line) {
 			t.Errorf("INFO backends of two groups lacks %q:\n%s", line, got)
 		}

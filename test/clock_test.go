@@ -36,7 +36,7 @@ func TestClockRate(t *testing.T) {
 
 	// INFO backends: the rate of each, and the fast one out.
 	rateOf := func(info string, i int) (string, float64) {
-		m := regexp.MustCompile(fmt.Sprintf(`(?m)^backend%d:addr=%s,state=(\w+),.*,clock_rate=([\d.]*)\r?$`,
+		m := regexp.MustCompile(fmt.Sprintf(`(?m)^backend%d:addr=%s,state=(\w+),.*,clock_rate=([\d.]*),`,
 			i, regexp.QuoteMeta(servers[i].Addr()))).FindStringSubmatch(info)
 		if m == nil {
 			t.Fatalf("INFO backends has no line for backend %d:\n%s", i, info)

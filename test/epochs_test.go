@@ -300,7 +300,7 @@ func TestChangeSetProcedure(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if !regexp.MustCompile(fmt.Sprintf(`lockproxy_backend_wait_seconds\{backend=%q\} [1-5]\n`, servers[3].Addr())).Match(scrape) {
+	if !regexp.MustCompile(fmt.Sprintf(`lockproxy_backend_wait_seconds\{backend=%q,wait_for="epoch"\} [1-5]\n`, servers[3].Addr())).Match(scrape) {
 		t.Errorf("/metrics lacks a wait of 1 to 5 s for backend 3")
 	}
 	redistest.Eventually(t, func() string {

@@ -82,7 +82,7 @@ func TestShardGroups(t *testing.T) {
 			t.Errorf("INFO backends lacks %q:\n%s", want, info)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^backend8:addr=` + regexp.QuoteMeta(servers[8].Addr()) + `,state=up,.*,group=2\r?$`).MatchString(info) {
+	if !regexp.MustCompile(`(?m)^backend8:addr=` + regexp.QuoteMeta(servers[8].Addr()) + `,state=up,.*,group=2,`).MatchString(info) {
 		t.Errorf("INFO backends does not put backend 8 in group 2:\n%s", info)
 	}
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/lockproxy/lockproxy/proxy"
 	"github.com/lockproxy/lockproxy/quorum"
 	"github.com/lockproxy/lockproxy/shard"
 )
@@ -39,6 +40,17 @@ type backendState struct {
 	// counts; Reason why it waits: restart, unmarked, failover or epoch.
 	QuarantineLeftS float64 `json:"quarantine_left_s,omitempty"`
 	Reason          string  `json:"reason,omitempty"`
+	// WaitFor is, for quarantined and epoch_wait, what the wait's end rests
+	// on: horizon, full, floor or epoch, as INFO's wait_for; WaitingFor
+	// says it in words, e.g. "the longest lease it may have held ends in
+	// 8 s". Witnesses is, for quarantined, how many of the other backends
+	// answered as witnesses of those needed: "1/3".
+	WaitFor    string `json:"wait_for,omitempty"`
+	WaitingFor string `json:"waiting_for,omitempty"`
+	Witnesses  string `json:"witnesses,omitempty"`
+	// HorizonLeftS is how long the longest lease recorded on it has left,
+	// as last read.
+	HorizonLeftS float64 `json:"horizon_left_s,omitempty"`
 	// Group is its shard group, with several.
 	Group *int `json:"group,omitempty"`
 	// ClockRate is its clock's rate relative to the proxy's, for a backend
@@ -52,37 +64,82 @@ func backendStates(ctx context.Context, e *quorum.Engine) (states []backendState
 	probed := e.Probe(ctx)
 	known := e.Backends() // after the probe, whose failures it recorded
 	for i, s := range probed {
-		st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), RunID: known[i].RunID, LatencyMS: float64(s.Latency.Microseconds()) / 1000}
-		var (
-			q   *quorum.QuarantineError
-			c   *quorum.ClockError
-			set *quorum.SetError
-		)
-		switch {
-		case s.Err == nil:
+		st := probedState(s, known[i])
+		if s.Err == nil {
 			counting++
-		case errors.As(s.Err, &q):
-			st.State, st.Error, st.QuarantineLeftS, st.Reason = q.State().String(), quorum.KindQuarantined, math.Ceil(q.Left.Seconds()), q.Reason
-		case errors.As(s.Err, &set):
-			st.State, st.Error, st.Detail = set.State.String(), quorum.KindOtherSet, set.Error()
-		case errors.As(s.Err, &c):
-			st.State, st.Error, st.ClockRate = quorum.StateClock.String(), quorum.KindClock, c.Rate
-		default:
-			st.State, st.Error = quorum.StateDown.String(), kindLabel(known[i].LastError)
-			if k := known[i].LastError; k == quorum.KindAuth || k == quorum.KindNotRedis {
-				st.Detail = s.Err.Error()
-			}
-			if st.Error == "" {
-				st.Error = quorum.KindError
-			}
-			// Refused when connected: it answers, but must not count.
-			if k := known[i].State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica {
-				st.State = k.String()
-			}
 		}
 		states = append(states, st)
 	}
 	return states, counting
+}
+
+// probedState is a backend as the probe found it (s), with what the engine
+// knew of it (b) after the probe.
+func probedState(s quorum.NodeStatus, b quorum.BackendState) backendState {
+	st := backendState{Addr: s.Addr, State: quorum.StateUp.String(), RunID: b.RunID, LatencyMS: float64(s.Latency.Microseconds()) / 1000,
+		HorizonLeftS: math.Ceil(b.HorizonLeft.Seconds())}
+	var (
+		q   *quorum.QuarantineError
+		c   *quorum.ClockError
+		set *quorum.SetError
+	)
+	switch {
+	case s.Err == nil:
+	case errors.As(s.Err, &q):
+		st.State, st.Error, st.QuarantineLeftS, st.Reason = q.State().String(), quorum.KindQuarantined, math.Ceil(q.Left.Seconds()), q.Reason
+		// The probe's verdict decides, the engine tells what the wait rests on.
+		b.State, b.QuarantineLeft, b.Reason = q.State(), q.Left, q.Reason
+		st.WaitFor, st.WaitingFor = proxy.WaitFor(b), waitingFor(b)
+		if b.State == quorum.StateQuarantined && b.WitnessesNeeded > 0 {
+			st.Witnesses = fmt.Sprintf("%d/%d", b.Witnesses, b.WitnessesNeeded)
+		}
+	case errors.As(s.Err, &set):
+		st.State, st.Error, st.Detail = set.State.String(), quorum.KindOtherSet, set.Error()
+	case errors.As(s.Err, &c):
+		st.State, st.Error, st.ClockRate = quorum.StateClock.String(), quorum.KindClock, c.Rate
+	default:
+		st.State, st.Error = quorum.StateDown.String(), kindLabel(b.LastError)
+		if k := b.LastError; k == quorum.KindAuth || k == quorum.KindNotRedis {
+			st.Detail = s.Err.Error()
+		}
+		if st.Error == "" {
+			st.Error = quorum.KindError
+		}
+		// Refused when connected: it answers, but must not count.
+		if k := b.State; k == quorum.StateUnsupported || k == quorum.StateDuplicate || k == quorum.StateReplica {
+			st.State = k.String()
+		}
+	}
+	return st
+}
+
+// waitingFor says in words what b waits for before it counts, as /readyz
+// and the status page show it; "" when it does not wait.
+func waitingFor(b quorum.BackendState) string {
+	switch proxy.WaitFor(b) {
+	case quorum.WaitHorizon:
+		return "the longest lease it may have held ends in " + seconds(b.QuarantineLeft)
+	case quorum.WaitFull:
+		if b.WitnessesNeeded == 0 {
+			return "max_ttl"
+		}
+		only := ""
+		if b.Witnesses < b.WitnessesNeeded {
+			only = "only "
+		}
+		return fmt.Sprintf("max_ttl: %s%d of %d witnesses answered", only, b.Witnesses, b.WitnessesNeeded)
+	case quorum.WaitFloor:
+		return "a promoted replica's floor"
+	case proxy.WaitEpoch:
+		return "the leases of the backend set before the change"
+	}
+	return ""
+}
+
+// seconds writes d as whole seconds, rounded up as quarantine_left_s is:
+// "8 s". A wait shown as "0 s" while it lasts would read as over.
+func seconds(d time.Duration) string {
+	return fmt.Sprintf("%.0f s", math.Ceil(d.Seconds()))
 }
 
 // groupState is one shard group in the /readyz body, with several.

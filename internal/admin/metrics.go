@@ -42,7 +42,10 @@ var (
 	descState = prometheus.NewDesc("lockproxy_backend_state",
 		"1 for the backend's state now, 0 for the others: up, quarantined, epoch_wait, down, idle, unsupported, duplicate, replica, other_set, not_adopted, adopting, unrecorded, clock.", []string{"backend", "state"}, nil)
 	descWaitSeconds = prometheus.NewDesc("lockproxy_backend_wait_seconds",
-		"Seconds until a backend that answers counts toward quorum: its quarantine (state quarantined) or the epoch wait after a change of the backend set (state epoch_wait); 0 when it does not wait.", []string{"backend"}, nil)
+		"Seconds until a backend that answers counts toward quorum, by what the wait's end rests on: horizon (the longest lease it may have held, as its witnesses' horizons bound it), full (max_ttl: too few witnesses answered), floor (a promoted replica's floor), epoch (the epoch wait after a change of the backend set); 0 for the others, and for all when it does not wait.",
+		[]string{"backend", "wait_for"}, nil)
+	descHorizon = prometheus.NewDesc("lockproxy_backend_horizon_seconds",
+		"Seconds the longest lease recorded on the backend has left (its lease horizon), as last read; 0 when none.", []string{"backend"}, nil)
 	descReplies = prometheus.NewDesc("lockproxy_backend_replies_total",
 		"Backend votes that counted toward quorum.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("lockproxy_backend_failures_total",
@@ -195,7 +198,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.voteDuration.Describe(ch)
 	m.waitDuration.Describe(ch)
 	for _, d := range []*prometheus.Desc{descOperations, descCommands, descClients, descConnections,
-		descQuorum, descQuorumAvailable, descGroupQuorumAvailable, descUp, descQuarantined, descReplies, descFailures, descChanges, descClockRate,
+		descQuorum, descQuorumAvailable, descGroupQuorumAvailable, descUp, descQuarantined, descState, descWaitSeconds, descHorizon, descReplies, descFailures, descChanges, descClockRate,
 		descFencesMinted, descFenceWriteBacks, descFenceReseeds, descTopUps, descTopUpCopies, descSplitRetries, descSplitRetriesGranted, descWaiters, descReleaseNotices, descWaitReleases, descWakeUps, descSessionLocks, descSessionRenewals, descSessionLost, descBuildInfo} {
 		ch <- d
 	}
@@ -252,21 +255,36 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWaitReleases, prometheus.CounterValue, float64(waits.Releases))
 	ch <- prometheus.MustNewConstMetric(descWakeUps, prometheus.CounterValue, float64(waits.WakeUps))
 	for _, b := range m.groups.Backends() {
-		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
-		ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
-		for st := range quorum.State(quorum.NumStates) {
-			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, boolValue(b.State == st), b.Addr, st.String())
-		}
-		ch <- prometheus.MustNewConstMetric(descWaitSeconds, prometheus.GaugeValue, math.Ceil(b.QuarantineLeft.Seconds()), b.Addr)
-		ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
-		for kind, n := range b.Failures {
-			ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
-		}
-		for reason, n := range b.Changes {
-			ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(n), b.Addr, reason)
-		}
-		ch <- prometheus.MustNewConstMetric(descClockRate, prometheus.GaugeValue, b.ClockRate, b.Addr)
+		collectBackend(ch, b)
 	}
+}
+
+// collectBackend sends the series of backend b.
+func collectBackend(ch chan<- prometheus.Metric, b quorum.BackendState) {
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, boolValue(b.State == quorum.StateUp), b.Addr)
+	ch <- prometheus.MustNewConstMetric(descQuarantined, prometheus.GaugeValue, boolValue(b.State == quorum.StateQuarantined), b.Addr)
+	for st := range quorum.State(quorum.NumStates) {
+		ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, boolValue(b.State == st), b.Addr, st.String())
+	}
+	// Every ground a wait can rest on, as lockproxy_backend_state has every
+	// state: no series vanishes when the ground changes.
+	waitFor := proxy.WaitFor(b)
+	for _, w := range proxy.WaitsFor() {
+		left := 0.0
+		if w == waitFor {
+			left = math.Ceil(b.QuarantineLeft.Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(descWaitSeconds, prometheus.GaugeValue, left, b.Addr, w)
+	}
+	ch <- prometheus.MustNewConstMetric(descHorizon, prometheus.GaugeValue, b.HorizonLeft.Seconds(), b.Addr)
+	ch <- prometheus.MustNewConstMetric(descReplies, prometheus.CounterValue, float64(b.Replies), b.Addr)
+	for kind, n := range b.Failures {
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.CounterValue, float64(n), b.Addr, kindLabel(kind))
+	}
+	for reason, n := range b.Changes {
+		ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(n), b.Addr, reason)
+	}
+	ch <- prometheus.MustNewConstMetric(descClockRate, prometheus.GaugeValue, b.ClockRate, b.Addr)
 }
 
 func boolValue(b bool) float64 {

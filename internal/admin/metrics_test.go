@@ -153,6 +153,15 @@ func TestMetricsAfterLockCycle(t *testing.T) {
 		if got, ok := series(t, p.reg, "lockproxy_backend_failures_total", addr, "kind=connection_refused"); !ok || got != 0 {
 			t.Errorf("lockproxy_backend_failures_total{%s,connection_refused}: %v %v", addr, got, ok)
 		}
+		for _, w := range proxy.WaitsFor() {
+			if got, ok := series(t, p.reg, "lockproxy_backend_wait_seconds", addr, "wait_for="+w); !ok || got != 0 {
+				t.Errorf("lockproxy_backend_wait_seconds{%s,%s}: %v %v", addr, w, got, ok)
+			}
+		}
+		// The lock taken lasted 10 s: no horizon is longer.
+		if got, ok := series(t, p.reg, "lockproxy_backend_horizon_seconds", addr); !ok || got < 0 || got > 10 {
+			t.Errorf("lockproxy_backend_horizon_seconds{%s}: %v %v", addr, got, ok)
+		}
 	}
 
 	// INFO server shows the version the metric does.
@@ -379,4 +388,71 @@ func deployFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// backendsCollector collects the series of backends as an engine reports
+// them, without one.
+type backendsCollector []quorum.BackendState
+
+func (c backendsCollector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c backendsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c {
+		collectBackend(ch, b)
+	}
+}
+
+// TestMetricsBackendWaits: each backend has a wait series for every ground
+// a wait can rest on, its wait in the one it rests on now and 0 in the
+// others (in all when it does not wait), and its horizon.
+func TestMetricsBackendWaits(t *testing.T) {
+	c := backendsCollector{
+		{Addr: "up:1", State: quorum.StateUp, HorizonLeft: 2500 * time.Millisecond},
+		{Addr: "horizon:1", State: quorum.StateQuarantined, QuarantineLeft: 7200 * time.Millisecond, Reason: "restart",
+			WaitFor: quorum.WaitHorizon, Witnesses: 2, WitnessesNeeded: 2},
+		{Addr: "full:1", State: quorum.StateQuarantined, QuarantineLeft: 59 * time.Second, Reason: "unmarked",
+			WaitFor: quorum.WaitFull, Witnesses: 1, WitnessesNeeded: 2, HorizonLeft: 30 * time.Second},
+		{Addr: "floor:1", State: quorum.StateQuarantined, QuarantineLeft: 41 * time.Second, Reason: "failover", WaitFor: quorum.WaitFloor},
+		{Addr: "epoch:1", State: quorum.StateEpochWait, QuarantineLeft: 12 * time.Second, Reason: "epoch"},
+		// The engine's last word on a wait does not outlive it.
+		{Addr: "down:1", State: quorum.StateDown, WaitFor: quorum.WaitHorizon},
+	}
+	const want = `# HELP lockproxy_backend_horizon_seconds Seconds the longest lease recorded on the backend has left (its lease horizon), as last read; 0 when none.
+# TYPE lockproxy_backend_horizon_seconds gauge
+lockproxy_backend_horizon_seconds{backend="down:1"} 0
+lockproxy_backend_horizon_seconds{backend="epoch:1"} 0
+lockproxy_backend_horizon_seconds{backend="floor:1"} 0
+lockproxy_backend_horizon_seconds{backend="full:1"} 30
+lockproxy_backend_horizon_seconds{backend="horizon:1"} 0
+lockproxy_backend_horizon_seconds{backend="up:1"} 2.5
+# HELP lockproxy_backend_wait_seconds Seconds until a backend that answers counts toward quorum, by what the wait's end rests on: horizon (the longest lease it may have held, as its witnesses' horizons bound it), full (max_ttl: too few witnesses answered), floor (a promoted replica's floor), epoch (the epoch wait after a change of the backend set); 0 for the others, and for all when it does not wait.
+# TYPE lockproxy_backend_wait_seconds gauge
+lockproxy_backend_wait_seconds{backend="down:1",wait_for="epoch"} 0
+lockproxy_backend_wait_seconds{backend="down:1",wait_for="floor"} 0
+lockproxy_backend_wait_seconds{backend="down:1",wait_for="full"} 0
+lockproxy_backend_wait_seconds{backend="down:1",wait_for="horizon"} 0
+lockproxy_backend_wait_seconds{backend="epoch:1",wait_for="epoch"} 12
+lockproxy_backend_wait_seconds{backend="epoch:1",wait_for="floor"} 0
+lockproxy_backend_wait_seconds{backend="epoch:1",wait_for="full"} 0
+lockproxy_backend_wait_seconds{backend="epoch:1",wait_for="horizon"} 0
+lockproxy_backend_wait_seconds{backend="floor:1",wait_for="epoch"} 0
+lockproxy_backend_wait_seconds{backend="floor:1",wait_for="floor"} 41
+lockproxy_backend_wait_seconds{backend="floor:1",wait_for="full"} 0
+lockproxy_backend_wait_seconds{backend="floor:1",wait_for="horizon"} 0
+lockproxy_backend_wait_seconds{backend="full:1",wait_for="epoch"} 0
+lockproxy_backend_wait_seconds{backend="full:1",wait_for="floor"} 0
+lockproxy_backend_wait_seconds{backend="full:1",wait_for="full"} 59
+lockproxy_backend_wait_seconds{backend="full:1",wait_for="horizon"} 0
+lockproxy_backend_wait_seconds{backend="horizon:1",wait_for="epoch"} 0
+lockproxy_backend_wait_seconds{backend="horizon:1",wait_for="floor"} 0
+lockproxy_backend_wait_seconds{backend="horizon:1",wait_for="full"} 0
+lockproxy_backend_wait_seconds{backend="horizon:1",wait_for="horizon"} 8
+lockproxy_backend_wait_seconds{backend="up:1",wait_for="epoch"} 0
+lockproxy_backend_wait_seconds{backend="up:1",wait_for="floor"} 0
+lockproxy_backend_wait_seconds{backend="up:1",wait_for="full"} 0
+lockproxy_backend_wait_seconds{backend="up:1",wait_for="horizon"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "lockproxy_backend_wait_seconds", "lockproxy_backend_horizon_seconds"); err != nil {
+		t.Error(err)
+	}
 }

@@ -113,6 +113,7 @@ type statusView struct {
 
 type backendView struct {
 	Addr, State, RunID, Server, Latency, Error, QuarantineLeft, Clock string
+	WaitingFor                                                        string // what it waits for, in words
 	Group                                                             int
 }
 
@@ -155,27 +156,11 @@ func (p *StatusPage) view(ctx context.Context, now time.Time) statusView {
 	// it; the page shows every measured one.
 	known := p.groups.Backends()
 	for i, s := range states {
-		b := backendView{Addr: s.Addr, State: s.State, RunID: s.RunID, Server: "—", Error: s.Error, Latency: "—", Clock: "not measured"}
-		if s.Group != nil {
-			b.Group = *s.Group
-		}
-		if s.RunID != "" { // the first 8 of its 40 hex digits tell servers apart at a glance
-			b.Server = s.RunID[:min(8, len(s.RunID))] + "…"
-		}
-		if s.LatencyMS > 0 {
-			b.Latency = fmt.Sprintf("%.2f ms", s.LatencyMS)
-		}
-		if s.QuarantineLeftS > 0 {
-			b.QuarantineLeft = fmt.Sprintf("%.0f s (%s)", s.QuarantineLeftS, s.Reason)
-		}
 		rate := s.ClockRate
 		if rate == 0 && i < len(known) {
 			rate = known[i].ClockRate
 		}
-		if rate != 0 && !math.IsNaN(rate) {
-			b.Clock = fmt.Sprintf("%.5f", rate)
-		}
-		v.Backends = append(v.Backends, b)
+		v.Backends = append(v.Backends, backendViewOf(s, rate))
 	}
 	v.Window, v.Ops, v.Total = p.opsView(now)
 	if p.held != nil {
@@ -200,6 +185,28 @@ func (p *StatusPage) view(ctx context.Context, now time.Time) statusView {
 		}
 	}
 	return v
+}
+
+// backendViewOf formats a backend's row: s as the probe found it, its
+// clock's rate as last measured.
+func backendViewOf(s backendState, rate float64) backendView {
+	b := backendView{Addr: s.Addr, State: s.State, RunID: s.RunID, Server: "—", Error: s.Error, Latency: "—", Clock: "not measured", WaitingFor: s.WaitingFor}
+	if s.Group != nil {
+		b.Group = *s.Group
+	}
+	if s.RunID != "" { // the first 8 of its 40 hex digits tell servers apart at a glance
+		b.Server = s.RunID[:min(8, len(s.RunID))] + "…"
+	}
+	if s.LatencyMS > 0 {
+		b.Latency = fmt.Sprintf("%.2f ms", s.LatencyMS)
+	}
+	if s.QuarantineLeftS > 0 {
+		b.QuarantineLeft = fmt.Sprintf("%.0f s (%s)", s.QuarantineLeftS, s.Reason)
+	}
+	if rate != 0 && !math.IsNaN(rate) {
+		b.Clock = fmt.Sprintf("%.5f", rate)
+	}
+	return b
 }
 
 // opsView formats the rates of the operations that happened in the window.

@@ -181,6 +181,23 @@ func TestStatusPageHTTP(t *testing.T) {
 	}
 }
 
+// TestStatusPageWaits: a waiting backend's row says what it waits for, in
+// words, beside how long (the cases of TestReadyzWaits).
+func TestStatusPageWaits(t *testing.T) {
+	for _, tc := range waitCases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := probedState(quorum.NodeStatus{Addr: "10.0.0.1:6379", Latency: 1200 * time.Microsecond, Err: tc.err}, tc.known)
+			var page bytes.Buffer
+			if err := statusTemplate.Execute(&page, statusView{HasQuorum: true, Backends: []backendView{backendViewOf(st, tc.known.ClockRate)}}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(page.String(), tc.row) {
+				t.Errorf("the page lacks\n%s\n%s", tc.row, page.String())
+			}
+		})
+	}
+}
+
 // TestOpsSampler: the rates are over the last opsWindow, not since start,
 // by operation and outcome.
 func TestOpsSampler(t *testing.T) {
