@@ -108,6 +108,7 @@ type identity struct {
 	eviction string        // the maxmemory-policy when it may evict locks, else ""
 	seeded   bool          // its fencing counter was re-seeded since the process started (seed.go)
 	horizon  time.Duration // how long the longest lease recorded on it has left (0: none)
+	marker   admit.Marker  // the marker as the script left it
 }
 
 func parseIdentity(replies []backend.Reply) (identity, error) {
@@ -132,6 +133,9 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, err
 	}
 	id.left = time.Duration(until-now) * time.Millisecond
+	if id.runID != "" && id.role == "master" {
+		id.marker = admit.Marker{Present: true, Owner: id.runID, Until: until, Reason: id.reason}
+	}
 	id.promoted = promoted == 1
 	id.seeded = seeded == 1
 	return id, nil
@@ -289,7 +293,7 @@ func (n *node) observe(g backend.Greeting, id identity) {
 	// uptime_in_seconds is rounded down, so this errs towards a longer wait.
 	n.upSince = now.Add(-g.Uptime)
 	n.markerUntil, n.reason = now.Add(id.left), id.reason
-	n.marked = id.runID != ""
+	n.marked, n.marker = id.runID != "", id.marker
 	n.setRecordLocked(id.record, id.runID == "")
 	// Without the identity script's word (a server that is not Redis, or
 	// the tests' control) there is nothing to re-seed by.
@@ -354,6 +358,7 @@ func (n *node) learn(id identity) bool {
 	if moved {
 		n.markerUntil, n.reason = until, id.reason
 	}
+	n.marker = id.marker
 	n.setRecordLocked(id.record, false)
 	if id.seeded {
 		n.unseeded = false

@@ -69,6 +69,9 @@ type node struct {
 	// marked is set when its identity script told its marker: the marker
 	// then says when its waits end, and its uptime is not asked.
 	marked bool
+	// marker is its marker as the last identity script left it, which a
+	// proof of its horizon (settle.go) may lower only while it stands.
+	marker admit.Marker
 	// What the last records read told for status (settle.go): what its
 	// wait rests on (WaitHorizon...; "" when none), how many witnesses
 	// answered and are needed, and how long the longest lease recorded

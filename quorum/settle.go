@@ -62,7 +62,7 @@ func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) 
 		}
 		n.mu.Lock()
 		waiting := n.marked && n.waitLeft() > 0 && lossReason(n.reason)
-		since, runID, until, reason := n.lostSince(), n.runID, n.markerUntil, n.reason
+		since, read, until, reason := n.lostSince(), n.marker, n.markerUntil, n.reason
 		n.witnesses, n.needed = len(remaining), needed
 		switch {
 		case !waiting:
@@ -94,7 +94,7 @@ func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) 
 			continue
 		}
 		left := e.clock.Until(end)
-		r, err := n.run(ctx, settleScript, []string{markerKey}, runID, max(left, 0).Milliseconds()+1)
+		r, err := n.run(ctx, settleScript, []string{markerKey}, read.String(), max(left, 0).Milliseconds()+1)
 		if ms, _ := r.Integer(); err != nil || ms < 0 {
 			continue // read again in a round
 		}
