@@ -16,8 +16,9 @@
 //
 // Files: record.go (Set, a backend's set record, and Relate), claim.go
 // (View, Claims, Counts, Seed), marker.go (the quarantine marker: Mark),
-// adopt.go (PlanAdopt, Blocking).
+// adopt.go (PlanAdopt, Blocking), horizon.go (the lease horizon that
+// ends a lost member's wait: Witnesses, Settle, Settled).
 //
-// docs/design/membership.md gives the argument; its safety and liveness
-// are what the model checks.
+// docs/design/membership.md and docs/design/horizon.md give the argument;
+// their safety and liveness are what the model checks.
 package admit
