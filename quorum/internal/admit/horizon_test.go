@@ -62,36 +62,40 @@ func TestSettle(t *testing.T) {
 }
 
 // TestSettled: a proof lowers only a loss's wait (restart, unmarked,
-// failover) of the process it names, and never raises one.
+// failover), only where the marker is still the one its read found, and
+// never raises one.
 func TestSettled(t *testing.T) {
 	wait := func(reason string) Marker {
 		return Marker{Present: true, Owner: "me", Until: 5000, Reason: reason}
 	}
+	rewritten := wait(ReasonRestart)
+	rewritten.Until = 4000
 	for _, tc := range []struct {
-		name  string
-		m     Marker
-		runID string
-		end   int64
-		want  int64 // the marker's end after; its other fields never change
+		name    string
+		m, read Marker
+		end     int64
+		want    int64 // the marker's end after; its other fields never change
 	}{
-		{"restart", wait(ReasonRestart), "me", 1200, 1200},
-		{"unmarked", wait(ReasonUnmarked), "me", 1200, 1200},
-		{"failover", wait(ReasonFailover), "me", 1200, 1200},
-		{"an end already past", wait(ReasonRestart), "me", 0, 0},
-		{"an epoch wait: adopt decides it", wait(ReasonEpoch), "me", 1200, 5000},
-		{"an earlier version's marker, reason unknown", wait(""), "me", 1200, 5000},
-		{"another process's marker (a promoted replica's old master's)", wait(ReasonRestart), "other", 1200, 5000},
-		{"a later end", wait(ReasonRestart), "me", 7000, 5000},
-		{"the same end", wait(ReasonRestart), "me", 5000, 5000},
+		{"restart", wait(ReasonRestart), wait(ReasonRestart), 1200, 1200},
+		{"unmarked", wait(ReasonUnmarked), wait(ReasonUnmarked), 1200, 1200},
+		{"failover", wait(ReasonFailover), wait(ReasonFailover), 1200, 1200},
+		{"an end already past", wait(ReasonRestart), wait(ReasonRestart), 0, 0},
+		{"an epoch wait: adopt decides it", wait(ReasonEpoch), wait(ReasonEpoch), 1200, 5000},
+		{"an earlier version's marker, reason unknown", wait(""), wait(""), 1200, 5000},
+		{"another process's marker (a promoted replica's old master's)", wait(ReasonRestart), Marker{Present: true, Owner: "other", Until: 5000, Reason: ReasonRestart}, 1200, 5000},
+		{"the same process marked anew since the read (emptied again)", wait(ReasonUnmarked), wait(ReasonRestart), 1200, 5000},
+		{"a marker lowered or written since the read", wait(ReasonRestart), rewritten, 1200, 5000},
+		{"a later end", wait(ReasonRestart), wait(ReasonRestart), 7000, 5000},
+		{"the same end", wait(ReasonRestart), wait(ReasonRestart), 5000, 5000},
 	} {
-		got := Settled(tc.m, tc.runID, tc.end)
+		got := Settled(tc.m, tc.read, tc.end)
 		want := tc.m
 		want.Until = tc.want
 		if got != want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
 		}
 	}
-	if got := Settled(Marker{}, "me", 0); got != (Marker{}) {
+	if got := Settled(Marker{}, Marker{}, 0); got != (Marker{}) {
 		t.Errorf("no marker: %+v, want none", got)
 	}
 }

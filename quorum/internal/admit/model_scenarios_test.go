@@ -186,6 +186,15 @@ var scenarios = []struct {
 		deep: budget{restarts: 3, flushes: 1, grants: 2, extends: 2},
 	},
 	{
+		// Proofs written a round trip after their read: meanwhile the
+		// member may have counted, lost its data set again (emptied) and
+		// been marked anew by the same process. A proof lowers only the
+		// marker its read found.
+		scenario: scenario{name: "horizon, late proofs", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, lateProofs: true, budget: budget{restarts: 1, flushes: 1, grants: 2, extends: 1}},
+		deep: budget{restarts: 1, flushes: 1, cuts: 1, grants: 2, extends: 1},
+	},
+	{
 		// Short leases only: a member restarted empty counts again one
 		// short lease after, not max_ttl.
 		scenario: scenario{name: "horizon, short leases", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
@@ -346,6 +355,21 @@ var controls = []struct {
 		d: func() decisions {
 			d := ours
 			d.settle = func(int, int, []int64) (int64, bool) { return 0, false }
+			return d
+		},
+	},
+	{
+		// lua/settle.lua as first written: it lowers any marker of the
+		// process read, one marked anew since the read included.
+		name: "proofs by run_id alone", scenario: "horizon, late proofs", kind: "safety", budget: &budget{restarts: 1, flushes: 1, cuts: 1, grants: 2},
+		d: func() decisions {
+			d := ours
+			d.settled = func(m, read Marker, end int64) Marker {
+				if m.Owner != read.Owner {
+					return m
+				}
+				return Settled(m, m, end)
+			}
 			return d
 		},
 	},

@@ -34,7 +34,8 @@ import (
 // to the expiry it gives; every proxy's read of the records ends a lost
 // member's wait (restart, emptied, failover) once enough witnesses answer,
 // when the longest of their horizons has passed (Settle, Settled). Leases
-// then are short (1 tick) or long (max_ttl). Its invariant, on every
+// then are short (1 tick) or long (max_ttl); a proof is written in its
+// read's step, or (lateProofs) any time later. Its invariant, on every
 // transition: no lock copy outlives its data set's horizon.
 //
 // Every decision about which backends count is the package's own
@@ -91,7 +92,10 @@ type scenario struct {
 	// blindExtends: extensions do not raise the horizon (a negative
 	// control's bug).
 	blindExtends bool
-	budget       budget
+	// lateProofs: a proof is written some time after its read, as
+	// lua/settle.lua runs a round trip later, not in the read's step.
+	lateProofs bool
+	budget     budget
 }
 
 // fillRule is how a top-up's copies are sent (topup.go).
@@ -131,7 +135,7 @@ type decisions struct {
 	seed      func(int, int, int) (bool, bool)
 	duplicate func([]string, int, string) int
 	settle    func(int, int, []int64) (int64, bool)
-	settled   func(Marker, string, int64) Marker
+	settled   func(m, read Marker, end int64) Marker
 	witness   func(rel Relation, marked, waiting, clockOff bool) bool
 }
 
@@ -203,6 +207,38 @@ type pstate struct {
 	cfg        uint8 // 0: stopped; an epoch; or the stray configuration
 	superseded bool  // it has seen another set's record (admit.Claims)
 	views      [maxB]view
+	proof      proof
+}
+
+// proof is a horizon's proof that a proxy read and has yet to write
+// (scenario.lateProofs): member b-1 may count in end ticks; its marker,
+// when read, named process inc, for reason, ending in until; stale once
+// it was written since (ticks are too coarse to tell two markers apart by
+// their ends, which the backend's milliseconds do). b 0: none.
+type proof struct {
+	b, inc, reason uint8
+	end, until     int8
+	stale          bool
+}
+
+// read is the marker as the proof's read found it, unlike any written
+// since.
+func (pr proof) read() Marker {
+	m := marker(bdata{mOwner: pr.inc, mUntil: pr.until, mReason: pr.reason})
+	if pr.stale {
+		m.Until = -1
+	}
+	return m
+}
+
+// rewrote makes stale the proofs in flight for server s, whose marker
+// was just written.
+func (m *model) rewrote(w *world, s int) {
+	for p := range w.p {
+		if pr := &w.p[p].proof; pr.b != 0 && w.server(int(pr.b)-1) == s {
+			pr.stale = true
+		}
+	}
 }
 
 type holderState struct {
@@ -326,6 +362,9 @@ func (m *model) canonical(w *world) world {
 	// server it claims, where addresses can move), and a promotion matters
 	// only until the marker names the new process.
 	for p := range c.p {
+		if pr := &c.p[p].proof; pr.b != 0 {
+			pr.inc = same(pr.inc, w.b[w.server(int(pr.b)-1)].inc)
+		}
 		for a := range m.backends {
 			v := &c.p[p].views[a]
 			switch {
@@ -423,6 +462,9 @@ func (m *model) canonical(w *world) world {
 			v := src.p[p].views[from]
 			v.srv = rename(v.srv)
 			c.p[p].views[to] = v
+			if src.p[p].proof.b == uint8(from+1) {
+				c.p[p].proof.b = uint8(to + 1)
+			}
 			c.cut[p] = c.cut[p]&^(1<<to) | (src.cut[p]>>from&1)<<to
 		}
 		if f, t := posOf[from], posOf[to]; f >= 0 {
@@ -493,11 +535,12 @@ const (
 	aUnalias
 	aFill // a top-up queues a copy
 	aFlush
-	aLand // a queued copy lands
+	aLand  // a queued copy lands
+	aProve // a proof read earlier is written (lateProofs)
 )
 
 var actionNames = [...]string{"tick", "acquire", "release", "extend",
-	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush", "land"}
+	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush", "land", "prove"}
 
 // action is one event; after it, the proxies read the records in index
 // order, or the other way round with reverse: which one claims a record
@@ -581,6 +624,10 @@ func (m *model) tick(w *world) {
 			}
 		}
 		for p := range w.p {
+			if b == 0 {
+				back(&w.p[p].proof.end, 0)
+				back(&w.p[p].proof.until, 0)
+			}
 			v := &w.p[p].views[b]
 			back(&v.until, 0)
 			back(&v.upAt, m.long())
@@ -677,7 +724,11 @@ func setMarker(d *bdata, mk Marker, inc uint8) {
 // identity is lua/identity.lua on backend b: the marker's greeting.
 func (m *model) identity(w *world, b int) {
 	bs := &w.b[b]
-	mk := m.d.mark(marker(bs.data), runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
+	before := marker(bs.data)
+	mk := m.d.mark(before, runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
+	if mk != before {
+		m.rewrote(w, b)
+	}
 	setMarker(&bs.data, mk, bs.inc)
 }
 
@@ -823,13 +874,44 @@ func (m *model) settleByHorizons(w *world, p int, views []View) {
 		}
 		bs := w.at(b)
 		before := marker(bs.data)
-		after := m.d.settled(before, runID(bs.inc), longest)
+		after := m.d.settled(before, before, longest)
 		if after == before {
 			continue
 		}
+		if m.lateProofs {
+			// Written a round trip later; the proxy reads again only
+			// once it is.
+			if ps.proof.b == 0 {
+				ps.proof = proof{b: uint8(b + 1), inc: bs.inc, reason: bs.data.mReason, end: int8(longest), until: bs.data.mUntil}
+			}
+			return
+		}
 		m.lowered++
+		m.rewrote(w, w.server(b))
 		setMarker(&bs.data, after, bs.inc)
 		ps.views[b].until = bs.data.mUntil
+	}
+}
+
+// prove writes proxy p's proof (lua/settle.lua), as Settled decides.
+func (m *model) prove(w *world, p int) {
+	pr := w.p[p].proof
+	w.p[p].proof = proof{}
+	b := int(pr.b) - 1
+	if !w.p[p].views[b].up || m.cutOff(w, p, b) {
+		return // the write is lost; the next read proves again
+	}
+	d := &w.at(b).data
+	before := marker(*d)
+	after := m.d.settled(before, pr.read(), int64(pr.end))
+	if after == before {
+		return
+	}
+	m.lowered++
+	m.rewrote(w, w.server(b))
+	d.mUntil = int8(after.Until) // the owner may be a process gone since (persisted)
+	if v := &w.p[p].views[b]; v.inc == w.at(b).inc {
+		v.until = d.mUntil
 	}
 }
 
@@ -911,6 +993,9 @@ func (m *model) successors(w *world) []action {
 			if v := w.p[p].views[b]; v.fill != 0 && v.up && !m.cutOff(w, p, b) {
 				add(aLand, p, b, 0)
 			}
+		}
+		if w.p[p].proof.b != 0 {
+			add(aProve, p, 0, 0)
 		}
 	}
 	for a := range m.backends {
@@ -1058,11 +1143,13 @@ func (m *model) act(w *world, a action) string {
 		} else {
 			*bs = bstate{inc: bs.inc + 1, clockOff: bs.clockOff, healedAt: bs.healedAt}
 		}
+		m.rewrote(w, b)
 		m.down(w, b)
 	case aFailover:
 		w.used.failovers++
 		bs := &w.b[b]
 		bs.data, bs.inc, bs.promoted, bs.upAt = bs.replica, bs.inc+1, true, m.long()
+		m.rewrote(w, b)
 		m.down(w, b)
 	case aReplicate:
 		w.b[b].replica = w.b[b].data
@@ -1113,9 +1200,12 @@ func (m *model) act(w *world, a action) string {
 		m.queueFill(w, a.x, b)
 	case aLand:
 		return m.land(w, p, b)
+	case aProve:
+		m.prove(w, p)
 	case aFlush:
 		w.used.flushes++
 		w.b[b].data = bdata{}
+		m.rewrote(w, b)
 	}
 	return ""
 }
@@ -1356,6 +1446,7 @@ func (m *model) adoptStep(w *world) {
 			if a.wait&(1<<i) != 0 {
 				mk := m.d.mark(marker(bs.data), runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
 				setMarker(&bs.data, Wait(mk, 0, int64(m.ttl)), bs.inc)
+				m.rewrote(w, w.server(b))
 			}
 		}
 		bs.replica = bs.data
@@ -1426,6 +1517,11 @@ func (m *model) quiet(w world) string {
 		}
 	}
 	m.redial(&w)
+	for p := range w.p {
+		if w.p[p].proof.b != 0 {
+			m.prove(&w, p)
+		}
+	}
 	for b := range m.backends {
 		if w.b[b].clockOff {
 			w.b[b].clockOff, w.b[b].healedAt = false, 0
