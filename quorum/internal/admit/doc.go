@@ -3,9 +3,8 @@
 // backend's set record names this proxy's set (Relate), which backends a
 // proxy may record its set on (Claims), what lockproxy adopt writes when
 // the set changes (PlanAdopt), the quarantine marker that a greeting
-// writes (Mark), whether a backend's vote counts (Counts), whether a
-// re-seed of a fencing counter may go ahead (Seed), and when the lease
-// horizons of enough others end a lost backend's wait (Settle).
+// writes (Mark), whether a backend's vote counts (Counts), and whether a
+// re-seed of a fencing counter may go ahead (Seed).
 //
 // It knows nothing of connections, time sources or Redis: package quorum
 // reads the facts and applies these decisions, and the model checker in
@@ -17,9 +16,9 @@
 //
 // Files: record.go (Set, a backend's set record, and Relate), claim.go
 // (View, Claims, Counts, Seed), marker.go (the quarantine marker: Mark),
-// adopt.go (PlanAdopt, Blocking), horizon.go (Witnesses, Settle,
-// Settled).
+// adopt.go (PlanAdopt, Blocking), horizon.go (the lease horizon that
+// ends a lost member's wait: Witnesses, Settle, Settled).
 //
-// docs/design/membership.md and docs/design/horizon.md give the argument; its safety and liveness
-// are what the model checks.
+// docs/design/membership.md and docs/design/horizon.md give the argument;
+// their safety and liveness are what the model checks.
 package admit

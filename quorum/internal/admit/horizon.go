@@ -35,14 +35,21 @@ func Settle(n, q int, remaining []int64) (longest int64, ok bool) {
 	return longest, true
 }
 
-// Settled is marker m once a read proved that every lease its member may
-// have lost is gone by end (ms, the member's clock): its end moves there
-// when it names runID, is later, and is a loss's wait (restart, unmarked,
-// failover; an epoch wait is decided by adopt). lua/settle.lua does the
-// same.
-func Settled(m Marker, runID string, end int64) Marker {
+// Settled is marker m once a read that found marker read proved that
+// every lease its member may have lost is gone by end (ms, the member's
+// clock): its end moves there when m is still the marker read, is later,
+// and is a loss's wait (restart, unmarked, failover; an epoch wait is
+// decided by adopt). lua/settle.lua does the same.
+//
+// The marker read, not only its process: the proof is written a round
+// trip after its read, and meanwhile the wait may have ended, the member
+// counted, then lost its data set again without a restart (FLUSHALL) and
+// been marked anew by the same process: a proof of the earlier loss
+// would cut the new wait short, and the leases it lost are younger than
+// the read (the model checker's "horizon, late proofs" finds two holders).
+func Settled(m, read Marker, end int64) Marker {
 	switch {
-	case !m.Present || m.Owner != runID || end >= m.Until:
+	case !m.Present || m != read || end >= m.Until:
 	case m.Reason == ReasonRestart || m.Reason == ReasonUnmarked || m.Reason == ReasonFailover:
 		m.Until = end
 	}

@@ -144,6 +144,70 @@ var scenarios = []struct {
 			proxies: []int{1, 1}, ttl: 2, budget: budget{restarts: 1, adopts: 1, grants: 2}},
 		deep: budget{restarts: 2, adopts: 2, grants: 2, proxyRestarts: 1},
 	},
+	// The lease horizon (issue 37, docs/design/horizon.md): a lost member
+	// waits until the horizons its witnesses answer have passed, not
+	// max_ttl. Leases short (1 tick) and long (max_ttl, 3 ticks), granted
+	// and extended in every order; invariants also: every lock copy
+	// expires by its data set's horizon.
+	{
+		// One of three lost, a partition that may hide a witness.
+		scenario: scenario{name: "horizon, 3", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{restarts: 1, cuts: 1, grants: 2, extends: 2}},
+		deep: budget{restarts: 2, cuts: 1, fills: 1, grants: 3, extends: 2},
+	},
+	{
+		// A restart and a failover to a replica that may lag (its
+		// horizon with it): each lost alone, or both at once.
+		scenario: scenario{name: "horizon, 3, failover", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{restarts: 1, failovers: 1, grants: 2, extends: 1}},
+		deep: budget{restarts: 1, failovers: 2, grants: 2, extends: 2},
+	},
+	{
+		// Copies of a held lock record the horizon as grants do; a member
+		// emptied while connected settles as one restarted.
+		scenario: scenario{name: "horizon, 3, top-ups", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{restarts: 1, flushes: 1, fills: 1, grants: 2, extends: 1}},
+		deep: budget{restarts: 1, flushes: 1, fills: 2, cuts: 1, grants: 2, extends: 2},
+	},
+	{
+		scenario: scenario{name: "horizon, 5", backends: 5, sets: [][]int{{0, 1, 2, 3, 4}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{restarts: 1, cuts: 1, grants: 2, extends: 2}},
+		deep: budget{restarts: 1, failovers: 1, cuts: 1, grants: 2, extends: 2},
+	},
+	{
+		scenario: scenario{name: "horizon, 5, failover", backends: 5, sets: [][]int{{0, 1, 2, 3, 4}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{failovers: 1, grants: 2, extends: 1}},
+		deep: budget{failovers: 2, grants: 2, extends: 2},
+	},
+	{
+		// Two of five lost at once: each settles by the three left.
+		scenario: scenario{name: "horizon, 5, two lost", backends: 5, sets: [][]int{{0, 1, 2, 3, 4}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{restarts: 2, flushes: 1, grants: 2, extends: 1}},
+		deep: budget{restarts: 3, flushes: 1, grants: 2, extends: 2},
+	},
+	{
+		// Proofs written a round trip after their read: meanwhile the
+		// member may have counted, lost its data set again (emptied) and
+		// been marked anew by the same process. A proof lowers only the
+		// marker its read found.
+		scenario: scenario{name: "horizon, late proofs", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1, 3}, lateProofs: true, budget: budget{flushes: 2, cuts: 1, grants: 2}},
+		deep: budget{restarts: 1, flushes: 2, cuts: 1, grants: 2, extends: 1},
+	},
+	{
+		// Short leases only: a member restarted empty counts again one
+		// short lease after, not max_ttl.
+		scenario: scenario{name: "horizon, short leases", backends: 3, sets: [][]int{{0, 1, 2}}, initial: 1, proxies: []int{1, 1},
+			ttl: 3, horizons: true, leases: []int{1}, wake: 1, budget: budget{restarts: 1, grants: 2, extends: 1}},
+		deep: budget{restarts: 1, flushes: 1, grants: 3, extends: 2},
+	},
+	{
+		// An adopt across restarts: an epoch wait is never settled by
+		// horizons, and a member waiting one is no witness.
+		scenario: scenario{name: "horizon, adopt", backends: 3, sets: [][]int{{0, 1, 2}, {0, 1, 2}}, initial: 1, adopts: []int{2},
+			proxies: []int{1, 2}, ttl: 3, horizons: true, leases: []int{1, 3}, budget: budget{restarts: 1, adopts: 1, grants: 2}},
+		deep: budget{restarts: 2, failovers: 1, adopts: 1, grants: 2, extends: 1},
+	},
 }
 
 // controls are the model checker's negative controls: a decision with a
@@ -153,8 +217,10 @@ var controls = []struct {
 	scenario string
 	budget   *budget // in place of the scenario's
 	fills    fillRule
-	kind     string
-	d        func() decisions
+	// blindExtends: extensions that do not raise the horizon.
+	blindExtends bool
+	kind         string
+	d            func() decisions
 }{
 	{
 		// Issue 33's wedge, in this design: without the rule that gives a set
@@ -255,6 +321,63 @@ var controls = []struct {
 		d: func() decisions { return ours },
 	},
 	{
+		// The wait ends at the loss, as if every lease had ended (the
+		// engine's own control, LOCKPROXY_NEGATIVE_CONTROL=horizon).
+		name: "horizon ignored", scenario: "horizon, 3", kind: "safety",
+		d: func() decisions {
+			d := ours
+			d.settle = func(int, int, []int64) (int64, bool) { return 0, true }
+			return d
+		},
+	},
+	{
+		name: "one witness too few", scenario: "horizon, 3", kind: "safety", budget: &budget{restarts: 1, cuts: 2, grants: 2},
+		d: func() decisions {
+			d := ours
+			d.settle = func(n, q int, remaining []int64) (int64, bool) {
+				return Settle(n-1, q, remaining) // n-q witnesses: one of the quorums that held a lease may go unread
+			}
+			return d
+		},
+	},
+	{
+		name: "a lost member as a witness", scenario: "horizon, 3", kind: "safety", budget: &budget{restarts: 2, cuts: 1, grants: 2},
+		d: func() decisions {
+			d := ours
+			d.witness = func(rel Relation, marked, _, clockOff bool) bool { return witness(rel, marked, false, clockOff) }
+			return d
+		},
+	},
+	{
+		// Without the rule, a member restarted empty waits max_ttl: the
+		// short leases' scenario must notice.
+		name: "no wait settled", scenario: "horizon, short leases", kind: "liveness",
+		d: func() decisions {
+			d := ours
+			d.settle = func(int, int, []int64) (int64, bool) { return 0, false }
+			return d
+		},
+	},
+	{
+		// lua/settle.lua as first written: it lowers any marker of the
+		// process read, one marked anew since the read included.
+		name: "proofs by run_id alone", scenario: "horizon, late proofs", kind: "safety",
+		d: func() decisions {
+			d := ours
+			d.settled = func(m, read Marker, end int64) Marker {
+				if m.Owner != read.Owner {
+					return m
+				}
+				return Settled(m, m, end)
+			}
+			return d
+		},
+	},
+	{
+		name: "extensions that do not record", scenario: "horizon, 3", kind: "safety", blindExtends: true,
+		d: func() decisions { return ours },
+	},
+	{
 		name: "adopt stops no old set", scenario: "replace two of 3", kind: "safety", budget: &budget{adopts: 1, grants: 2, proxyRestarts: 1},
 		d: func() decisions {
 			d := ours
@@ -285,8 +408,8 @@ func scenarioNamed(t *testing.T, name string) scenario {
 // TestModel explores every scenario with the package's decisions: no
 // violation of safety or liveness in any.
 func TestModel(t *testing.T) {
-	t.Log("invariants, on every transition: no two holders' validity overlaps; fencing tokens only grow; a proxy of a stray configuration writes no record; a top-up's copy lands only while its lock is held, for no longer than its validity")
-	t.Log("liveness, from every state: once faults stop (partitions heal, clocks run true, every adopt is run to its end), every backend of the current set counts for every proxy of it within max_ttl")
+	t.Log("invariants, on every transition: no two holders' validity overlaps; fencing tokens only grow; a proxy of a stray configuration writes no record; a top-up's copy lands only while its lock is held, for no longer than its validity; with horizons, no lock copy outlives its data set's horizon")
+	t.Log("liveness, from every state: once faults stop (partitions heal, clocks run true, every adopt is run to its end), every backend of the current set counts for every proxy of it within max_ttl (horizon, short leases: within one short lease)")
 	for _, s := range scenarios {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
@@ -298,6 +421,9 @@ func TestModel(t *testing.T) {
 			t.Logf("%-18s %s", s.name+":", r)
 			if r.violation != "" {
 				t.Fatalf("%s", r)
+			}
+			if sc.horizons && r.lowered == 0 {
+				t.Fatal("no wait was ever settled by horizons: the rule is not exercised")
 			}
 		})
 	}
@@ -313,7 +439,7 @@ func TestModelNegativeControls(t *testing.T) {
 			if c.budget != nil {
 				s.budget = *c.budget
 			}
-			s.fills = c.fills
+			s.fills, s.blindExtends = c.fills, c.blindExtends
 			r := newModel(s, c.d()).explore(*modelLimit)
 			if r.kind != c.kind {
 				t.Fatalf("%s: want a %s violation, got %s", c.name, c.kind, r)

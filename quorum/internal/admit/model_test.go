@@ -29,6 +29,15 @@ import (
 // copy lands: it is of a lock still held, and it lasts no longer than the
 // lock's validity.
 //
+// The lease horizon (horizon.go, docs/design/horizon.md), in the
+// scenarios that record it: every lock script raises its member's horizon
+// to the expiry it gives; every proxy's read of the records ends a lost
+// member's wait (restart, emptied, failover) once enough witnesses answer,
+// when the longest of their horizons has passed (Settle, Settled). Leases
+// then are short (1 tick) or long (max_ttl); a proof is written in its
+// read's step, or (lateProofs) any time later. Its invariant, on every
+// transition: no lock copy outlives its data set's horizon.
+//
 // Every decision about which backends count is the package's own
 // function, called as quorum calls it (the decisions field, which the
 // negative controls replace); what runs on a backend (the lock script and
@@ -68,8 +77,25 @@ type scenario struct {
 	dead []int
 	// fills is how top-ups' copies are sent: as quorum sends them, or a
 	// negative control's bug.
-	fills  fillRule
-	budget budget
+	fills fillRule
+	// horizons: every lock script records its member's lease horizon, and
+	// every proxy's read of the records ends a lost member's wait by the
+	// horizons its witnesses answer (horizon.go, docs/design/horizon.md);
+	// else nothing records one and every wait is the full one, as before.
+	// leases are the TTLs (ticks) grants and extensions pick from: none,
+	// max_ttl alone.
+	horizons bool
+	leases   []int
+	// wake is how many ticks after faults stop every member must count
+	// (0: max_ttl).
+	wake int
+	// blindExtends: extensions do not raise the horizon (a negative
+	// control's bug).
+	blindExtends bool
+	// lateProofs: a proof is written some time after its read, as
+	// lua/settle.lua runs a round trip later, not in the read's step.
+	lateProofs bool
+	budget     budget
 }
 
 // fillRule is how a top-up's copies are sent (topup.go).
@@ -108,9 +134,20 @@ type decisions struct {
 	plan      func([]Set, []Member) (Plan, error)
 	seed      func(int, int, int) (bool, bool)
 	duplicate func([]string, int, string) int
+	settle    func(int, int, []int64) (int64, bool)
+	settled   func(m, read Marker, end int64) Marker
+	witness   func(rel Relation, marked, waiting, clockOff bool) bool
 }
 
-var ours = decisions{Claims, Counts, Mark, PlanAdopt, Seed, Duplicate}
+var ours = decisions{Claims, Counts, Mark, PlanAdopt, Seed, Duplicate, Settle, Settled, witness}
+
+// witness is the engine's rule for whose answer to a read of the records
+// is a witness of a lost member's horizon (quorum/members.go): a member
+// whose record, marked, names the set, with no wait of its own (its
+// horizon is then complete, by induction) and a clock trusted.
+func witness(rel Relation, marked, waiting, clockOff bool) bool {
+	return rel == Ours && marked && !waiting && !clockOff
+}
 
 const (
 	maxB = 6 // backends, the stray's phantoms included
@@ -129,6 +166,9 @@ type bdata struct {
 	exp     int8
 	counter uint8 // the fencing counter
 	seed    uint8 // the incarnation whose counter was re-seeded
+	// hz is the lease horizon ({lockproxy}:horizon): the latest expiry
+	// a lock script recorded, relative to now like exp, 0 none.
+	hz int8
 }
 
 type bstate struct {
@@ -167,6 +207,38 @@ type pstate struct {
 	cfg        uint8 // 0: stopped; an epoch; or the stray configuration
 	superseded bool  // it has seen another set's record (admit.Claims)
 	views      [maxB]view
+	proof      proof
+}
+
+// proof is a horizon's proof that a proxy read and has yet to write
+// (scenario.lateProofs): member b-1 may count in end ticks; its marker,
+// when read, named process inc, for reason, ending in until; stale once
+// it was written since (ticks are too coarse to tell two markers apart by
+// their ends, which the backend's milliseconds do). b 0: none.
+type proof struct {
+	b, inc, reason uint8
+	end, until     int8
+	stale          bool
+}
+
+// read is the marker as the proof's read found it, unlike any written
+// since.
+func (pr proof) read() Marker {
+	m := marker(bdata{mOwner: pr.inc, mUntil: pr.until, mReason: pr.reason})
+	if pr.stale {
+		m.Until = -1
+	}
+	return m
+}
+
+// rewrote makes stale the proofs in flight for server s, whose marker
+// was just written.
+func (m *model) rewrote(w *world, s int) {
+	for p := range w.p {
+		if pr := &w.p[p].proof; pr.b != 0 && w.server(int(pr.b)-1) == s {
+			pr.stale = true
+		}
+	}
 }
 
 type holderState struct {
@@ -211,6 +283,9 @@ type model struct {
 	// classes are the backends that no list tells apart (each list has all
 	// of them or none), which the exploration treats as one up to order.
 	classes [][]int
+	// lowered counts the markers a horizon's proof lowered, quiet runs
+	// included: that the rule is exercised at all.
+	lowered int
 }
 
 func newModel(s scenario, d decisions) *model {
@@ -287,6 +362,9 @@ func (m *model) canonical(w *world) world {
 	// server it claims, where addresses can move), and a promotion matters
 	// only until the marker names the new process.
 	for p := range c.p {
+		if pr := &c.p[p].proof; pr.b != 0 {
+			pr.inc = same(pr.inc, w.b[w.server(int(pr.b)-1)].inc)
+		}
 		for a := range m.backends {
 			v := &c.p[p].views[a]
 			switch {
@@ -306,7 +384,9 @@ func (m *model) canonical(w *world) world {
 		for _, d := range []*bdata{&bs.data, &bs.replica} {
 			d.mOwner = same(d.mOwner, bs.inc)
 			d.seed = same(d.seed, bs.inc)
-			d.mReason = 0 // shown, never decided by
+			if !m.horizons || d.mUntil == 0 {
+				d.mReason = 0 // shown, never decided by but by a horizon's proof
+			}
 		}
 		bs.inc = 1
 		if bs.data.mOwner == 1 {
@@ -382,6 +462,9 @@ func (m *model) canonical(w *world) world {
 			v := src.p[p].views[from]
 			v.srv = rename(v.srv)
 			c.p[p].views[to] = v
+			if src.p[p].proof.b == uint8(from+1) {
+				c.p[p].proof.b = uint8(to + 1)
+			}
 			c.cut[p] = c.cut[p]&^(1<<to) | (src.cut[p]>>from&1)<<to
 		}
 		if f, t := posOf[from], posOf[to]; f >= 0 {
@@ -452,23 +535,43 @@ const (
 	aUnalias
 	aFill // a top-up queues a copy
 	aFlush
-	aLand // a queued copy lands
+	aLand  // a queued copy lands
+	aProve // a proof read earlier is written (lateProofs)
 )
 
 var actionNames = [...]string{"tick", "acquire", "release", "extend",
-	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush", "land"}
+	"restart", "failover", "replicate", "cut", "heal", "clock-off", "clock-heal", "proxy-restart", "adopt-start", "adopt-step", "adopt-crash", "alias", "unalias", "fill", "flush", "land", "prove"}
 
 // action is one event; after it, the proxies read the records in index
 // order, or the other way round with reverse: which one claims a record
-// first is a race.
-type action struct{ kind, p, b, x, reverse uint8 }
+// first is a race. lease is the TTL of a grant or an extension.
+type action struct{ kind, p, b, x, reverse, lease uint8 }
 
 func (a action) String() string {
 	order := ""
+	if a.lease != 0 {
+		order = fmt.Sprintf(", for %d ticks", a.lease)
+	}
 	if a.reverse != 0 {
-		order = ", proxies read the other way round"
+		order += ", proxies read the other way round"
 	}
 	return fmt.Sprintf("%s(p%d b%d x%d%s)", actionNames[a.kind], a.p, a.b, a.x, order)
+}
+
+// leases are the TTLs a grant or an extension may give, in ticks.
+func (m *model) leases() []int {
+	if m.scenario.leases == nil {
+		return []int{m.ttl}
+	}
+	return m.scenario.leases
+}
+
+// record is a lock script raising d's horizon to the expiry it gave,
+// in the same script.
+func (m *model) record(d *bdata, exp int8) {
+	if m.horizons {
+		d.hz = max(d.hz, exp)
+	}
 }
 
 // q is the restart quarantine; qFailover that of a failover, which is
@@ -513,6 +616,7 @@ func (m *model) tick(w *world) {
 		back(&bs.healedAt, m.long())
 		for _, d := range []*bdata{&bs.data, &bs.replica} {
 			back(&d.mUntil, 0)
+			back(&d.hz, 0)
 			if d.holder != 0 {
 				if back(&d.exp, 0); d.exp == 0 {
 					d.holder = 0
@@ -520,6 +624,10 @@ func (m *model) tick(w *world) {
 			}
 		}
 		for p := range w.p {
+			if b == 0 {
+				back(&w.p[p].proof.end, 0)
+				back(&w.p[p].proof.until, 0)
+			}
 			v := &w.p[p].views[b]
 			back(&v.until, 0)
 			back(&v.upAt, m.long())
@@ -568,7 +676,14 @@ func (m *model) standing(w *world, p, b int) bool {
 }
 
 func (m *model) quarantined(w *world, v view) bool {
-	return Left(time.Duration(-v.upAt), time.Duration(m.q()), time.Duration(v.until)) > 0
+	// With horizons, the uptime quarantine is dropped where the marker
+	// speaks (always, once greeted): it is the same loss, and a proof that
+	// lowers the marker ends it.
+	q := m.q()
+	if m.horizons {
+		q = 0
+	}
+	return Left(time.Duration(-v.upAt), time.Duration(q), time.Duration(v.until)) > 0
 }
 
 var reasons = []string{"", ReasonRestart, ReasonFailover, ReasonUnmarked, ReasonEpoch}
@@ -609,9 +724,17 @@ func setMarker(d *bdata, mk Marker, inc uint8) {
 // identity is lua/identity.lua on backend b: the marker's greeting.
 func (m *model) identity(w *world, b int) {
 	bs := &w.b[b]
-	mk := m.d.mark(marker(bs.data), runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
+	before := marker(bs.data)
+	mk := m.d.mark(before, runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
+	if mk != before {
+		m.rewrote(w, b)
+	}
 	setMarker(&bs.data, mk, bs.inc)
 }
+
+// serverID names process inc of server srv (1+index) as Duplicate
+// compares them: never "", and cheap (greetings are most of the work).
+func serverID(srv, inc uint8) string { return string([]byte{srv, inc}) }
 
 func (m *model) greet(w *world, p, a int) {
 	s := w.server(a)
@@ -627,10 +750,10 @@ func (m *model) greet(w *world, p, a int) {
 			me = i
 		}
 		if m.real(c) && ps.views[c].srv != 0 {
-			claimed[i] = fmt.Sprintf("%d/%d", ps.views[c].srv, ps.views[c].inc)
+			claimed[i] = serverID(ps.views[c].srv, ps.views[c].inc)
 		}
 	}
-	if m.d.duplicate(claimed, me, fmt.Sprintf("%d/%d", s+1, bs.inc)) >= 0 {
+	if m.d.duplicate(claimed, me, serverID(uint8(s+1), bs.inc)) >= 0 {
 		return
 	}
 	m.identity(w, s)
@@ -700,6 +823,9 @@ func (m *model) refresh(w *world, p int) string {
 		v.rec, v.until, v.refused, v.seeded = d.rec, d.mUntil, false, d.seed == v.inc
 		views[i] = View{Answered: true, Record: m.recs[v.rec], Quarantined: m.quarantined(w, *v)}
 	}
+	if m.horizons {
+		m.settleByHorizons(w, p, views)
+	}
 	// The claims: each a compare-and-set of the record read (lua/claim.lua),
 	// made in the same round here; a write between the read and it fails it.
 	claims, superseded := m.d.claims(m.cfgSet[ps.cfg], views, ps.superseded)
@@ -711,6 +837,93 @@ func (m *model) refresh(w *world, p int) string {
 		}
 		w.at(b).data.rec = recOf(ps.cfg, false, false)
 		ps.views[b].rec = w.at(b).data.rec
+	}
+	return ""
+}
+
+// settleByHorizons is the rest of proxy p's read of the records (views,
+// as read): for each member that waits, the others that answered as
+// witnesses tell their remaining horizons, and where enough answered
+// (Settle) the longest of them, from the read, ends every lease the member
+// may have lost: the proof lowers its marker (Settled, lua/settle.lua),
+// for every proxy. The read is one step: no vote is in flight across it
+// (the engine reads D after the loss for that, design §1.6).
+func (m *model) settleByHorizons(w *world, p int, views []View) {
+	ps := &w.p[p]
+	set := m.cfgSet[ps.cfg]
+	list := m.lists[ps.cfg]
+	for i, b := range list {
+		if !views[i].Answered || w.at(b).data.mUntil == 0 {
+			continue
+		}
+		var remaining []int64
+		for j, x := range list {
+			if j == i || !views[j].Answered {
+				continue
+			}
+			xs, rec := w.at(x), views[j].Record
+			waiting := xs.data.mOwner != xs.inc || xs.data.mUntil > 0
+			clockOff := xs.clockOff || -int(xs.healedAt) < m.ttl
+			if m.d.witness(Relate(set, rec), rec.Horizon, waiting, clockOff) {
+				remaining = append(remaining, int64(xs.data.hz))
+			}
+		}
+		longest, ok := m.d.settle(set.N, set.Quorum(), remaining)
+		if !ok {
+			continue
+		}
+		bs := w.at(b)
+		before := marker(bs.data)
+		after := m.d.settled(before, before, longest)
+		if after == before {
+			continue
+		}
+		if m.lateProofs {
+			// Written a round trip later; the proxy reads again only
+			// once it is.
+			if ps.proof.b == 0 {
+				ps.proof = proof{b: uint8(b + 1), inc: bs.inc, reason: bs.data.mReason, end: int8(longest), until: bs.data.mUntil}
+			}
+			return
+		}
+		m.lowered++
+		m.rewrote(w, w.server(b))
+		setMarker(&bs.data, after, bs.inc)
+		ps.views[b].until = bs.data.mUntil
+	}
+}
+
+// prove writes proxy p's proof (lua/settle.lua), as Settled decides.
+func (m *model) prove(w *world, p int) {
+	pr := w.p[p].proof
+	w.p[p].proof = proof{}
+	b := int(pr.b) - 1
+	if !w.p[p].views[b].up || m.cutOff(w, p, b) {
+		return // the write is lost; the next read proves again
+	}
+	d := &w.at(b).data
+	before := marker(*d)
+	after := m.d.settled(before, pr.read(), int64(pr.end))
+	if after == before {
+		return
+	}
+	m.lowered++
+	m.rewrote(w, w.server(b))
+	d.mUntil = int8(after.Until) // the owner may be a process gone since (persisted)
+	if v := &w.p[p].views[b]; v.inc == w.at(b).inc {
+		v.until = d.mUntil
+	}
+}
+
+// hzCovers checks the horizon's local invariant (design §1.2): on every
+// data set, replicas' included, no lock copy outlives the horizon.
+func (m *model) hzCovers(w *world) string {
+	for b := range m.backends {
+		for _, d := range []bdata{w.b[b].data, w.b[b].replica} {
+			if d.holder != 0 && d.exp > d.hz {
+				return fmt.Sprintf("backend %d holds lock value %d for %d ticks, past its horizon (%d)", b, d.holder, d.exp, d.hz)
+			}
+		}
 	}
 	return ""
 }
@@ -732,7 +945,9 @@ func (m *model) successors(w *world) []action {
 		if w.used.grants < m.budget.grants {
 			for s := range w.h {
 				if w.h[s].state == 0 {
-					add(aAcquire, p, 0, s)
+					for _, l := range m.leases() {
+						as = append(as, action{kind: aAcquire, p: uint8(p), x: uint8(s), lease: uint8(l)})
+					}
 					break
 				}
 			}
@@ -760,7 +975,9 @@ func (m *model) successors(w *world) []action {
 		if h.state == 2 && w.p[h.proxy].cfg != 0 {
 			add(aRelease, 0, 0, s)
 			if w.used.extends < m.budget.extends {
-				add(aExtend, 0, 0, s)
+				for _, l := range m.leases() {
+					as = append(as, action{kind: aExtend, x: uint8(s), lease: uint8(l)})
+				}
 			}
 			if w.used.fills < m.budget.fills {
 				for _, b := range m.lists[w.p[h.proxy].cfg] {
@@ -776,6 +993,9 @@ func (m *model) successors(w *world) []action {
 			if v := w.p[p].views[b]; v.fill != 0 && v.up && !m.cutOff(w, p, b) {
 				add(aLand, p, b, 0)
 			}
+		}
+		if w.p[p].proof.b != 0 {
+			add(aProve, p, 0, 0)
 		}
 	}
 	for a := range m.backends {
@@ -843,7 +1063,13 @@ func (m *model) apply(w *world, a action) string {
 	if why := m.act(w, a); why != "" {
 		return why
 	}
-	return m.settle(w, a.reverse != 0)
+	if why := m.settle(w, a.reverse != 0); why != "" {
+		return why
+	}
+	if m.horizons {
+		return m.hzCovers(w)
+	}
+	return ""
 }
 
 // settle is what every running proxy does by itself, about every second:
@@ -885,7 +1111,7 @@ func (m *model) act(w *world, a action) string {
 		m.tick(w)
 	case aAcquire:
 		w.used.grants++
-		return m.acquire(w, p, a.x)
+		return m.acquire(w, p, a.x, int8(a.lease))
 	case aRelease:
 		h := w.h[a.x]
 		p := int(h.proxy)
@@ -906,7 +1132,7 @@ func (m *model) act(w *world, a action) string {
 		}
 		anonymize(w, a.x)
 	case aExtend:
-		if why := m.extend(w, a.x); why != "" {
+		if why := m.extend(w, a.x, int8(a.lease)); why != "" {
 			return why
 		}
 	case aRestart:
@@ -917,11 +1143,13 @@ func (m *model) act(w *world, a action) string {
 		} else {
 			*bs = bstate{inc: bs.inc + 1, clockOff: bs.clockOff, healedAt: bs.healedAt}
 		}
+		m.rewrote(w, b)
 		m.down(w, b)
 	case aFailover:
 		w.used.failovers++
 		bs := &w.b[b]
 		bs.data, bs.inc, bs.promoted, bs.upAt = bs.replica, bs.inc+1, true, m.long()
+		m.rewrote(w, b)
 		m.down(w, b)
 	case aReplicate:
 		w.b[b].replica = w.b[b].data
@@ -972,9 +1200,12 @@ func (m *model) act(w *world, a action) string {
 		m.queueFill(w, a.x, b)
 	case aLand:
 		return m.land(w, p, b)
+	case aProve:
+		m.prove(w, p)
 	case aFlush:
 		w.used.flushes++
 		w.b[b].data = bdata{}
+		m.rewrote(w, b)
 	}
 	return ""
 }
@@ -1013,7 +1244,7 @@ func (m *model) reseed(w *world, p, n int) {
 // token written back to every holder that minted less. The votes are taken
 // in one step: whose votes count is what the model is about, and it
 // changes between acquisitions.
-func (m *model) acquire(w *world, p int, slot uint8) string {
+func (m *model) acquire(w *world, p int, slot uint8, lease int8) string {
 	ps := &w.p[p]
 	set := m.cfgSet[ps.cfg]
 	list := m.lists[ps.cfg]
@@ -1031,7 +1262,8 @@ func (m *model) acquire(w *world, p int, slot uint8) string {
 		if d.holder != 0 {
 			continue
 		}
-		d.holder, d.exp = slot+1, int8(m.ttl)
+		d.holder, d.exp = slot+1, lease
+		m.record(d, lease)
 		var minted uint8
 		if m.fencing {
 			minted = max(d.counter+1, m.floor(w, p))
@@ -1060,13 +1292,13 @@ func (m *model) acquire(w *world, p int, slot uint8) string {
 			w.at(b).data.counter = max(w.at(b).data.counter, token)
 		}
 	}
-	w.h[slot] = holderState{state: 2, end: int8(m.ttl), token: token, proxy: uint8(p)}
+	w.h[slot] = holderState{state: 2, end: lease, token: token, proxy: uint8(p)}
 	return ""
 }
 
-// extend is the holder's extension (lua/extend.lua on every member, at
-// once).
-func (m *model) extend(w *world, slot uint8) string {
+// extend is the holder's extension to lease ticks (lua/extend.lua on
+// every member, at once).
+func (m *model) extend(w *world, slot uint8, lease int8) string {
 	w.used.extends++
 	h := &w.h[slot]
 	p := int(h.proxy)
@@ -1088,13 +1320,22 @@ func (m *model) extend(w *world, slot uint8) string {
 		if d.holder != slot+1 {
 			continue
 		}
-		d.exp = int8(m.ttl)
+		d.exp = lease
+		if !m.blindExtends {
+			m.record(d, lease)
+		}
 		if m.standing(w, p, b) {
 			yes++
 		}
 	}
+	// A refused extension is rolled back (the lock is lost, and its holder
+	// told so); here its holder keeps its validity, more than the engine
+	// allows, but no more than it asked for: a shorter lease asked for
+	// shortened some of its keys.
 	if yes >= m.cfgSet[ps.cfg].Quorum() {
-		h.end = int8(m.ttl)
+		h.end = lease
+	} else {
+		h.end = min(h.end, lease)
 	}
 	return ""
 }
@@ -1137,6 +1378,7 @@ func (m *model) land(w *world, p, b int) string {
 		return fmt.Sprintf("a copy of lock value %d landed on backend %d for %d ticks, past the lock's validity (%d)", fill, b, exp, h.end)
 	}
 	d.holder, d.exp = fill, exp
+	m.record(d, exp)
 	if m.fencing {
 		d.counter = max(d.counter, h.token)
 	}
@@ -1204,6 +1446,7 @@ func (m *model) adoptStep(w *world) {
 			if a.wait&(1<<i) != 0 {
 				mk := m.d.mark(marker(bs.data), runID(bs.inc), 0, m.q(), m.qFailover(), bs.promoted)
 				setMarker(&bs.data, Wait(mk, 0, int64(m.ttl)), bs.inc)
+				m.rewrote(w, w.server(b))
 			}
 		}
 		bs.replica = bs.data
@@ -1274,6 +1517,11 @@ func (m *model) quiet(w world) string {
 		}
 	}
 	m.redial(&w)
+	for p := range w.p {
+		if w.p[p].proof.b != 0 {
+			m.prove(&w, p)
+		}
+	}
 	for b := range m.backends {
 		if w.b[b].clockOff {
 			w.b[b].clockOff, w.b[b].healedAt = false, 0
@@ -1314,7 +1562,11 @@ func (m *model) quiet(w world) string {
 	if why := m.settle(&w, false); why != "" {
 		return why
 	}
-	for range m.ttl {
+	wake := m.ttl
+	if m.wake != 0 {
+		wake = m.wake
+	}
+	for range wake {
 		if why := m.apply(&w, action{kind: aTick}); why != "" {
 			return why
 		}
@@ -1326,8 +1578,8 @@ func (m *model) quiet(w world) string {
 		for _, b := range m.lists[cur] {
 			if !m.standing(&w, p, b) {
 				v := ps.views[b]
-				return fmt.Sprintf("backend %d does not count for proxy %d at tick %d, max_ttl after faults stopped (view: up %v, record %q, marker until %d, up since %d, seeded %v, refused %v)",
-					b, p, w.now, v.up, m.recs[v.rec], v.until, v.upAt, v.seeded, v.refused)
+				return fmt.Sprintf("backend %d does not count for proxy %d at tick %d, %d ticks after faults stopped (view: up %v, record %q, marker until %d, up since %d, seeded %v, refused %v)",
+					b, p, w.now, wake, v.up, m.recs[v.rec], v.until, v.upAt, v.seeded, v.refused)
 			}
 		}
 	}
@@ -1341,6 +1593,7 @@ type result struct {
 	kind                string // "safety" or "liveness"
 	trace               []string
 	elapsed             time.Duration
+	lowered             int // markers lowered by a horizon's proof
 }
 
 type key [2]uint64
@@ -1417,13 +1670,17 @@ func (m *model) explore(limit int) result {
 			index = append(index, int32(len(nodes)-1))
 		}
 	}
-	res.elapsed = time.Since(start)
+	res.elapsed, res.lowered = time.Since(start), m.lowered
 	return res
 }
 
 func (r result) String() string {
 	if r.violation == "" {
-		return fmt.Sprintf("%d states, %d transitions, no violation (%v)", r.states, r.transitions, r.elapsed.Round(time.Millisecond))
+		lowered := ""
+		if r.lowered != 0 {
+			lowered = fmt.Sprintf(", %d waits settled by horizons", r.lowered)
+		}
+		return fmt.Sprintf("%d states, %d transitions, no violation%s (%v)", r.states, r.transitions, lowered, r.elapsed.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("%s violation after %d states: %s\n  %s", r.kind, r.states, r.violation, strings.Join(r.trace, "\n  "))
 }
