@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/quorum/internal/admit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -338,5 +339,53 @@ func TestClockRateBackByHorizon(t *testing.T) {
 	}
 	if back > lease+c.engine.drift(lease)+5*time.Second {
 		t.Fatalf("counted %v after the lease was taken: the horizon did not shorten the hold", back)
+	}
+}
+
+// TestSettleScriptAsSettled: lua/settle.lua lowers a marker exactly where
+// admit.Settled does, which the model checker explores: only the marker
+// the proof's read found, only a loss's wait, only to an earlier end.
+func TestSettleScriptAsSettled(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client(t)
+	ctx := t.Context()
+	far := time.Now().Add(time.Hour).UnixMilli()
+	read := admit.Marker{Present: true, Owner: "abc123", Until: far, Reason: admit.ReasonRestart}
+	for name, tc := range map[string]struct {
+		stored admit.Marker
+		in     time.Duration // the proof's end, from now
+	}{
+		"as read":              {read, time.Second},
+		"as read, later end":   {read, 2 * time.Hour},
+		"rewritten since":      {admit.Marker{Present: true, Owner: "abc123", Until: far + 1, Reason: admit.ReasonUnmarked}, time.Second},
+		"another process":      {admit.Marker{Present: true, Owner: "def456", Until: far, Reason: admit.ReasonRestart}, time.Second},
+		"an epoch wait":        {admit.Marker{Present: true, Owner: "abc123", Until: far, Reason: admit.ReasonEpoch}, time.Second},
+		"a failover, as read":  {admit.Marker{Present: true, Owner: "abc123", Until: far, Reason: admit.ReasonFailover}, time.Second},
+		"an unmarked, as read": {admit.Marker{Present: true, Owner: "abc123", Until: far, Reason: admit.ReasonUnmarked}, time.Second},
+		"none":                 {admit.Marker{}, time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.Del(ctx, markerKey)
+			if tc.stored.Present {
+				c.Set(ctx, markerKey, tc.stored.String(), 0)
+			}
+			asRead := read
+			if strings.HasPrefix(name, "a failover") || strings.HasPrefix(name, "an unmarked") || name == "an epoch wait" {
+				asRead = tc.stored // read as it stands: only its reason differs
+			}
+			end := time.Now().Add(tc.in).UnixMilli()
+			want := admit.Settled(tc.stored, asRead, end) != tc.stored
+			r, err := c.Eval(ctx, settleScript.Source(), []string{markerKey}, asRead.String(), tc.in.Milliseconds()).Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r >= 0; got != want {
+				t.Fatalf("settle.lua lowered %v, admit.Settled %v", got, want)
+			}
+			after := admit.ParseMarker(c.Get(ctx, markerKey).Val())
+			if lowered := after != tc.stored; lowered != want {
+				t.Fatalf("the marker went from %v to %v", tc.stored, after)
+			}
+		})
 	}
 }
