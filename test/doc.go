@@ -22,7 +22,9 @@
 //     and evicting backends), clock_test.go (a backend whose clock runs
 //     fast), rolling_test.go (a rolling restart of the backends),
 //     horizon_test.go (a restarted backend waits as long as the leases it
-//     may have lost, by the others' lease horizons).
+//     may have lost, by the others' lease horizons; the safety run's mixed
+//     phase of short and long locks and empty restarts, and its negative
+//     control).
 //   - Backend membership: epochs_test.go (backend-set records, stray
 //     proxies, the change procedure), membership_test.go (two sets at once,
 //     growing and replacing under load), config_test.go (empty and duplicate

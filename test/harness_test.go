@@ -156,12 +156,15 @@ func TestMain(m *testing.M) {
 // brokenFenceBinary is lockproxy with fencing deliberately broken
 // (quorum/hooks.go's brokenFence), for the negative control that shows the
 // checkers catch it; brokenSetBinary with the set check broken, for the
-// negative control of a change of the backend set. Both are one build,
+// negative control of a change of the backend set; ignoreHorizonBinary
+// with the lease horizons ignored (a lost backend's wait ends the settle
+// delay after its loss), for that of the mixed phase. All are one build,
 // made once (negativeControlBinary), which each runs with the breach it
 // names. No other test runs them.
 var (
-	brokenFenceBinary = sync.OnceValues(func() (string, error) { return negativeControl("fence") })
-	brokenSetBinary   = sync.OnceValues(func() (string, error) { return negativeControl("set") })
+	brokenFenceBinary   = sync.OnceValues(func() (string, error) { return negativeControl("fence") })
+	brokenSetBinary     = sync.OnceValues(func() (string, error) { return negativeControl("set") })
+	ignoreHorizonBinary = sync.OnceValues(func() (string, error) { return negativeControl("horizon") })
 )
 
 // negativeControlBinary builds lockproxy with the tag that lets

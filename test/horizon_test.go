@@ -1,8 +1,12 @@
 package test
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,7 +117,8 @@ func TestHorizonRestartAfterShortLocks(t *testing.T) {
 		}
 	}
 	took := up.Sub(restarted)
-	t.Logf("restarted empty after only %v locks: counts again %v later (bound %v, max_ttl 60s)", lease, took.Round(time.Millisecond), bound)
+	maxTTL := regexp.MustCompile(`max_ttl=(\S+)`).FindStringSubmatch(p.Log())[1]
+	t.Logf("restarted empty after only %v locks: counts again %v later (bound %v, max_ttl %s)", lease, took.Round(time.Millisecond), bound, maxTTL)
 	if took > bound {
 		t.Fatalf("backend 0 counted again %v after its restart, beyond %v: the horizon did not shorten its wait", took, bound)
 	}
@@ -170,4 +175,231 @@ func TestHorizonRestartWaitsForLongLock(t *testing.T) {
 	if got := do(t, cli, "GET", "horizon:long"); got != "holder" {
 		t.Fatalf("the 5-minute lock reads %q", got)
 	}
+}
+
+// The safety run's mixed phase (issue 37): clients take short locks (200
+// ms to 2 s) and a few long ones (tens of seconds, minutes in a long run,
+// extended), while backends restart empty one at a time, each as soon as
+// the last one counts again; restart quarantine on, a max_ttl of 10
+// minutes (or twice the longest lock) that only the horizons can shorten.
+//
+// Each restart is the hazard a horizon must cover: two backends are cut
+// off (the absent pair) until a long lock is granted on the other three
+// alone (the bare quorum); then one of those three restarts empty and the
+// pair comes back. The restarted backend and the pair, which never had the
+// lock, are a quorum without it: the restarted one must not count while
+// the long lock's lease lasts, which only the two others of the bare
+// quorum record. With the horizons ignored (the negative control) it
+// counts a second or two after its loss, and a client waiting for the
+// long lock is granted it beside its holder.
+
+// longLeaseMin is the shortest long lock; longLeaseMax the longest, which
+// grows with -safety.duration (two minutes in the 10-minute run).
+const longLeaseMin = 10 * time.Second
+
+func longLeaseMax() time.Duration { return max(20*time.Second, *safetyDuration/5) }
+
+// longClients are the clients that take the long locks, on longKeys keys:
+// more clients than keys, so that one waits for a long lock another holds.
+const longClients, longKeys = 4, 2
+
+// horizonPlan is the mixed phase's lock: a long one on a long key for the
+// first longClients clients, extended halfway through its validity when
+// held that long, held 5 s or more, so that in the negative control a
+// second client is granted it while the first still holds it, and 9 s at
+// most by default, so that each bare quorum sees a long grant soon; a
+// short one of 200 ms to 2 s on the standard keys, held as in the standard
+// run, for the others.
+func horizonPlan(id int, rng *rand.Rand) lockPlan {
+	between := func(lo, hi time.Duration) time.Duration {
+		return (lo + time.Duration(rng.Int64N(int64(hi-lo)))).Truncate(time.Millisecond)
+	}
+	if id < longClients {
+		ttl := between(longLeaseMin, longLeaseMax())
+		return lockPlan{key: fmt.Sprintf("safety:long:%d", rng.IntN(longKeys)), ttl: ttl, hold: between(5*time.Second, 5*time.Second+longLeaseMax()/5), extend: true}
+	}
+	return varyHold(lockPlan{key: fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys)), ttl: between(200*time.Millisecond, 2*time.Second)}, rng)
+}
+
+// Fault descriptions that the mixed phase records, which its tests count.
+const (
+	faultLongGranted = "a long lock granted on the bare quorum"
+	faultProven      = "the horizons bound the wait"
+	faultCountsAgain = "counts again"
+)
+
+// horizonRestarts is the mixed phase's nemesis, for about d. Each round
+// cuts the pair that kept the last round's long lock off: the next bare
+// quorum is then the backend restarted last and the pair that never had
+// that lock, so that in the negative control a client is granted it there
+// for as long as the round lasts, not only in the moment between the
+// restarted backend counting again and the next cut.
+func horizonRestarts(ctx context.Context, e *safetyEnv, d time.Duration) {
+	end := time.Now().Add(d)
+	cli := redis.NewClient(&redis.Options{Addr: e.proxies[0].Addr, MaxRetries: -1})
+	defer cli.Close()
+	r, kept, absent := 0, []int{1, 2}, []int{3, 4}
+	restarted := make([]int, safetyBackends) // the round in which each last restarted
+	for round := 1; ctx.Err() == nil && time.Now().Before(end); round++ {
+		for _, i := range absent {
+			e.drop(i)
+		}
+		from := e.h.now()
+		if !pollUntil(ctx, end, func() bool { return e.h.grantedSince(from, longLeaseMin) }) {
+			for _, i := range absent {
+				e.restore(i)
+			}
+			return
+		}
+		e.record(faultLongGranted, append([]int{r}, kept...)...)
+		// The pair comes back after the grant's top-ups (quorum/topup.go),
+		// which copy a lock onto the backends that missed it for 170 ms
+		// after the grant: else it would hold the lock, and no quorum
+		// without it would remain.
+		wait(ctx, 500*time.Millisecond)
+		e.restart(r)
+		for _, i := range absent {
+			e.restore(i)
+		}
+		// Its wait, as the proxy shows it: max_ttl until a read of the
+		// witnesses proves a shorter one, at most the longest lease
+		// and its drift allowance.
+		var st map[string]string
+		state := func() bool {
+			info, err := cli.Info(ctx, "backends").Result()
+			st = backendFields(info, r)
+			return err == nil && st != nil
+		}
+		// Until the proxy sees the new process, INFO shows the old one up.
+		if !pollUntil(ctx, end, func() bool { return state() && st["state"] != "up" }) {
+			return
+		}
+		if !pollUntil(ctx, end, func() bool {
+			if !state() {
+				return false
+			}
+			left, err := strconv.Atoi(st["quarantine_left_s"])
+			return st["state"] == "up" || st["state"] == "quarantined" && err == nil && time.Duration(left)*time.Second <= longLeaseMax()+2*time.Second
+		}) {
+			return
+		}
+		e.record(fmt.Sprintf("%s: %s, %ss left", faultProven, st["state"], st["quarantine_left_s"]), r)
+		if !pollUntil(ctx, end, func() bool { return state() && st["state"] == "up" }) {
+			return
+		}
+		e.record(faultCountsAgain, r)
+		// The next to restart: of the pair that came back, the one
+		// restarted longer ago.
+		restarted[r] = round
+		next := absent[0]
+		if restarted[absent[1]] < restarted[next] {
+			next = absent[1]
+		}
+		r, kept, absent = next, []int{r, absent[0] + absent[1] - next}, kept
+	}
+}
+
+// pollUntil polls cond every 20 ms until it holds (true) or deadline
+// passes or ctx ends (false).
+func pollUntil(ctx context.Context, deadline time.Time, cond func() bool) bool {
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if cond() {
+			return true
+		}
+		wait(ctx, 20*time.Millisecond)
+	}
+	return false
+}
+
+// grantedSince tells whether an acquisition with a TTL of at least ttl,
+// called at or after from, was granted.
+func (h *history) grantedSince(from, ttl time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, o := range h.ops {
+		if o.Kind == opAcquire && o.Outcome == outOK && o.Call >= from && o.TTL >= ttl {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSafetyHorizon is the safety run's mixed phase: no overlap, a
+// linearizable history, every checker clean; and the restarted backends'
+// waits were bound by the horizons, not max_ttl.
+func TestSafetyHorizon(t *testing.T) {
+	heavyTest(t)
+	v, restarts, proven, back := runHorizonSafety(t, binary, *safetyDuration)
+	if v.violations > 0 {
+		t.Fatalf("%d safety violations", v.violations)
+	}
+	if proven == 0 {
+		t.Fatalf("%d empty restarts, and the proxy never showed a wait that the horizons bound: they wait max_ttl", restarts)
+	}
+	t.Logf("mixed phase: %d empty restarts, each after a long lock granted on the bare quorum; %d waits bound by the horizons; %d counted again within the run", restarts, proven, back)
+}
+
+// TestSafetyHorizonNegativeControl runs the mixed phase on the negative
+// controls' build with the horizons ignored: a restarted backend counts a
+// second or two after its loss, whatever long lease it may have lost, and
+// the checkers must find the overlaps that causes, or the phase proves
+// nothing.
+func TestSafetyHorizonNegativeControl(t *testing.T) {
+	heavyTest(t, ignoreHorizonBinary)
+	bin, err := ignoreHorizonBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, restarts, _, back := runHorizonSafety(t, bin, 15*time.Second)
+	if v.overlaps == 0 {
+		t.Fatalf("with the horizons ignored, %d empty restarts after long grants on the bare quorum (%d counted again) and the checker found no overlap: it cannot be trusted", restarts, back)
+	}
+	t.Logf("negative control: with the horizons ignored, %d empty restarts after long grants on the bare quorum gave %d overlaps (%d violations in all), as they must", restarts, v.overlaps, v.violations)
+}
+
+// runHorizonSafety runs the mixed phase for d with the lockproxy binary
+// bin, checks the history, and returns the verdict with how many empty
+// restarts there were (each after a long grant on the bare quorum), in how
+// many the proxy showed a wait that the horizons bound (or none left), and
+// how many counted again. It fails t unless a restart took place.
+func runHorizonSafety(t *testing.T, bin string, d time.Duration) (v verdict, restarts, proven, back int) {
+	t.Helper()
+	schedule := []phase{{"mixed short and long locks, empty restarts", horizonRestarts}}
+	setup := safetySetup{binary: bin, maxTTL: max(10*time.Minute, 2*longLeaseMax()), initialised: true, plan: horizonPlan}
+	run := runSafetyOn(t, setup, schedule, d)
+	ops, faults := run.h.snapshot()
+	t.Logf("mixed phase: %d clients (%d of them on long locks of %v to %v, on %d keys), 5 backends, max_ttl %v, %v",
+		*safetyClients, longClients, longLeaseMin, longLeaseMax(), longKeys, setup.maxTTL, d)
+	report(t, ops, faults)
+	v = check(t, ops, run.res.snapshot())
+	for _, f := range faults {
+		switch {
+		case strings.HasPrefix(f.What, "restart backends"):
+			restarts++
+		case strings.HasPrefix(f.What, faultProven):
+			proven++
+		case strings.HasPrefix(f.What, faultCountsAgain):
+			back++
+		}
+	}
+	var granted, extended int
+	for _, o := range ops {
+		if o.Outcome == outOK && o.TTL >= longLeaseMin {
+			switch o.Kind {
+			case opAcquire:
+				granted++
+			case opExtend:
+				extended++
+			}
+		}
+	}
+	t.Logf("long locks: %d granted, %d extensions of them", granted, extended)
+	// Every restart follows a long grant on the bare quorum.
+	if restarts == 0 {
+		t.Fatal("no long lock was granted on the bare quorum: the hazard did not take place")
+	}
+	if v.acquired == 0 {
+		t.Fatal("no acquisition succeeded: the run proves nothing")
+	}
+	return v, restarts, proven, back
 }
