@@ -253,7 +253,7 @@ func horizonRestarts(ctx context.Context, e *safetyEnv, d time.Duration) {
 		}
 		e.record(faultLongGranted, append([]int{r}, kept...)...)
 		// The pair comes back after the grant's top-ups (quorum/topup.go),
-		// which copy a lock onto the backends that missed it for 170 ms
+		// which copy a lock onto the backends that missed it until 128 ms
 		// after the grant: else it would hold the lock, and no quorum
 		// without it would remain.
 		wait(ctx, 500*time.Millisecond)
@@ -279,7 +279,8 @@ func horizonRestarts(ctx context.Context, e *safetyEnv, d time.Duration) {
 				return false
 			}
 			left, err := strconv.Atoi(st["quarantine_left_s"])
-			return st["state"] == "up" || st["state"] == "quarantined" && err == nil && time.Duration(left)*time.Second <= longLeaseMax()+2*time.Second
+			proven := err == nil && time.Duration(left)*time.Second <= longLeaseMax()+2*time.Second
+			return st["state"] == "up" || (st["state"] == "quarantined" && proven)
 		}) {
 			return
 		}
