@@ -203,22 +203,31 @@ func longLeaseMax() time.Duration { return max(20*time.Second, *safetyDuration/5
 // more clients than keys, so that one waits for a long lock another holds.
 const longClients, longKeys = 4, 2
 
-// horizonPlan is the mixed phase's lock: a long one on a long key for the
-// first longClients clients, extended halfway through its validity when
-// held that long, held 5 s or more, so that in the negative control a
-// second client is granted it while the first still holds it, and 9 s at
-// most by default, so that each bare quorum sees a long grant soon; a
-// short one of 200 ms to 2 s on the standard keys, held as in the standard
-// run, for the others.
-func horizonPlan(id int, rng *rand.Rand) lockPlan {
-	between := func(lo, hi time.Duration) time.Duration {
-		return (lo + time.Duration(rng.Int64N(int64(hi-lo)))).Truncate(time.Millisecond)
+// newHorizonPlan returns the mixed phase's plan. A lock is a long one on
+// a long key for the first longClients clients, extended halfway through
+// its validity when held that long, held 5 s or more, so that in the
+// negative control a second client is granted it while the first still
+// holds it, and 9 s at most by default, so that each bare quorum sees a
+// long grant soon; the first of each waits a second, by when the nemesis
+// has cut its first pair off (else the first round waits for a long lock
+// taken on all five to be released). A short one of 200 ms to 2 s on the
+// standard keys, held as in the standard run, for the others.
+func newHorizonPlan() func(id int, rng *rand.Rand) lockPlan {
+	started := make([]bool, longClients) // each client reads and writes only its own
+	return func(id int, rng *rand.Rand) lockPlan {
+		between := func(lo, hi time.Duration) time.Duration {
+			return (lo + time.Duration(rng.Int64N(int64(hi-lo)))).Truncate(time.Millisecond)
+		}
+		if id >= longClients {
+			return varyHold(lockPlan{key: fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys)), ttl: between(200*time.Millisecond, 2*time.Second)}, rng)
+		}
+		p := lockPlan{key: fmt.Sprintf("safety:long:%d", rng.IntN(longKeys)), ttl: between(longLeaseMin, longLeaseMax()),
+			hold: between(5*time.Second, 5*time.Second+longLeaseMax()/5), extend: true}
+		if !started[id] {
+			started[id], p.after = true, time.Second
+		}
+		return p
 	}
-	if id < longClients {
-		ttl := between(longLeaseMin, longLeaseMax())
-		return lockPlan{key: fmt.Sprintf("safety:long:%d", rng.IntN(longKeys)), ttl: ttl, hold: between(5*time.Second, 5*time.Second+longLeaseMax()/5), extend: true}
-	}
-	return varyHold(lockPlan{key: fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys)), ttl: between(200*time.Millisecond, 2*time.Second)}, rng)
 }
 
 // Fault descriptions that the mixed phase records, which its tests count.
@@ -366,7 +375,7 @@ func TestSafetyHorizonNegativeControl(t *testing.T) {
 func runHorizonSafety(t *testing.T, bin string, d time.Duration) (v verdict, restarts, proven, back int) {
 	t.Helper()
 	schedule := []phase{{"mixed short and long locks, empty restarts", horizonRestarts}}
-	setup := safetySetup{binary: bin, maxTTL: max(10*time.Minute, 2*longLeaseMax()), initialised: true, plan: horizonPlan}
+	setup := safetySetup{binary: bin, maxTTL: max(10*time.Minute, 2*longLeaseMax()), initialised: true, plan: newHorizonPlan()}
 	run := runSafetyOn(t, setup, schedule, d)
 	ops, faults := run.h.snapshot()
 	t.Logf("mixed phase: %d clients (%d of them on long locks of %v to %v, on %d keys), 5 backends, max_ttl %v, %v",

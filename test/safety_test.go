@@ -241,11 +241,12 @@ type safetyRun struct {
 }
 
 // lockPlan is one lock a client takes: its key and TTL, how long it holds
-// it, and whether it extends it (once, halfway through its validity).
+// it, and whether it extends it (once, halfway through its validity); and
+// how long the client waits before it asks.
 type lockPlan struct {
-	key       string
-	ttl, hold time.Duration
-	extend    bool
+	key              string
+	ttl, hold, after time.Duration
+	extend           bool
 }
 
 // standardPlan is the main run's lock: lockTTL on one of keys, held for a
@@ -305,6 +306,7 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 	for n := 0; ctx.Err() == nil; n++ {
 		p := plan(id, rng)
 		key, ttl := p.key, p.ttl
+		wait(ctx, p.after)
 		token := fmt.Sprintf("c%d-%d", id, n)
 		acquire := tryAcquire(ctx, h, cli, id, key, token, ttl)
 		if acquire.Outcome != outOK {
