@@ -20,7 +20,11 @@
 //     recorded history, a linearizability and mutual-exclusion checker, and
 //     its negative controls), failover_test.go (a promoted replica, replica
 //     and evicting backends), clock_test.go (a backend whose clock runs
-//     fast), rolling_test.go (a rolling restart of the backends).
+//     fast), rolling_test.go (a rolling restart of the backends),
+//     horizon_test.go (a restarted backend waits as long as the leases it
+//     may have lost, by the others' lease horizons; the safety run's mixed
+//     phase of short and long locks and empty restarts, and its negative
+//     control).
 //   - Backend membership: epochs_test.go (backend-set records, stray
 //     proxies, the change procedure), membership_test.go (two sets at once,
 //     growing and replacing under load), config_test.go (empty and duplicate

@@ -44,9 +44,19 @@ func urls(servers []*redistest.Server, idx ...int) string {
 // infoBackend returns backend i's fields in the proxy's INFO backends.
 func infoBackend(t *testing.T, addr string, i int) map[string]string {
 	t.Helper()
-	m := regexp.MustCompile(fmt.Sprintf(`(?m)^backend%d:(.*)\r?$`, i)).FindStringSubmatch(redisCLI(t, addr, "INFO", "backends"))
-	if m == nil {
+	fields := backendFields(redisCLI(t, addr, "INFO", "backends"), i)
+	if fields == nil {
 		t.Fatalf("INFO backends has no backend%d", i)
+	}
+	return fields
+}
+
+// backendFields reads backend i's fields from the text of INFO backends,
+// nil when it has none.
+func backendFields(info string, i int) map[string]string {
+	m := regexp.MustCompile(fmt.Sprintf(`(?m)^backend%d:(.*)\r?$`, i)).FindStringSubmatch(info)
+	if m == nil {
+		return nil
 	}
 	fields := map[string]string{}
 	for _, kv := range strings.Split(strings.TrimSpace(m[1]), ",") {

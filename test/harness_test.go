@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,12 +156,15 @@ func TestMain(m *testing.M) {
 // brokenFenceBinary is lockproxy with fencing deliberately broken
 // (quorum/hooks.go's brokenFence), for the negative control that shows the
 // checkers catch it; brokenSetBinary with the set check broken, for the
-// negative control of a change of the backend set. Both are one build,
+// negative control of a change of the backend set; ignoreHorizonBinary
+// with the lease horizons ignored (a lost backend's wait ends the settle
+// delay after its loss), for that of the mixed phase. All are one build,
 // made once (negativeControlBinary), which each runs with the breach it
 // names. No other test runs them.
 var (
-	brokenFenceBinary = sync.OnceValues(func() (string, error) { return negativeControl("fence") })
-	brokenSetBinary   = sync.OnceValues(func() (string, error) { return negativeControl("set") })
+	brokenFenceBinary   = sync.OnceValues(func() (string, error) { return negativeControl("fence") })
+	brokenSetBinary     = sync.OnceValues(func() (string, error) { return negativeControl("set") })
+	ignoreHorizonBinary = sync.OnceValues(func() (string, error) { return negativeControl("horizon") })
 )
 
 // negativeControlBinary builds lockproxy with the tag that lets
@@ -202,6 +206,40 @@ func runAdopt(args ...string) (string, error) {
 	cmd.Env = proxyEnv(nil)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// initBackends leaves fresh backends as lockproxy init will (issue 37):
+// each carries the marked record of the backend set that a proxy run with
+// args (its own flags, a listen address aside) counts, and a marker naming
+// its running redis-server with no wait. A proxy with restart quarantine on
+// then counts them at once, and each is a witness of the others' horizons
+// from the start: without it, a cold start has none and waits max_ttl.
+// Until init exists, a proxy run once without restart quarantine records
+// the set, and the markers are written here.
+func initBackends(t *testing.T, servers []*redistest.Server, args ...string) {
+	t.Helper()
+	p := startBinary(t, binary, "127.0.0.1:0", listeningLine, nil, append(slices.Clone(args), "-restart-quarantine=false")...)
+	clients := make([]*redis.Client, len(servers))
+	for i, s := range servers {
+		clients[i] = s.Client(t)
+	}
+	redistest.Eventually(t, func() string {
+		for i, c := range clients {
+			// A marked record: "epoch:N:fingerprint:slots:h members".
+			rec := c.Get(t.Context(), "{lockproxy}:set").Val()
+			if head, _, _ := strings.Cut(rec, " "); !strings.HasSuffix(head, ":h") {
+				return fmt.Sprintf("backend %d records %q, not the proxy's marked set", i, rec)
+			}
+		}
+		return ""
+	})
+	p.Kill()
+	for _, c := range clients {
+		runID := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(c.Info(t.Context(), "server").Val())[1]
+		if err := c.Set(t.Context(), "{lockproxy}:server", runID+":0:restart", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // proxyProcess is one running lockproxy binary.

@@ -224,7 +224,7 @@ func TestSafetyChangeSetNegativeControl(t *testing.T) {
 			key := fmt.Sprintf("safety:race:%d", n)
 			var both sync.WaitGroup
 			for i, cli := range clis {
-				both.Go(func() { tryAcquire(ctx, e.h, cli, *safetyClients+i, key, fmt.Sprintf("r%d-%d", i, n)) })
+				both.Go(func() { tryAcquire(ctx, e.h, cli, *safetyClients+i, key, fmt.Sprintf("r%d-%d", i, n), lockTTL) })
 			}
 			both.Wait()
 			wait(ctx, 20*time.Millisecond)
@@ -253,7 +253,10 @@ func runSafetyOn(t *testing.T, setup safetySetup, schedule []phase, total time.D
 	}
 	fnet := newFaultNet(t, upstreams)
 	// Fencing on: the checkers check every grant's token (checkFences).
-	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", maxTTL.String(), "-backend-timeout", "100ms", "-fencing"}, setup.flags...)
+	args := append([]string{"-backends", fnet.url(idx...), "-max-ttl", cmp.Or(setup.maxTTL, maxTTL).String(), "-backend-timeout", "100ms", "-fencing"}, setup.flags...)
+	if setup.initialised {
+		initBackends(t, backends, args...)
+	}
 	e := &safetyEnv{t: t, h: newHistory(), backends: backends, net: fnet, binary: cmp.Or(setup.binary, binary), args: args}
 	e.proxies = []*proxyProcess{
 		startBinary(t, e.binary, "127.0.0.1:0", listeningLine, nil, args...),
@@ -263,7 +266,7 @@ func runSafetyOn(t *testing.T, setup safetySetup, schedule []phase, total time.D
 		waitForQuorum(t, p)
 	}
 
-	run := &safetyRun{h: e.h, res: newResourceLog(e.h), keys: *safetyKeys}
+	run := &safetyRun{h: e.h, res: newResourceLog(e.h), keys: *safetyKeys, plan: setup.plan}
 	ctx, cancel := context.WithCancel(t.Context())
 	var clients sync.WaitGroup
 	for c := range *safetyClients {

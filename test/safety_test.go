@@ -57,6 +57,12 @@ type safetySetup struct {
 	backends []int                                   // the proxies' backends, of the 5; nil: all
 	during   func(ctx context.Context, e *safetyEnv) // runs beside the clients while the schedule does; may be nil
 	flags    []string                                // the proxies' flags, besides those of every run
+	maxTTL   time.Duration                           // the proxies' max_ttl; 0: maxTTL
+	// initialised: the backends are left as lockproxy init leaves them
+	// (initBackends) before the proxies start, so that a run with a long
+	// max_ttl does not wait it out first.
+	initialised bool
+	plan        func(id int, rng *rand.Rand) lockPlan // what the clients take; nil: standardPlan
 }
 
 // phase is one stretch of the run with its own faults. run acts for about
@@ -224,12 +230,43 @@ func (e *safetyEnv) restartProxy(i int) {
 	e.proxies[i] = startBinary(e.t, e.binary, addr, listeningLine, nil, e.args...)
 }
 
-// safetyRun is one run: its history and resource log when it ended, and
-// how many keys its clients contend for.
+// safetyRun is one run: its history and resource log when it ended, how
+// many keys its clients contend for, and what each lock they take is
+// (nil: standardPlan).
 type safetyRun struct {
 	h    *history
 	res  *resourceLog
 	keys int
+	plan func(id int, rng *rand.Rand) lockPlan
+}
+
+// lockPlan is one lock a client takes: its key and TTL, how long it holds
+// it, and whether it extends it (once, halfway through its validity); and
+// how long the client waits before it asks.
+type lockPlan struct {
+	key              string
+	ttl, hold, after time.Duration
+	extend           bool
+}
+
+// standardPlan is the main run's lock: lockTTL on one of keys, held for a
+// moment, past its expiry now and then (the next holder's token must stop
+// its writes), or extended.
+func standardPlan(keys int, rng *rand.Rand) lockPlan {
+	return varyHold(lockPlan{key: fmt.Sprintf("safety:%d", rng.IntN(keys)), ttl: lockTTL}, rng)
+}
+
+// varyHold gives p the standard run's holds, by its TTL: up to a third of
+// it mostly, 3 in 20 past its expiry, 5 in 20 extended halfway.
+func varyHold(p lockPlan, rng *rand.Rand) lockPlan {
+	p.hold = time.Duration(rng.Int64N(int64(p.ttl / 3)))
+	switch r := rng.IntN(20); {
+	case r < 3:
+		p.hold = p.ttl * 3 / 2
+	case r < 8:
+		p.hold, p.extend = p.ttl, true
+	}
+	return p
 }
 
 // runSafety runs the schedule with the proxies on all 5 backends.
@@ -262,33 +299,33 @@ func runClient(ctx context.Context, id int, addr string, run *safetyRun) {
 	defer cli.Close()
 	h := run.h
 	rng := rand.New(rand.NewPCG(uint64(id), 42))
+	plan := run.plan
+	if plan == nil {
+		plan = func(_ int, rng *rand.Rand) lockPlan { return standardPlan(run.keys, rng) }
+	}
 	for n := 0; ctx.Err() == nil; n++ {
-		key := fmt.Sprintf("safety:%d", rng.IntN(run.keys))
+		p := plan(id, rng)
+		key, ttl := p.key, p.ttl
+		wait(ctx, p.after)
 		token := fmt.Sprintf("c%d-%d", id, n)
-		acquire := tryAcquire(ctx, h, cli, id, key, token)
+		acquire := tryAcquire(ctx, h, cli, id, key, token, ttl)
 		if acquire.Outcome != outOK {
 			// Back off as lock libraries do, so that the figures show the
 			// system, not a retry storm.
 			wait(ctx, time.Duration(10+rng.IntN(40))*time.Millisecond)
 			continue
 		}
-		deadline := acquire.Call + lockTTL - driftOf(lockTTL)
-		hold, extend := time.Duration(rng.Int64N(int64(lockTTL/3))), false
-		switch r := rng.IntN(20); {
-		case r < 3:
-			hold = lockTTL * 3 / 2 // past expiry: the next holder's token must stop its writes
-		case r < 8:
-			hold, extend = lockTTL, true // extended halfway through its validity
-		}
+		deadline := acquire.Call + ttl - driftOf(ttl)
+		hold, extend := p.hold, p.extend
 		holding := true
 		for until := h.now() + hold; holding && h.now() < until && ctx.Err() == nil; {
 			holding = run.res.write(key, token, acquire.Fence)
-			if now := h.now(); extend && holding && now > deadline-lockTTL/2 && now < deadline {
+			if now := h.now(); extend && holding && now > deadline-ttl/2 && now < deadline {
 				extend = false
-				ext := h.call(id, key, token, opExtend, lockTTL)
-				reply, err := cli.Do(ctx, "SET", key, token, "IFEQ", token, "PX", lockTTL.Milliseconds()).Result()
+				ext := h.call(id, key, token, opExtend, ttl)
+				reply, err := cli.Do(ctx, "SET", key, token, "IFEQ", token, "PX", ttl.Milliseconds()).Result()
 				if h.done(ext, reply, err) == outOK {
-					deadline = max(deadline, ext.Call+lockTTL-driftOf(lockTTL))
+					deadline = max(deadline, ext.Call+ttl-driftOf(ttl))
 				} else {
 					holding = false // a failed extension is rolled back: the lock is gone
 				}
@@ -312,11 +349,11 @@ func safetyClient(addr string) *redis.Client {
 	})
 }
 
-// tryAcquire asks cli for key with token for lockTTL, records it in h as
+// tryAcquire asks cli for key with token for ttl, records it in h as
 // client id's, and returns the record.
-func tryAcquire(ctx context.Context, h *history, cli *redis.Client, id int, key, token string) *op {
-	acquire := h.call(id, key, token, opAcquire, lockTTL)
-	reply, err := cli.Do(ctx, "LOCK.ACQUIRE", key, token, "PX", lockTTL.Milliseconds()).Result()
+func tryAcquire(ctx context.Context, h *history, cli *redis.Client, id int, key, token string, ttl time.Duration) *op {
+	acquire := h.call(id, key, token, opAcquire, ttl)
+	reply, err := cli.Do(ctx, "LOCK.ACQUIRE", key, token, "PX", ttl.Milliseconds()).Result()
 	if fence, ok := reply.(int64); ok && err == nil {
 		acquire.Fence, reply = fence, "OK"
 	}
@@ -470,9 +507,10 @@ func runFenceDrift(t *testing.T, bin string) verdict {
 // (quorum/fence.go).
 const fenceCounterKey = "{lockproxy}:fence"
 
-// verdict is what the checkers found: violations counts them all, fences
-// and resource those of checkFences and of the resource checks.
-type verdict struct{ acquired, violations, fences, resource int }
+// verdict is what the checkers found: violations counts them all,
+// overlaps, fences and resource those of checkOverlaps, checkFences and of
+// the resource checks.
+type verdict struct{ acquired, violations, overlaps, fences, resource int }
 
 // check runs the checkers and logs what each found.
 func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
@@ -497,8 +535,8 @@ func check(t *testing.T, ops []op, log map[string][]resourceEntry) verdict {
 	for _, line := range describeLinearization(ops, result, info) {
 		t.Logf("  %s", line)
 	}
-	v.fences, v.resource = len(fences), len(interleavings)+len(fenced)
-	v.violations = len(overlaps) + v.resource + v.fences
+	v.overlaps, v.fences, v.resource = len(overlaps), len(fences), len(interleavings)+len(fenced)
+	v.violations = v.overlaps + v.resource + v.fences
 	if result == porcupine.Illegal {
 		v.violations++
 	}
