@@ -96,32 +96,10 @@ type AdoptedMember struct {
 // it plans and writes nothing. ctx bounds it all; an adopt cut short is run
 // again with the same configuration.
 func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, error) {
-	a := &adoption{}
+	a, err := newAdoption(groups)
 	defer a.close()
-	for g, cfg := range groups {
-		cfg = cfg.withDefaults()
-		if err := cfg.validate(); err != nil {
-			return nil, err
-		}
-		where := make([]string, len(cfg.Backends))
-		for i, u := range cfg.Backends {
-			var err error
-			if where[i], err = backend.Where(u); err != nil {
-				return nil, fmt.Errorf("backend %d: %w", i, err)
-			}
-		}
-		set := newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)
-		a.sets = append(a.sets, set)
-		a.drifts = append(a.drifts, cfg.DriftFactor)
-		a.waits = append(a.waits, cfg.MaxTTL+drift(cfg.MaxTTL, cfg.DriftFactor))
-		for i, u := range cfg.Backends {
-			m, err := newAdoptee(g, u, cfg)
-			if err != nil {
-				return nil, err
-			}
-			m.where = where[i]
-			a.members = append(a.members, m)
-		}
+	if err != nil {
+		return nil, err
 	}
 	if err := a.greet(ctx); err != nil {
 		return nil, err
@@ -359,6 +337,38 @@ func (a *adoption) pending(plan admit.Plan, i int) admit.Record {
 // final tells whether r is a record of a set, not pending.
 func final(r admit.Record) bool { return r.Present && !r.Pending }
 
+// newAdoption connects to the backends of groups, each a set of its own
+// (the connections are dialled and greeted on their first command). The
+// adoption is closed even when it fails.
+func newAdoption(groups []Config) (*adoption, error) {
+	a := &adoption{}
+	for g, cfg := range groups {
+		cfg = cfg.withDefaults()
+		if err := cfg.validate(); err != nil {
+			return a, err
+		}
+		where := make([]string, len(cfg.Backends))
+		for i, u := range cfg.Backends {
+			var err error
+			if where[i], err = backend.Where(u); err != nil {
+				return a, fmt.Errorf("backend %d: %w", i, err)
+			}
+		}
+		a.sets = append(a.sets, newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel))
+		a.drifts = append(a.drifts, cfg.DriftFactor)
+		a.waits = append(a.waits, cfg.MaxTTL+drift(cfg.MaxTTL, cfg.DriftFactor))
+		for i, u := range cfg.Backends {
+			m, err := newAdoptee(g, u, cfg)
+			if err != nil {
+				return a, err
+			}
+			m.where = where[i]
+			a.members = append(a.members, m)
+		}
+	}
+	return a, nil
+}
+
 // adoption is one run of Adopt.
 type adoption struct {
 	sets    []admit.Set
@@ -377,13 +387,15 @@ type adoptee struct {
 	runID    string
 	read     string       // its record as read, "" none
 	old      admit.Record // its record when adopt planned
-	identity *backend.Command
+	replicas int
+	acked    int // the fewest replicas that acknowledged a write
+
+	identity *backend.Command // the identity script, as the greeting runs it
+	greeting identity         // what the last greeting's identity script told
 	// intact is set while every greeting found its marker naming the
 	// process greeted, the same each time: its data set was not lost
 	// since before adopt, so its horizon covers its leases.
 	intact, greeted bool
-	replicas        int
-	acked           int // the fewest replicas that acknowledged a write
 }
 
 func newAdoptee(group int, rawURL string, cfg Config) (*adoptee, error) {
@@ -397,7 +409,7 @@ func newAdoptee(group int, rawURL string, cfg Config) (*adoptee, error) {
 		URL:      rawURL,
 		TLS:      cfg.TLSConfig,
 		Timeout:  max(cfg.NodeTimeout, time.Second), // an operator's command: no hurry
-		Scripts:  []*backend.Script{identityScript, claimScript, adoptScript},
+		Scripts:  []*backend.Script{identityScript, claimScript, adoptScript, initScript},
 		Commands: []string{"PEXPIRETIME"},
 		Check: func(g backend.Greeting) error {
 			if g.InfoErr != nil {
@@ -438,7 +450,7 @@ func (m *adoptee) admit(g backend.Greeting) error {
 		}
 	}
 	m.intact = (!m.greeted || m.intact && id.runID == m.runID) && id.previous == id.runID
-	m.runID, m.read, m.greeted = id.runID, id.record, true
+	m.runID, m.read, m.greeted, m.greeting = id.runID, id.record, true, id
 	return nil
 }
 
@@ -491,10 +503,16 @@ func (m *adoptee) write(ctx context.Context, s *backend.Script, keys []string, a
 	if done, err := r.Integer(); err != nil || done != 1 {
 		return errors.New("its record changed since adopt read it (another adopt, or a restart): run adopt again")
 	}
+	return m.wait(ctx)
+}
+
+// wait waits for the backend's replicas to acknowledge what was written
+// on it, and counts how many did.
+func (m *adoptee) wait(ctx context.Context) error {
 	if m.replicas == 0 {
 		return nil
 	}
-	r, err = m.pipe.Do(ctx, backend.KeylessCommand("WAIT", m.replicas, time.Second.Milliseconds()))
+	r, err := m.pipe.Do(ctx, backend.KeylessCommand("WAIT", m.replicas, time.Second.Milliseconds()))
 	if err != nil {
 		return err
 	}
