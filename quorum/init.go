@@ -122,7 +122,11 @@ func (m *adoptee) found() string {
 	id := m.greeting
 	switch {
 	case id.record != "":
-		return "it records the backend set " + id.record
+		what := "it records the backend set "
+		if r, err := admit.ParseRecord(id.record); err == nil && r.Pending {
+			what = "lockproxy adopt is writing the backend set "
+		}
+		return what + mustRecord(id.record).Name()
 	case id.horizon > 0:
 		return fmt.Sprintf("it carries a lease horizon: a lease recorded on it may be held for %s more", id.horizon.Round(time.Millisecond))
 	case id.previous != "" && id.previous != id.runID:

@@ -71,7 +71,7 @@ func TestInitRefuses(t *testing.T) {
 		name, key, value string
 		found            *regexp.Regexp
 	}{
-		{"a record", "{lockproxy}:set", "1:3:0123456789abcdef:-:h a%3A1%2F0", regexp.MustCompile(`: it records the backend set 1:3:0123456789abcdef:-:h `)},
+		{"a record", "{lockproxy}:set", "1:3:0123456789abcdef:-:h a%3A1%2F0", regexp.MustCompile(`: it records the backend set 1:3:0123456789abcdef\n`)},
 		{"a marker of an earlier process", "{lockproxy}:server", "0123abcd:1000:restart", regexp.MustCompile(`: it carries a lockproxy marker of an earlier process \(run_id 0123abcd\)`)},
 		{"a horizon", "{lockproxy}:horizon", "", regexp.MustCompile(`: it carries a lease horizon: a lease recorded on it may be held for \d`)},
 	} {
