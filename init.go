@@ -38,7 +38,7 @@ func initialize(args []string, stdout io.Writer) error {
 	}
 	printInit(stdout, report)
 	if !report.Written {
-		return errors.New("init: nothing written: not every backend is fresh")
+		return errors.New("init: nothing written: not every backend answered fresh")
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func Init(ctx context.Context, groups []Config) (*InitReport, error) {
 	found := make([]string, len(a.members))
 	a.each(ctx, nil, func(ctx context.Context, i int, m *adoptee) error {
 		if _, err := m.pipe.Do(ctx, backend.KeylessCommand("PING")); err != nil {
-			found[i] = "no answer: " + err.Error()
+			found[i] = "no answer as a Redis master: " + err.Error()
 			return nil
 		}
 		found[i] = m.found()
