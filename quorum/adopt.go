@@ -120,7 +120,7 @@ func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, err
 	}
 	a.decided = make([]time.Duration, len(a.sets))
 	if len(plan.Old) == 0 {
-		a.resume() // a re-run keeps the waits that the first run decided
+		a.resume()
 	}
 	report := a.report(plan, dryRun)
 	if plan.Done || dryRun {
@@ -215,10 +215,10 @@ func (a *adoption) takenBack(ctx context.Context) ([]bool, error) {
 // keep, that recorded its old set final and marked for horizons (an
 // earlier version's proxies do not record them), whose data set was not
 // lost since (its marker names its process, as at the greeting) and that
-// has no wait of its own. No in-flight delay is needed, as the engine's
-// needs after a loss: each read comes after the check that saw the
-// pending record on that member, whose set check refuses every old-epoch
-// script from then on, so none of them runs on it after the read. Where
+// has no wait of its own. Unlike the engine's reads after a loss, these
+// need no in-flight delay: each comes after the check that saw the
+// pending record on its member, whose set check refuses every old-epoch
+// script from then on, so none of them runs there after the read. Where
 // every old set has enough witnesses (admit.Settle), every waiting member
 // waits the longest of their leases and its drift allowance, capped at
 // the full wait; else the full wait.
@@ -243,17 +243,16 @@ func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon,
 			if !recorded && !o.Has(m.where) {
 				continue
 			}
-			if why := a.notWitness(i, m, recorded, ids[i], read[i]); why != "" {
+			if why := a.notWitness(m, recorded, ids[i], read[i]); why != "" {
 				h.NotWitnesses = append(h.NotWitnesses, m.addr+": "+why)
 				continue
 			}
 			h.Witnesses++
 			remaining = append(remaining, ids[i].horizon.Milliseconds())
-			h.Longest = max(h.Longest, ids[i].horizon)
 		}
-		if _, enough := admit.Settle(o.N, o.Quorum(), remaining); !enough {
-			ok = false
-		}
+		ms, enough := admit.Settle(o.N, o.Quorum(), remaining)
+		h.Longest = time.Duration(ms) * time.Millisecond
+		ok = ok && enough
 		longest = max(longest, h.Longest)
 		out = append(out, h)
 	}
@@ -276,10 +275,10 @@ func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon,
 	return out, err
 }
 
-// notWitness is why member i, whose identity read after the check told id
+// notWitness is why member m, whose identity read after the check told id
 // (or failed with err), is no witness for its old set; "" when it is one.
 // recorded tells whether it recorded that set final when adopt planned.
-func (a *adoption) notWitness(i int, m *adoptee, recorded bool, id identity, err error) string {
+func (a *adoption) notWitness(m *adoptee, recorded bool, id identity, err error) string {
 	switch {
 	case !recorded:
 		return "it did not record the old set (its data set was lost)"
@@ -303,13 +302,16 @@ func mustRecord(raw string) admit.Record {
 	return r
 }
 
-// resume takes, on a re-run of an adopt cut short, the waits that the
-// first run decided from horizons, from the pending records it wrote: each
-// is a bound on the old epoch's leases from a read after the old epoch was
-// refused, so it bounds them from any later time too.
+// resume notes whether adopt finishes one cut short (a member records the
+// new set already), and takes the waits that the first run decided from
+// horizons, from the pending records it wrote: each bounds the old epoch's
+// leases from a read after the old epoch was refused, so it bounds them
+// from any later time too.
 func (a *adoption) resume() {
 	for _, m := range a.members {
-		if admit.Relate(a.sets[m.group], m.old) == admit.Adopting && m.old.Decided > 0 {
+		rel := admit.Relate(a.sets[m.group], m.old)
+		a.resumed = a.resumed || rel == admit.Adopting || rel == admit.Ours
+		if rel == admit.Adopting && m.old.Decided > 0 {
 			a.decided[m.group] = max(a.decided[m.group], time.Duration(m.old.Decided)*time.Millisecond)
 		}
 	}
@@ -375,6 +377,7 @@ type adoption struct {
 	waits   []time.Duration // each set's full epoch wait: max_ttl and its drift allowance
 	drifts  []float64       // each set's drift_factor
 	decided []time.Duration // each set's epoch wait decided from horizons; 0 none (the full one)
+	resumed bool            // it finishes an adopt cut short
 	members []*adoptee
 }
 
@@ -524,7 +527,8 @@ func (m *adoptee) wait(ctx context.Context) error {
 }
 
 func (a *adoption) report(plan admit.Plan, dryRun bool) *AdoptReport {
-	r := &AdoptReport{Done: plan.Done, DryRun: dryRun, Resumed: len(plan.Old) == 0 && slices.ContainsFunc(a.members, func(m *adoptee) bool { return m.old.Present && m.old.Epoch == a.sets[m.group].Epoch }), Decided: slices.ContainsFunc(a.decided, func(d time.Duration) bool { return d > 0 })}
+	r := &AdoptReport{Done: plan.Done, DryRun: dryRun, Resumed: a.resumed && !plan.Done}
+	r.Decided = slices.ContainsFunc(a.decided, func(d time.Duration) bool { return d > 0 })
 	for _, s := range plan.Old {
 		r.Stopped = append(r.Stopped, s.Name())
 	}
