@@ -22,7 +22,6 @@ func TestInitScript(t *testing.T) {
 	runID := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(c.Info(ctx, "server").Val())[1]
 	set := admit.NewSet(1, []string{srv.Addr() + "/0"}, "")
 	record := admit.Final(set).String()
-	horizonKey := ReservedPrefix + "horizon"
 	for _, tc := range []struct {
 		name  string
 		keys  map[string]string
