@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,27 +37,15 @@ func newAdoptGrowth(t *testing.T) *adoptGrowth {
 	if _, err := g.old.acquire(t.Context(), key, "old", g.lease); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range g.servers[:3] {
-		raiseHorizon(t, s.Client(t), key)
+	for i, s := range g.servers[:3] {
+		c := s.Client(t)
+		if at, h := c.PExpireTime(t.Context(), key).Val(), c.Get(t.Context(), horizonKey).Val(); strconv.FormatInt(at.Milliseconds(), 10) != h {
+			t.Fatalf("backend %d: horizon %q, want the lock's expiry %v", i, h, at.Milliseconds())
+		}
 	}
 	g.next = oldCfg
 	g.next.Backends, g.next.BackendSetEpoch = urls, 2
 	return g
-}
-
-// raiseHorizon raises the backend's horizon to key's expiry, as every
-// lease script does in the script that sets it (lua/horizon.lua): written
-// here too, so that the test does not hang on which script records it.
-func raiseHorizon(t *testing.T, c *redis.Client, key string) {
-	t.Helper()
-	at := c.PExpireTime(t.Context(), key).Val().Milliseconds()
-	if at <= 0 {
-		t.Fatalf("%s has no expiry on the backend", key)
-	}
-	if h, _ := c.Get(t.Context(), ReservedPrefix+"horizon").Int64(); h < at {
-		c.Set(t.Context(), ReservedPrefix+"horizon", at, 0)
-		c.PExpireAt(t.Context(), ReservedPrefix+"horizon", time.UnixMilli(at))
-	}
 }
 
 // markerLeft is how long the backend's marker keeps it waiting, by its

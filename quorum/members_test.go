@@ -267,9 +267,6 @@ func TestAdoptGrows(t *testing.T) {
 	if _, err := old.acquire(t.Context(), key, "first", maxTTL); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range servers[:3] {
-		raiseHorizon(t, s.Client(t), key)
-	}
 	newCfg := oldCfg
 	newCfg.Backends, newCfg.BackendSetEpoch = urls, 2
 	dry, err := Adopt(t.Context(), []Config{newCfg}, true)
