@@ -74,6 +74,9 @@ func printAdopt(w io.Writer, r *quorum.AdoptReport) {
 			fmt.Fprintf(w, "  no witness: %s\n", why)
 		}
 	}
+	if r.Floor > 0 {
+		fmt.Fprintf(w, "an earlier change of the backend set left its old epoch's locks up to %s to run: the waits last at least that\n", roundWait(r.Floor))
+	}
 	switch {
 	case !waits:
 	case r.DryRun && len(r.Stopped) > 0:

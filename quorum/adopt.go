@@ -48,6 +48,10 @@ type AdoptReport struct {
 	// bounded the epoch waits: none where no member waits, on a dry run,
 	// and when finishing an adopt cut short.
 	Horizons []AdoptHorizon
+	// Floor is how long the locks of an epoch before the old one may
+	// still be held, as the adopt that ended it wrote (0: none): the
+	// epoch waits last at least that.
+	Floor time.Duration
 	// Resumed is set when adopt finished one cut short; Decided then
 	// tells whether its waits are those that run decided from horizons
 	// (else the full ones).
@@ -150,19 +154,22 @@ func Adopt(ctx context.Context, groups []Config, dryRun bool) (*AdoptReport, err
 			return nil, errors.New("the old epoch's proxies took backends back three times while adopt wrote them: stop them, and run adopt again")
 		}
 	}
-	if len(plan.Old) > 0 && slices.Contains(plan.Wait, true) {
-		if report.Horizons, err = a.settle(ctx, plan); err != nil {
+	if len(plan.Old) > 0 {
+		if report.Horizons, report.Floor, err = a.settle(ctx, plan); err != nil {
 			return nil, err
 		}
 	}
 	// Pass 2, once every member refuses the old epoch: the final record,
 	// and the epoch wait, counted from now, where the plan says.
 	err = a.each(ctx, plan.Write, func(ctx context.Context, i int, m *adoptee) error {
-		wait := time.Duration(0)
+		wait, floor := time.Duration(0), time.Duration(0)
 		if plan.Wait[i] {
 			wait = a.wait(m.group)
 		}
-		return m.write(ctx, adoptScript, []string{setKey, markerKey}, a.pending(plan, i).String(), admit.Final(a.sets[m.group]).String(), wait.Milliseconds())
+		if len(plan.Old) > 0 || a.resumed {
+			floor = a.wait(m.group)
+		}
+		return m.write(ctx, adoptScript, []string{setKey, markerKey, floorKey}, a.pending(plan, i).String(), admit.Final(a.sets[m.group]).String(), wait.Milliseconds(), floor.Milliseconds())
 	})
 	if err != nil {
 		return nil, err
@@ -208,10 +215,19 @@ func (a *adoption) takenBack(ctx context.Context) ([]bool, error) {
 	return back, err
 }
 
+// floorKey is, on each member that adopt wrote, until when (ms, its
+// clock) the locks of the epochs before the one it records may be held:
+// the wait adopt decided for them, written on every member, those that
+// wait or not. The horizons of a set's witnesses bound only the leases of
+// that set; an epoch change that comes before the last one's old locks are
+// gone waits at least until then. It expires then.
+const floorKey = ReservedPrefix + "floor"
+
 // settle decides the epoch waits from the horizons of the old sets'
 // members, once each refuses the old epoch (docs/design/horizon.md §4.4),
 // and writes the decision into the pending record of every member that
-// waits, where a re-run finds it. A witness is a member that the new sets
+// waits, where a re-run finds it. It reports each old set's witnesses, and
+// the longest floor (floorKey) that a member carries. A witness is a member that the new sets
 // keep, that recorded its old set final and marked for horizons (an
 // earlier version's proxies do not record them), whose data set was not
 // lost since (its marker names its process, as at the greeting) and that
@@ -220,21 +236,34 @@ func (a *adoption) takenBack(ctx context.Context) ([]bool, error) {
 // pending record on its member, whose set check refuses every old-epoch
 // script from then on, so none of them runs there after the read. Where
 // every old set has enough witnesses (admit.Settle), every waiting member
-// waits the longest of their leases and its drift allowance, capped at
-// the full wait; else the full wait.
-func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon, error) {
+// waits the longest of their leases and its drift allowance, and no less
+// than the longest floor, capped at the full wait; else the full wait. A
+// member whose floor cannot be read may carry the only one: the full wait
+// too.
+func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon, time.Duration, error) {
 	ids := make([]identity, len(a.members))
 	read := make([]error, len(a.members))
+	floors := make([]time.Duration, len(a.members))
+	floorRead := true
 	a.each(ctx, nil, func(ctx context.Context, i int, m *adoptee) error {
 		r, err := m.pipe.Do(ctx, m.identity)
 		if err == nil {
 			ids[i], err = parseIdentity([]backend.Reply{r})
 		}
 		read[i] = err
+		if r, err = m.pipe.Do(ctx, backend.KeyCommand("PTTL", floorKey)); err == nil {
+			var ms int64
+			ms, err = r.Integer()
+			floors[i] = time.Duration(ms) * time.Millisecond // -2: none
+		}
+		if err != nil {
+			floorRead = false
+		}
 		return nil
 	})
+	floor := slices.Max(floors)
 	var out []AdoptHorizon
-	longest, ok := time.Duration(0), true
+	longest, ok := time.Duration(0), floorRead
 	for _, o := range plan.Old {
 		h := AdoptHorizon{Set: o.Name(), Needed: admit.Witnesses(o.N, o.Quorum())}
 		var remaining []int64
@@ -257,10 +286,14 @@ func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon,
 		out = append(out, h)
 	}
 	if !ok {
-		return out, nil
+		return out, floor, nil
 	}
 	for g := range a.sets {
-		if d := longest + drift(longest, a.drifts[g]); d < a.waits[g] {
+		d := longest + drift(longest, a.drifts[g])
+		if floor > 0 {
+			d = max(d, floor+drift(floor, a.drifts[g]))
+		}
+		if d < a.waits[g] {
 			a.decided[g] = d
 		}
 	}
@@ -272,7 +305,7 @@ func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon,
 		}
 		return m.write(ctx, claimScript, []string{setKey}, admit.PendingFor(a.sets[m.group], true).String(), a.pending(plan, i).String())
 	})
-	return out, err
+	return out, max(floor, 0), err
 }
 
 // notWitness is why member m, whose identity read after the check told id

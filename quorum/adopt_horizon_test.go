@@ -166,3 +166,86 @@ func TestAdoptUnmarkedWaitsFull(t *testing.T) {
 		}
 	}
 }
+
+// TestAdoptWaitsForEarlierEpoch: two changes of the backend set, the
+// second before the first one's old locks are gone. Epoch 1 is five
+// backends, and a lock of 20 s granted while two of them (a, b) were
+// stopped rests on c, d and e alone. Epoch 2 drops e: no backend waits,
+// and its witnesses (a to d) bound the lock. Epoch 3 adds f while c and d
+// wait for themselves: a and b are enough witnesses of epoch 2's set, but
+// their horizons know nothing of the lock, so f would count at once and
+// a, b and f grant it again. The floor that epoch 2's adopt wrote keeps f
+// waiting for it.
+func TestAdoptWaitsForEarlierEpoch(t *testing.T) {
+	clock := redistest.NewSteppedClock(time.Now().UTC().Truncate(time.Second))
+	servers := redistest.StartWith(t, 6, redistest.Options{Stepped: clock})
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.URL())
+	}
+	cfg := func(epoch int, idx ...int) Config {
+		c := Config{NodeTimeout: time.Second, DisableRestartQuarantine: true, clock: clock, BackendSetEpoch: epoch}
+		for _, i := range idx {
+			c.Backends = append(c.Backends, urls[i])
+		}
+		return c
+	}
+	old := newEngine(t, cfg(1, 0, 1, 2, 3, 4))
+	waitAllCount(t, old)
+	servers[0].Pause()
+	servers[1].Pause()
+	key, lease := uniqueKey(t), 20*time.Second
+	if _, err := old.acquire(t.Context(), key, "epoch 1", lease); err != nil {
+		t.Fatal(err)
+	}
+	servers[0].Resume()
+	servers[1].Resume()
+	// Their requests ran once they resumed, too late to count: undone, as
+	// if they had never reached them.
+	for _, s := range servers[:2] {
+		c := s.Client(t)
+		redistest.Eventually(t, func() string {
+			if c.Exists(t.Context(), key).Val() == 0 {
+				return "the late request has not run"
+			}
+			return ""
+		})
+		c.Del(t.Context(), key, horizonKey)
+	}
+
+	two, err := Adopt(t.Context(), []Config{cfg(2, 0, 1, 2, 3)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(two.Horizons) != 1 || two.Horizons[0].Witnesses != 4 || two.Horizons[0].Longest <= lease-2*time.Second {
+		t.Fatalf("epoch 2: horizons %+v, want 4 witnesses bounding the lock's %v", two.Horizons, lease)
+	}
+	for i, s := range servers[:4] {
+		if left := s.Client(t).PTTL(t.Context(), floorKey).Val(); left <= lease-2*time.Second {
+			t.Errorf("backend %d: floor %v after epoch 2, want the lock's %v", i, left, lease)
+		}
+	}
+	clock.Advance(5 * time.Second)
+	for _, i := range []int{2, 3} { // c and d wait for themselves
+		c := servers[i].Client(t)
+		m := admit.ParseMarker(c.Get(t.Context(), markerKey).Val())
+		m.Until, m.Reason = c.Time(t.Context()).Val().Add(time.Hour).UnixMilli(), admit.ReasonRestart
+		c.Set(t.Context(), markerKey, m.String(), 0)
+	}
+	three, err := Adopt(t.Context(), []Config{cfg(3, 0, 1, 2, 3, 5)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(three.Horizons) != 1 || three.Horizons[0].Witnesses != 2 || three.Horizons[0].Longest >= time.Second {
+		t.Fatalf("epoch 3: horizons %+v, want a and b, who know nothing of the lock", three.Horizons)
+	}
+	left := lease - 5*time.Second
+	if f := three.Members[4]; f.Wait < left-time.Second || three.Floor < left-time.Second {
+		t.Errorf("epoch 3: f waits %v (floor %v), want the epoch 1 lock's %v left", f.Wait, three.Floor, left)
+	}
+	e := newEngine(t, cfg(3, 0, 1, 2, 3, 5))
+	clock.Advance(time.Second)
+	if _, err := e.acquire(t.Context(), key, "epoch 3", time.Second); err == nil {
+		t.Errorf("epoch 3 granted the lock that epoch 1 holds for %v more", left)
+	}
+}
