@@ -61,6 +61,31 @@ func printAdopt(w io.Writer, r *quorum.AdoptReport) {
 	for _, s := range r.Stopped {
 		fmt.Fprintf(w, "stops the set %s: its proxies are refused from the first write on\n", s)
 	}
+	waits := slices.ContainsFunc(r.Members, func(m quorum.AdoptedMember) bool { return m.Wait > 0 })
+	for _, h := range r.Horizons {
+		if h.Witnesses >= h.Needed {
+			fmt.Fprintf(w, "waits for the old set %s's leases by their horizons: %d of its members answered as witnesses (%d needed), the longest lease recorded on them ends in %s\n",
+				h.Set, h.Witnesses, h.Needed, roundWait(h.Longest))
+		} else {
+			fmt.Fprintf(w, "waits max_ttl and its drift allowance for the old set %s's leases: %d of its members answered as witnesses, %d needed\n",
+				h.Set, h.Witnesses, h.Needed)
+		}
+		for _, why := range h.NotWitnesses {
+			fmt.Fprintf(w, "  no witness: %s\n", why)
+		}
+	}
+	if r.Floor > 0 {
+		fmt.Fprintf(w, "an earlier change of the backend set left its old epoch's locks up to %s to run: the waits last at least that\n", roundWait(r.Floor))
+	}
+	switch {
+	case !waits:
+	case r.DryRun && len(r.Stopped) > 0:
+		fmt.Fprintln(w, "the waits shown are max_ttl's: adopt reads the old set's horizons once every backend refuses it, and waits only as long as its longest lease")
+	case r.Resumed && r.Decided:
+		fmt.Fprintln(w, "finishes an adopt cut short: the waits are those it decided from the old set's horizons")
+	case r.Resumed:
+		fmt.Fprintln(w, "finishes an adopt cut short that decided no wait from horizons: the waits are max_ttl and its drift allowance")
+	}
 	end := time.Now()
 	for _, m := range r.Members {
 		before := m.Before
@@ -69,7 +94,7 @@ func printAdopt(w io.Writer, r *quorum.AdoptReport) {
 		}
 		counts := "counts at once (after any quarantine of its own)"
 		if m.Wait > 0 {
-			counts = fmt.Sprintf("epoch wait %s: counts from %s", m.Wait.Round(time.Second), end.Add(m.Wait).UTC().Format(time.RFC3339))
+			counts = fmt.Sprintf("epoch wait %s: counts from %s", roundWait(m.Wait), end.Add(m.Wait).UTC().Format(time.RFC3339))
 		}
 		line := fmt.Sprintf("  %s: %s -> %s, %s", m.Addr, before, m.After, counts)
 		if m.Replicas > 0 {
@@ -82,4 +107,13 @@ func printAdopt(w io.Writer, r *quorum.AdoptReport) {
 		return
 	}
 	fmt.Fprintln(w, "adopted: restart every proxy with this configuration now; those of the old one answer NOQUORUM from here on")
+}
+
+// roundWait rounds a wait for adopt's lines: to the second, or to the
+// millisecond below one, where a short lease's wait would read 0s.
+func roundWait(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
 }

@@ -6,7 +6,7 @@
 // the listeners, the engine, the RESP server and the metrics server;
 // reload.go applies the configuration read again on SIGHUP; embedded.go
 // runs the in-memory backends of the no-configuration default; adopt.go
-// is lockproxy adopt; version.go the build's version; umask_unix.go and
+// is lockproxy adopt, init.go lockproxy init; version.go the build's version; umask_unix.go and
 // umask_other.go the Unix socket's file mode, where the system has a
 // umask. The configuration
 // (the table of keys, from which the TOML file, the flags, the LOCKPROXY_

@@ -59,6 +59,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "adopt" {
 		return adopt(args[1:], stdout)
 	}
+	if len(args) > 0 && args[0] == "init" {
+		return initialize(args[1:], stdout)
+	}
 	build := buildInfo()
 	cfg, err := config.Load(args, os.LookupEnv, stdout)
 	switch {

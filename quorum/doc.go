@@ -22,7 +22,8 @@
 //     redis-server, no vote for a server too old for the scripts),
 //     members.go (nor for one whose backend set record names another set,
 //     and who records the set where), adopt.go (lockproxy adopt: a change
-//     of the set), clock.go (nor for one whose clock runs at a rate beyond
+//     of the set), init.go (lockproxy init: the first record, on fresh
+//     backends), clock.go (nor for one whose clock runs at a rate beyond
 //     the drift allowance: it samples each backend's TIME for the judge of
 //     internal/clockrate), and counting.go (how many count now, and the
 //     log line when a quorum is lost or regained); settle.go (a backend

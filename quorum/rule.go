@@ -127,8 +127,11 @@ func cut(ctx context.Context, err error) error {
 const driftFloor = 2 * time.Millisecond
 
 // drift is the clock-drift allowance for a TTL.
-func (e *Engine) drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*e.cfg.DriftFactor) + driftFloor
+func (e *Engine) drift(ttl time.Duration) time.Duration { return drift(ttl, e.cfg.DriftFactor) }
+
+// drift is the clock-drift allowance for a TTL with drift_factor factor.
+func drift(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(float64(ttl)*factor) + driftFloor
 }
 
 // validity is how long a lock taken with ttl is known held, given the time

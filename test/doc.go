@@ -28,7 +28,7 @@
 //   - Backend membership: epochs_test.go (backend-set records, stray
 //     proxies, the change procedure), membership_test.go (two sets at once,
 //     growing and replacing under load), config_test.go (empty and duplicate
-//     backend lists).
+//     backend lists), init_test.go (lockproxy init on fresh backends).
 //   - Fencing: fence_test.go (tokens through clients and lock libraries),
 //     fence_postgres_test.go (a late write refused by PostgreSQL).
 //   - Waiting and sessions: wait_test.go (blocking acquisitions without

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,37 +207,16 @@ func runAdopt(args ...string) (string, error) {
 	return string(out), err
 }
 
-// initBackends leaves fresh backends as lockproxy init will (issue 37):
-// each carries the marked record of the backend set that a proxy run with
-// args (its own flags, a listen address aside) counts, and a marker naming
+// initBackends runs lockproxy init on fresh backends, with args (a proxy's
+// own flags, a listen address aside): each then carries the marked record
+// of the backend set that a proxy run with args counts, and a marker naming
 // its running redis-server with no wait. A proxy with restart quarantine on
 // then counts them at once, and each is a witness of the others' horizons
 // from the start: without it, a cold start has none and waits max_ttl.
-// Until init exists, a proxy run once without restart quarantine records
-// the set, and the markers are written here.
 func initBackends(t *testing.T, servers []*redistest.Server, args ...string) {
 	t.Helper()
-	p := startBinary(t, binary, "127.0.0.1:0", listeningLine, nil, append(slices.Clone(args), "-restart-quarantine=false")...)
-	clients := make([]*redis.Client, len(servers))
-	for i, s := range servers {
-		clients[i] = s.Client(t)
-	}
-	redistest.Eventually(t, func() string {
-		for i, c := range clients {
-			// A marked record: "epoch:N:fingerprint:slots:h members".
-			rec := c.Get(t.Context(), "{lockproxy}:set").Val()
-			if head, _, _ := strings.Cut(rec, " "); !strings.HasSuffix(head, ":h") {
-				return fmt.Sprintf("backend %d records %q, not the proxy's marked set", i, rec)
-			}
-		}
-		return ""
-	})
-	p.Kill()
-	for _, c := range clients {
-		runID := regexp.MustCompile(`run_id:(\w+)`).FindStringSubmatch(c.Info(t.Context(), "server").Val())[1]
-		if err := c.Set(t.Context(), "{lockproxy}:server", runID+":0:restart", 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+	if out, err := runInit(args...); err != nil {
+		t.Fatalf("lockproxy init on %d backends: %v\n%s", len(servers), err, out)
 	}
 }
 

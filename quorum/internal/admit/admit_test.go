@@ -8,7 +8,9 @@ import (
 
 func TestRecordRoundTrip(t *testing.T) {
 	s := NewSet(3, []string{"b:2/0", "a:1/0", "c d:3/0"}, "group 1 of 2, slots 0-8191")
-	for _, r := range []Record{{}, Final(s), PendingFor(s, false), PendingFor(s, true)} {
+	decided := PendingFor(s, true)
+	decided.Decided = 5023
+	for _, r := range []Record{{}, Final(s), PendingFor(s, false), PendingFor(s, true), decided} {
 		got, err := ParseRecord(r.String())
 		if err != nil || got != r {
 			t.Errorf("%q read as %+v, %v; want %+v", r.String(), got, err, r)
@@ -34,7 +36,8 @@ func TestParseEarlierRecords(t *testing.T) {
 			t.Errorf("%q: %+v, %v; want %+v", raw, got, err, want)
 		}
 	}
-	for _, bad := range []string{"2:3:abcd:1000:1:3:-", "x:3:abcd:-", "2:0:abcd:-", "2:3:abcd:-:adopting:2"} {
+	for _, bad := range []string{"2:3:abcd:1000:1:3:-", "x:3:abcd:-", "2:0:abcd:-", "2:3:abcd:-:adopting:2",
+		"2:3:abcd:-:adopting:0:5023:h", "2:3:abcd:-:adopting:1:0:h", "2:3:abcd:-:adopting:1:-5:h", "2:3:abcd:-:adopting:1:5023"} {
 		if _, err := ParseRecord(bad); err == nil {
 			t.Errorf("%q read", bad)
 		}

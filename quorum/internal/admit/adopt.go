@@ -25,8 +25,10 @@ import (
 // the member list its records carry) that the rest are no quorum of it
 // (Blocking), and claims never give an old epoch's record back to a member
 // unless a quorum of the old set still records it. Its last locks expire
-// within max_ttl and the drift after that, so by the end of an epoch wait
-// written in pass 2 they are gone. Until then the new epoch's proxies count
+// within max_ttl and the drift after that (or by the end of the longest
+// lease on the old sets' witnesses, where enough answer: quorum's
+// adopt.go), so by the end of an epoch wait written in pass 2 they are
+// gone. Until then the new epoch's proxies count
 // only old members, and only where every quorum of the new set drawn from
 // them meets every quorum of the old set (Q_new + Q_old > N_old: growing,
 // or replacing fewer than half); a member new to the set, a group whose

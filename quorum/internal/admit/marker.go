@@ -11,6 +11,11 @@ const (
 	ReasonFailover = "failover" // a replica promoted since it started, carrying its old master's data set
 	ReasonUnmarked = "unmarked" // its data set carries no marker: new, emptied or swapped
 	ReasonEpoch    = "epoch"    // the backend set changed: the old epoch's locks may still be held
+	// ReasonInit marks a data set that lockproxy init found fresh: no
+	// wait, on the operator's word that no client holds a lock there.
+	// While it names the server's process, the process has kept its data
+	// set since, so no restart quarantine applies either.
+	ReasonInit = "init"
 )
 
 // Marker is a backend's quarantine marker ({lockproxy}:server): the

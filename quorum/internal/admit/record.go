@@ -85,6 +85,11 @@ type Record struct {
 	// Wait is what adopt decided for the member: it waits for the old
 	// epoch's locks to be gone (the epoch wait) once adopt finishes.
 	Pending, Wait bool
+	// Decided is, on a pending record that waits, the epoch wait (ms)
+	// that adopt decided from the old sets' horizons once every member
+	// refused the old epoch; 0 before it decided, or where it decided the
+	// full wait. A re-run of an adopt cut short writes the same.
+	Decided int64
 	// Horizon marks a record written by a version that records lease
 	// horizons (horizon.go) in every lease script: only such a member's
 	// horizon bounds its leases, and a member that earlier versions might
@@ -94,7 +99,8 @@ type Record struct {
 }
 
 // String is the record as stored: "epoch:N:fingerprint:slots", and
-// ":adopting:0" or ":adopting:1" after it while Pending, ":h" when it is
+// ":adopting:0" or ":adopting:1" after it while Pending (and ":" and the
+// wait adopt Decided, where it did), ":h" when it is
 // marked for horizons, then a space and the members.
 func (r Record) String() string {
 	if !r.Present {
@@ -103,6 +109,9 @@ func (r Record) String() string {
 	s := r.Token() + r.Slots
 	if r.Pending {
 		s += ":adopting:" + bit(r.Wait)
+		if r.Wait && r.Decided > 0 {
+			s += ":" + strconv.FormatInt(r.Decided, 10)
+		}
 	}
 	if r.Horizon {
 		s += ":h"
@@ -148,6 +157,13 @@ func ParseRecord(raw string) (Record, error) {
 		r.Slots = f[3]
 	case len(f) == 6 && f[4] == "adopting" && (f[5] == "0" || f[5] == "1"):
 		r.Slots, r.Pending, r.Wait = f[3], true, f[5] == "1"
+	case len(f) == 7 && f[4] == "adopting" && f[5] == "1" && r.Horizon:
+		r.Slots, r.Pending, r.Wait = f[3], true, true
+		if d, err := strconv.ParseInt(f[6], 10, 64); err == nil && d > 0 {
+			r.Decided = d
+		} else {
+			return Record{}, fmt.Errorf("admit: malformed set record %q", raw)
+		}
 	case (len(f) == 6 || len(f) == 8) && numbers(f[3:6]):
 		if len(f) == 8 {
 			r.Slots = f[7]
