@@ -108,6 +108,7 @@ type identity struct {
 	eviction string        // the maxmemory-policy when it may evict locks, else ""
 	seeded   bool          // its fencing counter was re-seeded since the process started (seed.go)
 	horizon  time.Duration // how long the longest lease recorded on it has left (0: none)
+	floor    time.Duration // how long until the locks of the epochs before the last adopt are gone (0: none)
 	marker   admit.Marker  // the marker as the script left it
 }
 
@@ -116,7 +117,7 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 		return identity{}, errors.New("no identity reply")
 	}
 	a, err := replies[0].Array()
-	if err != nil || len(a) != 11 {
+	if err != nil || len(a) != 12 {
 		return identity{}, fmt.Errorf("identity script: %v", cmp.Or(err, errors.New("unexpected reply")))
 	}
 	f := fields{replies: a}
@@ -126,6 +127,7 @@ func parseIdentity(replies []backend.Reply) (identity, error) {
 	seeded := f.integer()
 	id.reason = f.bulk()
 	id.horizon = time.Duration(f.integer()) * time.Millisecond
+	id.floor = time.Duration(f.integer()) * time.Millisecond
 	if f.err != nil {
 		return identity{}, fmt.Errorf("identity script: %w", f.err)
 	}

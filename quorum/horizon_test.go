@@ -389,3 +389,31 @@ func TestSettleScriptAsSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestSettleKeepsAdoptFloor: after an epoch change whose old locks may
+// still be held (adopt wrote {lockproxy}:floor), a member restarted empty
+// waits at least until that floor: the old epoch's quorums were of
+// another set, which this set's witnesses need not meet.
+func TestSettleKeepsAdoptFloor(t *testing.T) {
+	c := settledCluster(t)
+	ctx := t.Context()
+	const floor = 20 * time.Second
+	at := time.Now().Add(floor).UnixMilli()
+	for _, d := range c.direct {
+		if err := d.Do(ctx, "SET", floorKey, at, "PXAT", at).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.servers[0].Restart()
+	redistest.Eventually(t, func() string {
+		b := c.engine.Backends()[0]
+		if b.State != StateQuarantined || b.WaitFor != WaitHorizon {
+			return fmt.Sprintf("backend 0 is %s, waiting for %q", b.State, b.WaitFor)
+		}
+		return ""
+	})
+	left := time.Until(time.UnixMilli(at))
+	if b := c.engine.Backends()[0]; b.QuarantineLeft < left-time.Second {
+		t.Fatalf("waits %v; the floor is %v away", b.QuarantineLeft, left)
+	}
+}

@@ -185,6 +185,7 @@ func (e *Engine) readRecords(ctx context.Context) {
 			horizons[i] = horizonRead{
 				witness: n.relation == admit.Ours && n.record.Horizon && !waiting && !n.unseeded && clockOK,
 				horizon: id.horizon,
+				floor:   id.floor,
 			}
 			n.mu.Unlock()
 		})

@@ -39,6 +39,11 @@ type horizonRead struct {
 	// horizon covers every lease it holds.
 	witness bool
 	horizon time.Duration // how long the longest lease recorded on it has left
+	// floor is how long until the locks of the epochs before its last
+	// adopt are gone (adopt.go's floorKey): their quorums were of other
+	// sets, which this set's witnesses need not meet, so no wait that the
+	// horizons end may end before it.
+	floor time.Duration
 }
 
 // settle shortens the wait of every member whose loss the witnesses of
@@ -47,10 +52,14 @@ type horizonRead struct {
 func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) {
 	needed := admit.Witnesses(len(e.nodes), e.quorum)
 	for b, n := range e.nodes {
-		var remaining []int64
+		var (
+			remaining []int64
+			floor     time.Duration
+		)
 		for j, r := range reads {
 			if j != b && r.witness {
 				remaining = append(remaining, r.horizon.Milliseconds())
+				floor = max(floor, r.floor)
 			}
 		}
 		longest, ok := admit.Settle(len(e.nodes), e.quorum, remaining)
@@ -58,7 +67,7 @@ func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) 
 			longest, ok = 0, true
 		}
 		if ok {
-			e.settleClock(b, at, time.Duration(longest)*time.Millisecond)
+			e.settleClock(b, at, max(time.Duration(longest)*time.Millisecond, floor))
 		}
 		n.mu.Lock()
 		waiting := n.marked && n.waitLeft() > 0 && lossReason(n.reason)
@@ -75,7 +84,7 @@ func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) 
 			continue
 		}
 		rest := time.Duration(longest) * time.Millisecond
-		end, waitFor := at.Add(rest+e.drift(rest)), WaitHorizon
+		end, waitFor := at.Add(max(rest+e.drift(rest), floor+e.drift(floor))), WaitHorizon
 		if floor := since.Add(failoverFloor); reason == admit.ReasonFailover && floor.After(end) {
 			end, waitFor = floor, WaitFloor
 		}

@@ -23,7 +23,9 @@
 -- a TTL (a maxmemory is set and the policy is not noeviction), else "",
 -- and seeded 1 when KEYS[3] names this process, else 0, and horizon how
 -- long (ms) the longest lease recorded on it has left ({lockproxy}:horizon,
--- lua/horizon.lua; 0 when none). Only a master's marker is written.
+-- lua/horizon.lua; 0 when none), and floor how long (ms) until the locks of
+-- the epochs before the last adopt are gone ({lockproxy}:floor, adopt.go;
+-- 0 when none). Only a master's marker is written.
 local server = redis.call("INFO", "server")
 local repl = redis.call("INFO", "replication")
 local runid = string.match(server, "run_id:(%x+)") or ""
@@ -40,9 +42,10 @@ end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if role ~= "master" or runid == "" then
-	return {role, runid, "", 0, now, promoted, "", eviction, 0, "", 0}
+	return {role, runid, "", 0, now, promoted, "", eviction, 0, "", 0, 0}
 end
 local horizon = math.max(0, tonumber(redis.call("GET", "{lockproxy}:horizon") or "0") - now)
+local floor = math.max(0, tonumber(redis.call("GET", "{lockproxy}:floor") or "0") - now)
 local record = redis.call("GET", KEYS[2]) or ""
 local seeded = 0
 if redis.call("GET", KEYS[3]) == runid then
@@ -57,7 +60,7 @@ if marker then
 	end
 end
 if owner == runid then
-	return {role, runid, owner, ends, now, promoted, record, eviction, seeded, reason, horizon}
+	return {role, runid, owner, ends, now, promoted, record, eviction, seeded, reason, horizon, floor}
 end
 local next, why = now + tonumber(ARGV[1]), "restart"
 if promoted == 1 then
@@ -69,4 +72,4 @@ if owner ~= "" and ends > next then
 	next, why = ends, reason
 end
 redis.call("SET", KEYS[1], runid .. ":" .. string.format("%d", next) .. ":" .. why)
-return {role, runid, owner, next, now, promoted, record, eviction, seeded, why, horizon}
+return {role, runid, owner, next, now, promoted, record, eviction, seeded, why, horizon, floor}
