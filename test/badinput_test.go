@@ -154,8 +154,8 @@ var badRequests = []badRequest{
 	{name: "EX 2^63-1", req: resp("SET", "k", "v", "NX", "EX", "9223372036854775807"), want: errSetExpire, redis: true},
 	// Redis takes these; the proxy bounds them by max_ttl and names both numbers.
 	{name: "PX 2^63-1", req: resp("SET", "k", "v", "NX", "PX", "9223372036854775807"), want: "-ERR invalid expire time: ", prefix: true},
-	{name: "PX above max_ttl", req: resp("SET", "k", "v", "NX", "PX", "60001"), want: "-ERR invalid expire time: 60001 ms exceeds max_ttl 60000 ms\r\n"},
-	{name: "EX above max_ttl", req: resp("SET", "k", "v", "EX", "61", "NX"), want: "-ERR invalid expire time: 61000 ms exceeds max_ttl 60000 ms\r\n"},
+	{name: "PX above max_ttl", req: resp("SET", "k", "v", "NX", "PX", "86400001"), want: "-ERR invalid expire time: 86400001 ms exceeds max_ttl 86400000 ms\r\n"},
+	{name: "EX above max_ttl", req: resp("SET", "k", "v", "EX", "86401", "NX"), want: "-ERR invalid expire time: 86401000 ms exceeds max_ttl 86400000 ms\r\n"},
 	{name: "PEXPIRE not a number", req: resp("PEXPIRE", "k", "soon"), want: errNotInt, redis: true},
 	{name: "EXPIRE overflowing milliseconds", req: resp("EXPIRE", "k", "9223372036854775807"), want: "-ERR invalid expire time in 'expire' command\r\n", redis: true},
 	{name: "PEXPIRE zero deletes, as Redis", req: resp("PEXPIRE", "k", "0"), want: ":0\r\n", redis: true},

@@ -879,6 +879,55 @@ func redsyncContention(ctx context.Context, e *goEnv) error {
 	})
 }
 
+// TestCompatGoRedsyncOneHour: issue 37's acceptance with default settings:
+// redsync's WithExpiry(time.Hour), a job's lock as users set it, locks,
+// extends and unlocks through the proxy, and the backends hold it for the
+// hour. (max_ttl's earlier default, 60 s, refused it: invalid expire time.)
+func TestCompatGoRedsyncOneHour(t *testing.T) {
+	clientTest(t)
+	c := newCluster(t, 5)
+	e := &goEnv{t: t, addr: c.proxy.Addr, key: "compat:go:redsync-one-hour", cluster: c}
+	ctx := t.Context()
+	rs, cli := newRedsync(e)
+	m := rs.NewMutex(e.key, redsync.WithExpiry(time.Hour))
+	// A quorum of the backends holds m's value with about an hour left.
+	anHour := func(when string) {
+		t.Helper()
+		held, pttls, n := c.held(t, e.key), c.pttls(t, e.key), 0
+		for i, v := range held {
+			if v != m.Value() {
+				continue
+			}
+			if d := pttls[i]; d <= time.Hour-time.Minute || d > time.Hour {
+				t.Fatalf("%s: backend %d has PTTL %v, want about an hour", when, i, d)
+			}
+			n++
+		}
+		if n < 3 {
+			t.Fatalf("%s: %d of 5 backends hold the lock%s", when, n, e.backends())
+		}
+	}
+	if err := m.LockContext(ctx); err != nil {
+		t.Fatalf("Lock with a one-hour expiry: %v", err)
+	}
+	anHour("after Lock")
+	before := m.Until()
+	time.Sleep(20 * time.Millisecond) // so that the extended Until is later
+	if ok, err := m.ExtendContext(ctx); err != nil || !ok {
+		t.Fatalf("Extend: %v, %v; expected true", ok, err)
+	}
+	if !m.Until().After(before) {
+		t.Fatalf("Extend did not move Until: %s then %s", before, m.Until())
+	}
+	anHour("after Extend")
+	if ok, err := m.UnlockContext(ctx); err != nil || !ok {
+		t.Fatalf("Unlock: %v, %v; expected true", ok, err)
+	}
+	if err := expectValue(ctx, cli, e.key, "", "after Unlock"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // redsyncNoQuorum: redsync reports the proxy's NOQUORUM as a node error, not
 // as a lock taken elsewhere.
 func redsyncNoQuorum(t *testing.T, addr string) {

@@ -83,6 +83,25 @@ func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {
 	}
 }
 
+// TestCompatJavaShedLockTenMinutes: issue 37's acceptance with default
+// settings: ShedLock (safe mode) takes and releases a lock with
+// lockAtMostFor 10 minutes, a scheduled job's, which max_ttl's earlier
+// default (60 s) refused.
+func TestCompatJavaShedLockTenMinutes(t *testing.T) {
+	clientTest(t)
+	dir := javaBuild(t)
+	c := newCluster(t, 5)
+	jvm := slices.Concat(javaFlags, []string{"-cp", javaClasspath(dir, "shedlock"), "compat.ShedLockRedis", "atmostfor", c.proxy.Addr, "PT10M"})
+	out, err := exec.Command("java", jvm...).CombinedOutput()
+	t.Logf("ShedLock, lockAtMostFor 10 minutes:\n%s", out)
+	if err != nil {
+		t.Fatalf("ShedLock with lockAtMostFor 10 minutes: %v", err)
+	}
+	if !strings.Contains(string(out), "ok unlock by the owner frees the key") {
+		t.Fatalf("ShedLock exited 0 without releasing the lock")
+	}
+}
+
 // TestCompatJavaProgramsOnRedis runs every Java program against one real
 // redis-server: what the library does without the proxy, so that a failure
 // through the proxy is the proxy's.

@@ -18,8 +18,8 @@ import (
 
 // python-redis-lock through the proxy beyond the compatibility suite's
 // rows (TestCompatPyPI runs its contention and scenario): a waiter woken
-// across proxies, expire=None's session-bound lock, and BLPOP's bytes beside a real
-// redis-server's.
+// across proxies, a lock of expire=100, expire=None's session-bound lock,
+// and BLPOP's bytes beside a real redis-server's.
 
 // pyRedisLock runs test/compat/python/pyredislock.py with args in its
 // virtual environment, and returns what it printed.
@@ -54,6 +54,23 @@ func TestPyRedisLockAcrossProxies(t *testing.T) {
 	}
 	if ms, _ := strconv.ParseFloat(m[1], 64); ms > 2000 {
 		t.Fatalf("woken %.1f ms after the release on the other proxy, want well under the 30 s expire (at most 2 s)", ms)
+	}
+}
+
+// TestPyRedisLockExpire100: issue 37's acceptance with default settings:
+// python-redis-lock's Lock(expire=100, auto_renewal=True), a lock longer
+// than max_ttl's earlier default (60 s) refused, is acquired, extended
+// and released through the proxy.
+func TestPyRedisLockExpire100(t *testing.T) {
+	clientTest(t)
+	c := newCluster(t, 3)
+	out, err := pyRedisLock(t, "expire", c.proxy.Addr, "100")
+	t.Logf("expire 100:\n%s", out)
+	if err != nil {
+		t.Fatalf("expire 100: %v", err)
+	}
+	if !strings.Contains(out, "ok   release\n") {
+		t.Fatalf("expire 100 exited 0 without releasing")
 	}
 }
 

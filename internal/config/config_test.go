@@ -695,7 +695,7 @@ func TestConfigTypeErrors(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{`backends = "redis://a:6379"`, `backends: want an array of strings (["redis://host:6379"]), got a string`},
 		{`backends = [1, 2]`, `backends: want an array of strings (["redis://host:6379"]), got an array of something else`},
-		{`max_ttl = 60`, `max_ttl: want a duration, as a string ("60s"), got an integer`},
+		{`max_ttl = 60`, `max_ttl: want a duration, as a string ("24h"), got an integer`},
 		{`max_request_bytes = "1MiB"`, `max_request_bytes: want an integer, got a string`},
 		{`drift_factor = "0.01"`, `drift_factor: want a number, got a string`},
 		{`restart_quarantine = "no"`, `restart_quarantine: want true or false, got a string`},

@@ -63,11 +63,14 @@ var keys = []key{
 	// The engine's bound, which quorum.New checks again: see its validate.
 	{"drift_factor", Engine, "clock drift allowance as a share of the TTL",
 		ratio(0.01, 0, 0.5, func(s *settings, v float64) { s.Quorum.DriftFactor = v })},
-	{"max_ttl", Engine, "longest lock TTL accepted; also the restart quarantine",
-		duration("60s", func(s *settings, v time.Duration) { s.Quorum.MaxTTL = v })},
+	// 24h admits the leases lock users configure (README: Configuration);
+	// a backend's wait after a loss is its horizon, and max_ttl only where
+	// no witness can tell the horizon.
+	{"max_ttl", Engine, "longest lock TTL accepted; also the wait of a backend that lost its data where no other backend can tell how long its locks last (a cold start without lockproxy init, a total loss)",
+		duration("24h", func(s *settings, v time.Duration) { s.Quorum.MaxTTL = v })},
 	{"fencing", Engine, "mint a fencing token for every SET NX acquisition (FENCE key token reads it); every proxy of a deployment sets the same",
 		boolean(false, func(s *settings, v bool) { s.Quorum.Fencing, s.Proxy.Fencing = v, v })},
-	{"restart_quarantine", Engine, "ignore a restarted backend for max-ttl (turn off only with appendfsync always)",
+	{"restart_quarantine", Engine, "ignore a restarted backend until every lock it may have forgotten has expired, at most max-ttl (turn off only with appendfsync always)",
 		boolean(true, func(s *settings, v bool) { s.Quorum.DisableRestartQuarantine = !v })},
 	{"max_request_bytes", Live, "largest request accepted",
 		integer(1<<20, 1024, proxy.MaxRequestBytesLimit, func(s *settings, v int) { s.Proxy.MaxRequestBytes = v })},

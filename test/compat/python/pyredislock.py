@@ -12,6 +12,7 @@ and, for test/pyredislock_test.go:
 
     pyredislock.py handoff ADDR_A ADDR_B   a waiter blocked on B, woken by a release on A
     pyredislock.py noexpire ADDR           what Lock(expire=None).acquire() gets
+    pyredislock.py expire ADDR SECONDS     Lock(expire=SECONDS, auto_renewal=True): acquire, extend, release
     pyredislock.py hold LIB ADDR SECONDS   a lock without a TTL held SECONDS, then released
     pyredislock.py hold LIB ADDR forever   ... held until the process is killed
 
@@ -243,6 +244,28 @@ def noexpire(addr):
         lock.release()
 
 
+def expire(addr, seconds):
+    """Lock(expire=seconds, auto_renewal=True), as Weblate takes its locks:
+    acquired with that TTL, extended as its renewal thread does, released.
+    Exits non-zero when a check fails."""
+    r = connect(addr)
+    c = Checks()
+    name = "compat:expire"
+    key = "lock:" + name
+    lock = redis_lock.Lock(r, name, expire=seconds, auto_renewal=True)
+    other = redis_lock.Lock(r, name, expire=seconds)
+    c.check(f"acquire with expire={seconds}", lambda: expect(lock.acquire(blocking=False), True))
+    c.check("TTL about expire", lambda: within(r.ttl(key), seconds - 1, seconds))
+    c.check("non-blocking acquire by a second Lock while held", lambda: expect(other.acquire(blocking=False), False))
+    # What the renewal thread sends every two thirds of expire.
+    c.check("extend() by the owner", lambda: expect(lock.extend(), None))
+    c.check("TTL about expire after extend()", lambda: within(r.ttl(key), seconds - 1, seconds))
+    c.check("release", lambda: expect(lock.release(), None))
+    c.check("free after release", lambda: expect(r.get(key), None))
+    if c.failed:
+        sys.exit(f"{len(c.failed)} checks failed: {', '.join(c.failed)}")
+
+
 HELD = "compat:held"
 
 
@@ -279,10 +302,12 @@ def main(argv):
         handoff(argv[2], argv[3])
     elif len(argv) == 3 and argv[1] == "noexpire":
         noexpire(argv[2])
+    elif len(argv) == 4 and argv[1] == "expire":
+        expire(argv[2], int(argv[3]))
     elif len(argv) == 5 and argv[1] == "hold":
         hold(argv[2], argv[3], argv[4])
     else:
-        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS | handoff ADDR_A ADDR_B | noexpire ADDR | hold LIB ADDR SECONDS|forever")
+        sys.exit(f"usage: {argv[0]} contend ADDR LOGFILE ROUNDS WORKER | scenario ADDR | suite ADDR LOGFILE ROUNDS WORKERS | handoff ADDR_A ADDR_B | noexpire ADDR | expire ADDR SECONDS | hold LIB ADDR SECONDS|forever")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,9 @@ import org.springframework.data.redis.core.StringRedisTemplate;
  *
  * <p>The system property compat.shedlock.safeUpdate=false runs the default
  * mode instead, so that a test can show lockproxy refusing it.
+ *
+ * <p>{@code atmostfor ADDR DURATION} (ISO-8601, PT10M) takes and releases
+ * one lock with that lockAtMostFor, as a long scheduled job's is.
  */
 public final class ShedLockRedis implements Contract.Program {
     private final boolean safeUpdate;
@@ -33,7 +36,27 @@ public final class ShedLockRedis implements Contract.Program {
     }
 
     public static void main(String[] args) {
-        Contract.main(args, new ShedLockRedis(Boolean.parseBoolean(System.getProperty("compat.shedlock.safeUpdate", "true"))));
+        var program = new ShedLockRedis(Boolean.parseBoolean(System.getProperty("compat.shedlock.safeUpdate", "true")));
+        if (args.length == 3 && args[0].equals("atmostfor")) {
+            Contract.run(() -> program.atMostFor(args[1], Duration.parse(args[2])));
+        }
+        Contract.main(args, program);
+    }
+
+    /** Takes and releases a lock held at most atMost, checking its TTL. */
+    void atMostFor(String addr, Duration atMost) {
+        var factory = connect(addr);
+        var redis = new StringRedisTemplate(factory);
+        String key = "compat:shedlock:atmostfor";
+        redis.delete(key);
+        Optional<SimpleLock> lock = provider(factory).lock(config("atmostfor", atMost, Duration.ZERO));
+        check("lock with lockAtMostFor " + atMost + " takes the free lock", lock.isPresent(), lock);
+        long pttl = redis.getExpire(key, TimeUnit.MILLISECONDS);
+        check("its PTTL is about lockAtMostFor", pttl > atMost.toMillis() - 10_000 && pttl <= atMost.toMillis(), pttl);
+        Optional<SimpleLock> theirs = provider(factory).lock(config("atmostfor", atMost, Duration.ZERO));
+        check("a second owner cannot take it", theirs.isEmpty(), theirs);
+        lock.get().unlock();
+        check("unlock by the owner frees the key", !redis.hasKey(key), true);
     }
 
     private static LettuceConnectionFactory connect(String addr) {
