@@ -134,8 +134,8 @@ func TestHorizonRestartAfterShortLocks(t *testing.T) {
 func TestHorizonRestartWaitsForLongLock(t *testing.T) {
 	proxyTest(t)
 	servers, list := backends(t, 3)
-	const maxTTL = 24 * time.Hour
-	args := []string{"-backends", list, "-backend-timeout", horizonBackendTimeout.String(), "-max-ttl", maxTTL.String()}
+	const maxTTL = 24 * time.Hour // the default, which admits the 5-minute lock
+	args := []string{"-backends", list, "-backend-timeout", horizonBackendTimeout.String()}
 	initBackends(t, servers, args...)
 	p := startProxy(t, args...)
 	cli := p.Client(t)
@@ -152,7 +152,7 @@ func TestHorizonRestartWaitsForLongLock(t *testing.T) {
 	redistest.Eventually(t, func() string {
 		st := backendState(t, cli, 0)
 		s, err := strconv.Atoi(st["quarantine_left_s"])
-		if st["state"] != "quarantined" || err != nil || time.Duration(s)*time.Second > time.Hour {
+		if st["state"] != "quarantined" || st["wait_for"] != "horizon" || st["witnesses"] != "2/2" || err != nil || time.Duration(s)*time.Second > time.Hour {
 			return fmt.Sprintf("backend 0 restarted, and INFO shows %v", st)
 		}
 		left = time.Duration(s) * time.Second
