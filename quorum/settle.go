@@ -21,10 +21,13 @@ import (
 
 // settleDelay is how old a loss must be before a read of the witnesses
 // proves anything: a grant that the lost backend ran before its loss is
-// counted only if its other votes arrive within backend_timeout, so it may
-// still land on a witness until then. A second on top covers the clocks
-// that convert the loss's time.
-func (e *Engine) settleDelay() time.Duration { return time.Second + e.cfg.NodeTimeout }
+// counted only if its other votes arrive within backend_timeout of the
+// flight's start (fanout.go), so it may still land on a witness until
+// then. The loss's time is taken late (lostSince); the drift allowance,
+// twice, covers the rates of the granting proxy's clock and this one's.
+func (e *Engine) settleDelay() time.Duration {
+	return e.cfg.NodeTimeout + 2*e.drift(e.cfg.NodeTimeout)
+}
 
 // failoverFloor is the least a promoted replica waits: the horizon cannot
 // see an old master that still runs and that a proxy still reaches under

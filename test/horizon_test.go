@@ -99,11 +99,12 @@ func TestHorizonRestartAfterShortLocks(t *testing.T) {
 	})
 	// The bound: the 2 s leases and their drift allowance (1% at the
 	// default drift_factor, and 2 ms: 22 ms), the settle delay after the loss
-	// (1 s + backend_timeout) before a read of the witnesses proves
-	// anything, the read period (1 s) in which the proxy notices the
-	// restart, and 2 s of slack for a loaded machine: 6.5 s, against a
-	// max_ttl of 60 s (24 h once it is the default).
-	bound := lease + (lease/100 + 2*time.Millisecond) + time.Second + horizonBackendTimeout + time.Second + 2*time.Second
+	// (backend_timeout and twice its drift allowance) before a read of the
+	// witnesses proves anything, the read period (1 s) in which the proxy
+	// notices the restart, and 2 s of slack for a loaded machine: 5.5 s,
+	// against the default max_ttl of 24 h.
+	drift := func(d time.Duration) time.Duration { return d/100 + 2*time.Millisecond }
+	bound := lease + drift(lease) + horizonBackendTimeout + 2*drift(horizonBackendTimeout) + time.Second + 2*time.Second
 	var up time.Time
 	for up.IsZero() {
 		st := backendState(t, cli, 0)
