@@ -143,7 +143,7 @@ func measureHeld(ctx context.Context, f *fleet, o *options) (*heldResult, error)
 			if err != nil {
 				return nil, err
 			}
-			keys, err := dbSize(ctx, addr)
+			keys, err := lockKeyCount(ctx, addr)
 			if err != nil {
 				return nil, err
 			}
@@ -172,12 +172,13 @@ func usedMemory(ctx context.Context, addr string) (int64, error) {
 	return 0, fmt.Errorf("INFO memory of %s has no used_memory", addr)
 }
 
-func dbSize(ctx context.Context, addr string) (int64, error) {
+// lockKeyCount is how many keys addr holds, lockproxy's own left out.
+func lockKeyCount(ctx context.Context, addr string) (int64, error) {
 	cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer cl.Close()
-	n, err := cl.DBSize(ctx).Result()
+	n, err := cl.Eval(ctx, lockKeys, nil).Int64()
 	if err != nil {
-		return 0, fmt.Errorf("DBSIZE of %s: %w", addr, err)
+		return 0, fmt.Errorf("counting the lock keys of %s: %w", addr, err)
 	}
 	return n, nil
 }

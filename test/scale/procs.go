@@ -166,17 +166,37 @@ func startFleet(ctx context.Context, n *network, o *options, k int) (f *fleet, e
 			return f, err
 		}
 	}
-	// Readiness locks must not count among the held locks' keys.
+	// Readiness locks must not count among the held locks' keys. lockproxy's
+	// own keys stay: a FLUSHALL would take the backend set's record, and the
+	// proxies would refuse locks until they record it again.
 	for _, addr := range f.backendAddrs() {
 		cl := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-		err := cl.FlushAll(ctx).Err()
+		err := cl.Eval(ctx, dropLocks, nil).Err()
 		cl.Close()
 		if err != nil {
-			return f, fmt.Errorf("flushall %s: %w", addr, err)
+			return f, fmt.Errorf("dropping the readiness locks on %s: %w", addr, err)
 		}
 	}
 	return f, nil
 }
+
+// dropLocks deletes every key of a backend but lockproxy's own
+// ({lockproxy}:...: the marker, the set record, the lease horizon).
+const dropLocks = `for _, k in ipairs(redis.call("keys", "*")) do
+	if string.sub(k, 1, 12) ~= "{lockproxy}:" then
+		redis.call("del", k)
+	end
+end
+return 0`
+
+// lockKeys counts a backend's keys but lockproxy's own.
+const lockKeys = `local n = 0
+for _, k in ipairs(redis.call("keys", "*")) do
+	if string.sub(k, 1, 12) ~= "{lockproxy}:" then
+		n = n + 1
+	end
+end
+return n`
 
 func (f *fleet) backendAddrs() []string {
 	var all []string

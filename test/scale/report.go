@@ -24,7 +24,7 @@ func printHeld(out io.Writer, h *heldResult) {
 	fmt.Fprintln(out, "  (~0 expected: the proxy keeps no lock state, the locks live in the backends; RSS growth is")
 	fmt.Fprintln(out, "   pipeline buffers and garbage the Go runtime has not returned to the system)")
 	w := table(out)
-	fmt.Fprintln(w, "group\tbackend\taddress\tkeys (DBSIZE)\tused_memory before\tafter\tbytes per lock\t")
+	fmt.Fprintln(w, "group\tbackend\taddress\tlock keys\tused_memory before\tafter\tbytes per lock\t")
 	for _, b := range h.Backends {
 		fmt.Fprintf(w, "%d\t%d\t%s\t%d\t%d\t%d\t%.1f\t\n", b.Group, b.Index, b.Addr, b.Keys, b.UsedMemoryBefore, b.UsedMemoryAfter, b.BytesPerLock)
 	}
