@@ -25,15 +25,11 @@ func adopt(args []string, stdout io.Writer) error {
 		dryRun = dryRun || found
 		return found
 	})
-	cfg, err := config.Load(args, os.LookupEnv, stdout)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stdout, "\nlockproxy adopt [-dry-run] takes the same settings, and writes the backend set they name (backends or groups, backend_set_epoch) to every one of its backends.")
-		return nil
-	case err != nil:
+	cfg, err := toolConfig(args, stdout,
+		"lockproxy adopt [-dry-run] takes the same settings, and writes the backend set they name (backends or groups, backend_set_epoch) to every one of its backends.",
+		"adopt needs the backends of the configuration to adopt: backends, or groups, with backend_set_epoch")
+	if cfg == nil {
 		return err
-	case cfg.Embedded:
-		return &config.UsageError{Msg: "adopt needs the backends of the configuration to adopt: backends, or groups, with backend_set_epoch"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -116,4 +112,23 @@ func roundWait(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 	return d.Round(time.Second)
+}
+
+// toolConfig loads the configuration of a command that acts on the
+// backends themselves (adopt, init): the proxy's own flags and file, so
+// that it acts on exactly the backends the proxies run. A nil
+// configuration means there is nothing to do: -h, answered with the
+// command's help, or err.
+func toolConfig(args []string, stdout io.Writer, help, needsBackends string) (*config.Config, error) {
+	cfg, err := config.Load(args, os.LookupEnv, stdout)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprintln(stdout, "\n"+help)
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case cfg.Embedded:
+		return nil, &config.UsageError{Msg: needsBackends}
+	}
+	return cfg, nil
 }

@@ -3,13 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
-	"github.com/lockproxy/lockproxy/internal/config"
 	"github.com/lockproxy/lockproxy/quorum"
 )
 
@@ -20,15 +17,11 @@ import (
 // long the leases of an empty backend may last (README: Cold start). It
 // refuses, and writes nothing, unless every backend is fresh.
 func initialize(args []string, stdout io.Writer) error {
-	cfg, err := config.Load(args, os.LookupEnv, stdout)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(stdout, "\nlockproxy init takes the same settings, and on fresh backends (no backend set record, no lockproxy marker of an earlier process, no lease horizon) writes the backend set they name, so that the proxies count them at once. Its safety is your word that no client holds a lock on them.")
-		return nil
-	case err != nil:
+	cfg, err := toolConfig(args, stdout,
+		"lockproxy init takes the same settings, and on fresh backends (no backend set record, no lockproxy marker of an earlier process, no lease horizon) writes the backend set they name, so that the proxies count them at once. Its safety is your word that no client holds a lock on them.",
+		"init needs the backends of the configuration: backends, or groups")
+	if cfg == nil {
 		return err
-	case cfg.Embedded:
-		return &config.UsageError{Msg: "init needs the backends of the configuration: backends, or groups"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
