@@ -196,9 +196,9 @@ func TestHorizonRestartWaitsForLongLock(t *testing.T) {
 
 // longLeaseMin is the shortest long lock; longLeaseMax the longest, which
 // grows with -safety.duration (two minutes in the 10-minute run).
-const longLeaseMin = 10 * time.Second
+const longLeaseMin = 5 * time.Second
 
-func longLeaseMax() time.Duration { return max(20*time.Second, *safetyDuration/5) }
+func longLeaseMax() time.Duration { return max(8*time.Second, *safetyDuration/5) }
 
 // longClients are the clients that take the long locks, on longKeys keys:
 // more clients than keys, so that one waits for a long lock another holds.
@@ -206,9 +206,9 @@ const longClients, longKeys = 4, 2
 
 // newHorizonPlan returns the mixed phase's plan. A lock is a long one on
 // a long key for the first longClients clients, extended halfway through
-// its validity when held that long, held 5 s or more, so that in the
+// its validity when held that long, held 3 s or more, so that in the
 // negative control a second client is granted it while the first still
-// holds it, and 9 s at most by default, so that each bare quorum sees a
+// holds it, and 4.6 s at most by default, so that each bare quorum sees a
 // long grant soon; the first of each waits a second, by when the nemesis
 // has cut its first pair off (else the first round waits for a long lock
 // taken on all five to be released). A short one of 200 ms to 2 s on the
@@ -223,7 +223,7 @@ func newHorizonPlan() func(id int, rng *rand.Rand) lockPlan {
 			return varyHold(lockPlan{key: fmt.Sprintf("safety:%d", rng.IntN(*safetyKeys)), ttl: between(200*time.Millisecond, 2*time.Second)}, rng)
 		}
 		p := lockPlan{key: fmt.Sprintf("safety:long:%d", rng.IntN(longKeys)), ttl: between(longLeaseMin, longLeaseMax()),
-			hold: between(5*time.Second, 5*time.Second+longLeaseMax()/5), extend: true}
+			hold: between(3*time.Second, 3*time.Second+longLeaseMax()/5), extend: true}
 		if !started[id] {
 			started[id], p.after = true, time.Second
 		}
@@ -340,7 +340,7 @@ func (h *history) grantedSince(from, ttl time.Duration) bool {
 // waits were bound by the horizons, not max_ttl.
 func TestSafetyHorizon(t *testing.T) {
 	heavyTest(t)
-	v, restarts, proven, back := runHorizonSafety(t, binary, *safetyDuration)
+	v, restarts, proven, back := runHorizonSafety(t, binary, *safetyDuration/2)
 	if v.violations > 0 {
 		t.Fatalf("%d safety violations", v.violations)
 	}
@@ -361,7 +361,7 @@ func TestSafetyHorizonNegativeControl(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, restarts, _, back := runHorizonSafety(t, bin, 15*time.Second)
+	v, restarts, _, back := runHorizonSafety(t, bin, 10*time.Second)
 	if v.overlaps == 0 {
 		t.Fatalf("with the horizons ignored, %d empty restarts after long grants on the bare quorum (%d counted again) and the checker found no overlap: it cannot be trusted", restarts, back)
 	}
