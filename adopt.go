@@ -43,13 +43,7 @@ func adopt(args []string, stdout io.Writer) error {
 
 // printAdopt writes what adopt found and wrote, a line a backend.
 func printAdopt(w io.Writer, r *quorum.AdoptReport) {
-	for g, s := range r.Sets {
-		name := "backend set"
-		if len(r.Sets) > 1 {
-			name = fmt.Sprintf("group %d's backend set", g+1)
-		}
-		fmt.Fprintf(w, "%s %s\n", name, s)
-	}
+	printSets(w, r.Sets)
 	if r.Done {
 		fmt.Fprintln(w, "every backend records it already: nothing written")
 		return
@@ -131,4 +125,16 @@ func toolConfig(args []string, stdout io.Writer, help, needsBackends string) (*c
 		return nil, &config.UsageError{Msg: needsBackends}
 	}
 	return cfg, nil
+}
+
+// printSets writes the backend sets a command acts on, a line a shard
+// group.
+func printSets(w io.Writer, sets []string) {
+	for g, s := range sets {
+		name := "backend set"
+		if len(sets) > 1 {
+			name = fmt.Sprintf("group %d's backend set", g+1)
+		}
+		fmt.Fprintf(w, "%s %s\n", name, s)
+	}
 }

@@ -38,13 +38,7 @@ func initialize(args []string, stdout io.Writer) error {
 
 // printInit writes what init found and wrote, a line a backend.
 func printInit(w io.Writer, r *quorum.InitReport) {
-	for g, s := range r.Sets {
-		name := "backend set"
-		if len(r.Sets) > 1 {
-			name = fmt.Sprintf("group %d's backend set", g+1)
-		}
-		fmt.Fprintf(w, "%s %s\n", name, s)
-	}
+	printSets(w, r.Sets)
 	for _, m := range r.Members {
 		line := fmt.Sprintf("  %s: fresh", m.Addr)
 		switch {
