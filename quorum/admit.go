@@ -19,12 +19,13 @@ import (
 // reaches (one redis-server, one vote), or that is a replica, is refused;
 // a server that may lack locks it or its predecessor granted is
 // quarantined, and its replies count only once the quarantine is over
-// (quarantined, asked of every vote). Such a server is one that restarted
-// less than max_ttl ago, and, by the marker that lockproxy keeps in every
-// backend's data set (lua/identity.lua), one whose data set was last
-// written by another process (a restart from persistence files, a failover
-// to a replica that may lack the last writes) or was never marked (a new,
-// emptied or swapped server).
+// (quarantined, asked of every vote). Such a server is, by the marker that
+// lockproxy keeps in every backend's data set (lua/identity.lua), one
+// whose data set was last written by another process (a restart, empty or
+// from persistence files, a failover to a replica that may lack the last
+// writes) or was never marked (a new, emptied or swapped server); its
+// quarantine lasts until the leases it may have lost are gone, as the
+// other backends' horizons tell (settle.go), max_ttl where they cannot.
 
 // markerKey is the key of the marker in each backend's data set.
 const markerKey = ReservedPrefix + "server"

@@ -243,25 +243,20 @@ const floorKey = ReservedPrefix + "floor"
 func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon, time.Duration, error) {
 	ids := make([]identity, len(a.members))
 	read := make([]error, len(a.members))
-	floors := make([]time.Duration, len(a.members))
-	floorRead := true
 	a.each(ctx, nil, func(ctx context.Context, i int, m *adoptee) error {
 		r, err := m.pipe.Do(ctx, m.identity)
 		if err == nil {
 			ids[i], err = parseIdentity([]backend.Reply{r})
 		}
 		read[i] = err
-		if r, err = m.pipe.Do(ctx, backend.KeyCommand("PTTL", floorKey)); err == nil {
-			var ms int64
-			ms, err = r.Integer()
-			floors[i] = time.Duration(ms) * time.Millisecond // -2: none
-		}
-		if err != nil {
-			floorRead = false
-		}
 		return nil
 	})
-	floor := slices.Max(floors)
+	// The identity script tells each member's floor too.
+	floor, floorRead := time.Duration(0), true
+	for i, id := range ids {
+		floor = max(floor, id.floor)
+		floorRead = floorRead && read[i] == nil
+	}
 	var out []AdoptHorizon
 	longest, ok := time.Duration(0), floorRead
 	for _, o := range plan.Old {
@@ -305,7 +300,7 @@ func (a *adoption) settle(ctx context.Context, plan admit.Plan) ([]AdoptHorizon,
 		}
 		return m.write(ctx, claimScript, []string{setKey}, admit.PendingFor(a.sets[m.group], true).String(), a.pending(plan, i).String())
 	})
-	return out, max(floor, 0), err
+	return out, floor, err
 }
 
 // notWitness is why member m, whose identity read after the check told id

@@ -18,7 +18,7 @@ type State uint8
 // The states. Their order is the order in which INFO lists them.
 const (
 	StateUp          State  = iota // connected, and its replies count
-	StateQuarantined               // connected, but in quarantine: its data set may lack locks granted less than max_ttl ago
+	StateQuarantined               // connected, but in quarantine: its data set may lack locks that have not expired yet (settle.go)
 	StateEpochWait                 // connected, but the backend set changed and the old epoch's locks may still be held (members.go)
 	StateDown                      // no connection: the last dial or connection failed
 	StateIdle                      // not dialled yet

@@ -152,7 +152,7 @@ func (c *cluster) setCalls(t *testing.T, i int) int {
 func (c *cluster) resetStats(t *testing.T, i int) {
 	t.Helper()
 	ahead := time.Now().Add(time.Hour).UnixMilli()
-	if err := c.direct[i].Do(t.Context(), "SET", ReservedPrefix+"horizon", ahead, "PXAT", ahead).Err(); err != nil {
+	if err := c.direct[i].Do(t.Context(), "SET", horizonKey, ahead, "PXAT", ahead).Err(); err != nil {
 		t.Fatalf("backend %d: %v", i, err)
 	}
 	if err := c.direct[i].ConfigResetStat(t.Context()).Err(); err != nil {

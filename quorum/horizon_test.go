@@ -13,9 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// horizonKey is each backend's lease horizon (lua/horizon.lua).
-const horizonKey = ReservedPrefix + "horizon"
-
 // setsTTL finds a command in a script that gives a key an expiry.
 var setsTTL = regexp.MustCompile(`"(px|pexpire)"`)
 

@@ -89,7 +89,7 @@ func Init(ctx context.Context, groups []Config) (*InitReport, error) {
 		return report, nil
 	}
 	err = a.each(ctx, nil, func(ctx context.Context, i int, m *adoptee) error {
-		r, err := m.pipe.Do(ctx, backend.ScriptCommand(initScript, []string{setKey, markerKey, ReservedPrefix + "horizon"}, admit.Final(a.sets[m.group]).String()))
+		r, err := m.pipe.Do(ctx, backend.ScriptCommand(initScript, []string{setKey, markerKey, horizonKey}, admit.Final(a.sets[m.group]).String()))
 		if err != nil {
 			return err
 		}

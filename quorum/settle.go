@@ -19,6 +19,10 @@ import (
 // written into its marker (lua/settle.lua), so that every proxy ends the
 // wait together. Where too few answer, nothing is assumed: the full wait.
 
+// horizonKey is each backend's lease horizon: the latest lease expiry
+// recorded there (lua/horizon.lua, which names it as the scripts do).
+const horizonKey = ReservedPrefix + "horizon"
+
 // settleDelay is how old a loss must be before a read of the witnesses
 // proves anything: a grant that the lost backend ran before its loss is
 // counted only if its other votes arrive within backend_timeout of the
@@ -75,15 +79,13 @@ func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) 
 		n.mu.Lock()
 		waiting := n.marked && n.waitLeft() > 0 && lossReason(n.reason)
 		since, read, until, reason := n.lostSince(), n.marker, n.markerUntil, n.reason
-		n.witnesses, n.needed = len(remaining), needed
-		switch {
-		case !waiting:
-			n.waitFor = ""
-		case !ok || at.Before(since.Add(e.settleDelay())):
+		n.witnesses, n.needed, n.waitFor = len(remaining), needed, ""
+		proves := waiting && ok && !at.Before(since.Add(e.settleDelay()))
+		if waiting && !proves {
 			n.waitFor = WaitFull
 		}
 		n.mu.Unlock()
-		if !waiting || !ok || at.Before(since.Add(e.settleDelay())) {
+		if !proves {
 			continue
 		}
 		rest := time.Duration(longest) * time.Millisecond
@@ -93,10 +95,9 @@ func (e *Engine) settle(ctx context.Context, reads []horizonRead, at time.Time) 
 		}
 		// A read a second later proves about the same end: only a shorter
 		// wait by more than that is worth a write, a log line and a
-		// reschedule.
+		// reschedule. Where the marker ends about when this read proves,
+		// a proof (this proxy's or another's) wrote it.
 		if end.Add(time.Second).After(until) {
-			// Where the marker ends about when this read proves, a
-			// proof (this proxy's or another's) wrote it.
 			if !end.Before(until.Add(time.Second)) {
 				waitFor = WaitFull
 			}
