@@ -159,34 +159,42 @@ func firstErr(r []Renewed) error {
 }
 
 // checkHorizon fails when a lock on backend d expires after its horizon,
-// or the horizon lies more than max_ttl ahead.
+// or the horizon lies more than max_ttl ahead. It reads them in one
+// script: a vote that lands after the step's reply (its quorum came
+// first) moves the horizon and a lock together, never one without the
+// other.
 func checkHorizon(t *testing.T, d *redis.Client, step string, i int, keys []string) {
 	t.Helper()
-	ctx := t.Context()
-	h, err := d.Get(ctx, horizonKey).Int64()
+	read, err := d.Eval(t.Context(), horizonSnapshot, append([]string{horizonKey}, keys...)).Int64Slice()
 	if err != nil {
-		t.Fatalf("after %s: backend %d has no horizon: %v", step, i, err)
+		t.Fatalf("after %s: backend %d: %v", step, i, err)
 	}
-	now, err := d.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
+	h, expiry, now := read[0], read[1], read[2]
+	if h == 0 {
+		t.Fatalf("after %s: backend %d has no horizon", step, i)
 	}
-	if ahead := time.Duration(h-now.UnixMilli()) * time.Millisecond; ahead > 10*time.Minute {
+	if ahead := time.Duration(h-now) * time.Millisecond; ahead > 10*time.Minute {
 		t.Fatalf("after %s: backend %d's horizon is %v ahead, beyond max_ttl", step, i, ahead)
 	}
-	if at, err := d.PExpireTime(ctx, horizonKey).Result(); err != nil || at.Milliseconds() != h {
-		t.Fatalf("after %s: backend %d's horizon %d expires at %v (%v), not at itself", step, i, h, at, err)
+	if expiry != h {
+		t.Fatalf("after %s: backend %d's horizon %d expires at %d, not at itself", step, i, h, expiry)
 	}
-	for _, key := range keys {
-		at, err := d.PExpireTime(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if at.Milliseconds() > h {
-			t.Fatalf("after %s: backend %d holds %s until %d, after its horizon %d", step, i, key, at.Milliseconds(), h)
+	for k, at := range read[3:] {
+		if at > h {
+			t.Fatalf("after %s: backend %d holds %s until %d, after its horizon %d", step, i, keys[k], at, h)
 		}
 	}
 }
+
+// horizonSnapshot reads, at one instant, the horizon KEYS[1], its expiry,
+// the server's time (ms) and the expiry of every other key.
+const horizonSnapshot = `local t = redis.call("TIME")
+local out = {tonumber(redis.call("GET", KEYS[1]) or "0"), redis.call("PEXPIRETIME", KEYS[1]),
+	tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)}
+for i = 2, #KEYS do
+	out[#out + 1] = redis.call("PEXPIRETIME", KEYS[i])
+end
+return out`
 
 // settledCluster is three real backends already recorded and marked with
 // no wait (as lockproxy init leaves them), and an engine over them with
