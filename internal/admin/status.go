@@ -217,14 +217,14 @@ func (p *StatusPage) view(ctx context.Context, now time.Time) statusView {
 	v.Window, v.Ops, v.Total = p.opsView(now)
 	if p.held != nil {
 		v.Listing = true
-		p.locksView(&v, p.held(ctx))
+		locksView(&v, p.held(ctx))
 	}
 	return v
 }
 
 // locksView sets v's lock listing from s: the held locks, and what a
 // listing could not decide or see.
-func (p *StatusPage) locksView(v *statusView, s lockSample) {
+func locksView(v *statusView, s lockSample) {
 	if s.Err != nil {
 		v.ListError = s.Err.Error()
 		return

@@ -604,7 +604,7 @@ func TestStatusPageLockListing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := statusView{Listing: true}
-			(&StatusPage{}).locksView(&v, tc.sample)
+			locksView(&v, tc.sample)
 			var page bytes.Buffer
 			if err := statusTemplate.Execute(&page, v); err != nil {
 				t.Fatal(err)
@@ -624,7 +624,7 @@ func TestStatusPageLockListing(t *testing.T) {
 	}
 	if exp, got := statusLocks, strings.Count(func() string {
 		v := statusView{Listing: true}
-		(&StatusPage{}).locksView(&v, lockSample{Undecided: many})
+		locksView(&v, lockSample{Undecided: many})
 		var page bytes.Buffer
 		statusTemplate.Execute(&page, v)
 		return page.String()
