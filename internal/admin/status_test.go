@@ -150,6 +150,10 @@ func TestStatusPageHTTP(t *testing.T) {
 			t.Fatalf("GET / does not name %s's server %s:\n%s", srv.Addr(), id, body)
 		}
 	}
+	c.page.quorumSeen[0].Store(false) // as the view above found it
+	if c.page.noteQuorum(); !c.page.quorumSeen[0].Load() {
+		t.Error("Sample's note misses the quorum the group has: a later loss would read as a start's wait")
+	}
 	for _, path := range []string{"/nope", "/index.html", "/status"} {
 		if code, _, _ := c.get(t, path); code != http.StatusNotFound {
 			t.Fatalf("GET %s: %d, want 404", path, code)
@@ -501,6 +505,9 @@ func TestStatusPageColdStart(t *testing.T) {
 		}
 	}
 
+	if c.page.noteQuorum(); c.page.quorumSeen[0].Load() {
+		t.Error("Sample's note takes a group without a quorum for one that had it")
+	}
 	c.page.quorumSeen[0].Store(true) // as Sample notes a quorum had since
 	if _, _, body = c.get(t, "/"); strings.Contains(body, "Expected after a start") {
 		t.Errorf("a quorum lost after it was had is shown as a start's wait:\n%s", body)
