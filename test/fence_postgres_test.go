@@ -28,6 +28,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockproxy/lockproxy/internal/redistest"
+	"github.com/lockproxy/lockproxy/internal/testcerts"
 )
 
 // The exit codes of examples/fenced-postgres.
@@ -45,11 +46,17 @@ var acquiredLine = regexp.MustCompile(`(?m)^acquired token=(\d+)$`)
 // and writes; A, resumed, writes late. With the fence check in the
 // statement PostgreSQL refuses A's write and the row keeps B's; without it
 // (the example's -unfenced, the wrong way) A's late write overwrites B's,
-// which shows that the fence is what refused it.
+// which shows that the fence is what refused it. The proxy requires a
+// password and serves mutual TLS beside plain TCP: the example reaches it
+// with the options of the proxy's own client side (subtest "auth and tls").
 func TestFencePostgresLateWrite(t *testing.T) {
 	proxyTest(t)
 	dsn := startPostgres(t)
-	c := newCluster(t, 3, "-fencing")
+	const password = "fence-pw"
+	certs := testcerts.New(t)
+	c := newCluster(t, 3, "-fencing", "-password", password, "-tls-listen", "127.0.0.1:0",
+		"-tls-cert-file", certs.ServerCert, "-tls-key-file", certs.ServerKey, "-tls-ca-cert-file", certs.CA)
+	tlsAddr := c.proxy.waitLog(t, tlsListeningLine)[1]
 	example := filepath.Join(t.TempDir(), "fenced-postgres")
 	if out, err := exec.Command("go", "build", "-o", example, "../examples/fenced-postgres").CombinedOutput(); err != nil {
 		t.Fatalf("building examples/fenced-postgres: %v\n%s", err, out)
@@ -73,7 +80,7 @@ func TestFencePostgresLateWrite(t *testing.T) {
 		{name: "unfenced", id: 2, lateFlag: []string{"-unfenced"}, lateCode: exampleAccepted, lateWins: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			common := []string{"-proxy", c.proxy.Addr, "-dsn", dsn, "-key", "resource:" + tc.name, "-id", strconv.FormatInt(tc.id, 10)}
+			common := []string{"-proxy", c.proxy.Addr, "-password", password, "-dsn", dsn, "-key", "resource:" + tc.name, "-id", strconv.FormatInt(tc.id, 10)}
 			a := startHolder(t, example, append(append(common, "-ttl", "500ms", "-data", "A", "-wait-before-write"), tc.lateFlag...)...)
 			tokenA := a.acquired(t)
 			// The stall a holder cannot see: a GC pause, swap, a stopped VM.
@@ -127,6 +134,37 @@ func TestFencePostgresLateWrite(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("auth and tls", func(t *testing.T) {
+		pwFile := filepath.Join(t.TempDir(), "pw")
+		if err := os.WriteFile(pwFile, []byte(password+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		common := []string{"-dsn", dsn, "-key", "resource:tls", "-id", "3"}
+		withCert := []string{"-tls-ca-cert-file", certs.CA, "-tls-cert-file", certs.ClientCert, "-tls-key-file", certs.ClientKey}
+		for _, run := range []struct {
+			name string
+			env  []string
+			args []string
+			code int
+			out  string // a line the output must have
+		}{
+			{name: "url", args: append([]string{"-proxy", "rediss://:" + password + "@" + tlsAddr}, withCert...), out: "write accepted token="},
+			{name: "flags and REDISCLI_AUTH", env: []string{"REDISCLI_AUTH=" + password},
+				args: append([]string{"-proxy", tlsAddr, "-tls-server-name", "localhost"}, withCert...), out: "write accepted token="},
+			{name: "password file", args: append([]string{"-proxy", tlsAddr, "-password-file", pwFile}, withCert...), out: "write accepted token="},
+			{name: "no password", args: append([]string{"-proxy", tlsAddr}, withCert...), code: 1, out: "NOAUTH"},
+			{name: "no client certificate", args: []string{"-proxy", tlsAddr, "-password", password, "-tls-ca-cert-file", certs.CA}, code: 1, out: "acquire: remote error: tls: certificate required"},
+			{name: "plain TCP to TLS", args: []string{"-proxy", tlsAddr, "-password", password}, code: 1, out: "acquire: "},
+			{name: "wrong server name", args: append([]string{"-proxy", tlsAddr, "-password", password, "-tls-server-name", "proxy.example"}, withCert...),
+				code: 1, out: "certificate is valid for"},
+		} {
+			out, code := runHolderEnv(t, run.env, example, append(common, run.args...)...)
+			if code != run.code || !strings.Contains(out, run.out) {
+				t.Errorf("%s: exit %d, want %d with %q:\n%s", run.name, code, run.code, run.out, out)
+			}
+		}
+	})
 }
 
 // holder is a running examples/fenced-postgres started with
@@ -217,9 +255,17 @@ func (h *holder) write(t *testing.T) (string, int) {
 // output and exit code.
 func runHolder(t *testing.T, bin string, args ...string) (string, int) {
 	t.Helper()
+	return runHolderEnv(t, nil, bin, args...)
+}
+
+// runHolderEnv is runHolder with env added to the test's environment.
+func runHolderEnv(t *testing.T, env []string, bin string, args ...string) (string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
 		t.Fatalf("running %s: %v", bin, err)

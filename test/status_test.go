@@ -3,6 +3,7 @@ package test
 import (
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -45,4 +46,38 @@ func TestStatusPage(t *testing.T) {
 	if code, _ := get("/nope"); code != http.StatusNotFound {
 		t.Fatalf("GET /nope: %d, want 404", code)
 	}
+}
+
+// TestStatusPageColdStart: the binary's status page on a cold start over
+// fresh backends that hold a lock no proxy recorded says that the wait is
+// a start's and when it ends, and lists the lock as undecided.
+func TestStatusPageColdStart(t *testing.T) {
+	proxyTest(t)
+	servers, list := backends(t, 3)
+	for _, s := range servers {
+		if err := s.Client(t).Set(t.Context(), "orders:1", "worker-7", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := startProxy(t, "-backends", list, "-backend-timeout", "500ms", "-max-ttl", "60s", "-metrics", "127.0.0.1:0")
+	base := "http://" + p.waitLog(t, metricsLine)[1]
+	note := regexp.MustCompile(`Expected after a start: backends wait until the locks they may have held expire; quorum in \d+ s \(at \d\d:\d\d:\d\d UTC\)\. Run <code>lockproxy init</code> on fresh backends to skip this\.`)
+	redistest.Eventually(t, func() string {
+		resp, err := http.Get(base + "/")
+		if err != nil {
+			return err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body := string(b)
+		switch {
+		case !note.MatchString(body):
+			return "the status page has no start-up note:\n" + body
+		case !strings.Contains(body, `1 lock undecided: no quorum answers`) || !strings.Contains(body, `<tr data-undecided="orders:1">`):
+			return "the status page does not show orders:1 undecided:\n" + body
+		case strings.Contains(body, "No locks held"):
+			return "the status page says no locks are held:\n" + body
+		}
+		return ""
+	})
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -90,27 +91,61 @@ func locksHandler(e lister) http.Handler {
 	})
 }
 
-// heldSample lists, for the status page, the held locks of the first page
-// of a listing: one page, so that a view costs each backend a SCAN and a
-// script whatever the number of locks.
-func heldSample(e lister) func(context.Context) []heldLockRow {
-	return func(ctx context.Context) []heldLockRow {
+// lockSample is what the status page shows of a listing's first page:
+// the locks a quorum holds, those no quorum can decide, and what the
+// listing could not see.
+type lockSample struct {
+	// Held are the locks a quorum holds (quorum.HeldLock.Held).
+	Held []heldLockRow
+	// Undecided are the keys where the backends that do not count could
+	// change whether they are held (quorum.HeldLock.Undecided): no quorum
+	// answers for them, as PTTL's NOQUORUM. Owner is "" and Tokens the
+	// values the backends were seen holding; Present says which hold the
+	// key at all.
+	Undecided []heldLockRow
+	// More says the listing goes on past the page: there may be more of
+	// either.
+	More bool
+	// Skipped names the backends whose SCAN did not answer: the keys only
+	// they hold are not listed.
+	Skipped []string
+	// Err is why the listing failed (its context ended); nil when it gave
+	// a page.
+	Err error
+}
+
+// heldSample lists, for the status page, the held and the undecided locks
+// of the first page of a listing: one page, so that a view costs each
+// backend a SCAN and a script whatever the number of locks.
+func heldSample(e lister) func(context.Context) lockSample {
+	return func(ctx context.Context) lockSample {
 		page, err := e.List(ctx, quorum.List{Count: statusLocks + 1})
 		if err != nil {
-			return nil
+			return lockSample{Err: err}
 		}
-		var rows []heldLockRow
+		s := lockSample{More: page.Cursor != 0, Skipped: page.Skipped}
 		for _, h := range page.Locks {
-			if !h.Held {
-				continue
-			}
 			row := heldLockRow{Key: h.Key, Owner: h.Owner, Left: h.Validity, Present: make([]bool, len(h.Backends)), Addrs: make([]string, len(h.Backends))}
 			for i, b := range h.Backends {
-				row.Present[i] = b.HasValue && b.Value == h.Owner
 				row.Addrs[i] = b.Addr
+				switch {
+				case h.Undecided:
+					row.Present[i] = b.Exists
+					if b.HasValue && !slices.Contains(row.Tokens, b.Value) {
+						row.Tokens = append(row.Tokens, b.Value)
+					}
+				default:
+					row.Present[i] = b.HasValue && b.Value == h.Owner
+				}
 			}
-			rows = append(rows, row)
+			switch {
+			case h.Undecided:
+				row.Owner, row.Left = "", 0
+				s.Undecided = append(s.Undecided, row)
+			case h.Held:
+				s.Held = append(s.Held, row)
+			}
 		}
-		return rows
+		return s
 	}
 }

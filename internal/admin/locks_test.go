@@ -117,10 +117,14 @@ func TestLocksEndpoint(t *testing.T) {
 		}
 	})
 	t.Run("status page sample", func(t *testing.T) {
-		rows := heldSample(c.page.groups)(ctx)
+		s := heldSample(c.page.groups)(ctx)
+		rows := s.Held
 		if len(rows) != 1 || rows[0].Key != "t1:a" || rows[0].Owner != "tok" || rows[0].Left < 25*time.Second ||
 			!slices.Equal(rows[0].Present, []bool{true, true, true}) {
 			t.Errorf("sample %+v, expected t1:a held by tok everywhere (t2:b is held nowhere)", rows)
+		}
+		if s.Undecided != nil || s.Skipped != nil || s.More || s.Err != nil {
+			t.Errorf("sample %+v, expected nothing undecided, skipped or left over", s)
 		}
 	})
 }
