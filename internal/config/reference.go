@@ -12,11 +12,9 @@ import (
 // from the keys lockproxy reads.
 func Reference() string {
 	var b strings.Builder
-	b.WriteString("Every key is a flag of the same name with dashes and an environment\n" +
-		"variable, `LOCKPROXY_` and its name in capitals. On reload (SIGHUP):\n" +
-		"**applied** to new connections without closing any; **restart**: kept\n" +
-		"at its running value until a restart; **restart, engine**: the backend\n" +
-		"set and the engine's settings, kept until every proxy is restarted\n" +
+	b.WriteString("On reload (SIGHUP), a changed key is **applied** to new connections\n" +
+		"without closing any, or kept at its running value until a **restart**;\n" +
+		"**restart, engine** keys are the backend set and the engine's settings\n" +
 		"([Reloading the configuration](#reloading-the-configuration)).\n\n")
 	b.WriteString("| key | flag, environment | type | default | on reload | meaning |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
