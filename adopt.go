@@ -16,8 +16,8 @@ import (
 
 // adopt is lockproxy adopt: it writes the backend set of the configuration
 // that args give (the proxy's own flags and file) to every one of its
-// backends, the explicit step of a change of backends (README: Changing the
-// backend set), and says what it wrote. -dry-run says what it would write.
+// backends, the explicit step of a change of backends (docs/backends.md:
+// Changing the backend set), and says what it wrote. -dry-run says what it would write.
 func adopt(args []string, stdout io.Writer) error {
 	dryRun := false
 	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {

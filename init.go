@@ -14,7 +14,7 @@ import (
 // configuration that args give (the proxy's own flags and file), it
 // writes the first backend set record and markers that let them count at
 // once, where they would otherwise wait max_ttl: nothing can witness how
-// long the leases of an empty backend may last (README: Cold start). It
+// long the leases of an empty backend may last (README: The cold start). It
 // refuses, and writes nothing, unless every backend is fresh.
 func initialize(args []string, stdout io.Writer) error {
 	cfg, err := toolConfig(args, stdout,
@@ -56,5 +56,5 @@ func printInit(w io.Writer, r *quorum.InitReport) {
 		fmt.Fprintln(w, "initialised: start the proxies with this configuration")
 		return
 	}
-	fmt.Fprintln(w, "nothing written: init writes only where every backend is fresh. Its safety is your word that no client holds a lock on them; a backend that carries lockproxy's data may hold locks, and waits until they are gone (README: Restarts, persistence and quarantine)")
+	fmt.Fprintln(w, "nothing written: init writes only where every backend is fresh. Its safety is your word that no client holds a lock on them; a backend that carries lockproxy's data may hold locks, and waits until they are gone (docs/backends.md: Restarts, persistence and quarantine)")
 }

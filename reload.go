@@ -95,7 +95,7 @@ func (r *reloader) reload() {
 
 // errEngineChange is changeEngine's answer: the engine does not change its
 // backends while it runs.
-var errEngineChange = errors.New("the backends and the engine's settings change only with a restart; a change of backends is adopted (lockproxy adopt) and rolled out by restarting every proxy (README: Changing the backend set)")
+var errEngineChange = errors.New("the backends and the engine's settings change only with a restart; a change of backends is adopted (lockproxy adopt) and rolled out by restarting every proxy (docs/backends.md: Changing the backend set)")
 
 // changeEngine is where a reload hands the running engine a configuration
 // whose backend set, backend TLS or engine settings (the keys whose reload

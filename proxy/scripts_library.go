@@ -17,7 +17,7 @@ import (
 // Which library sends which body, byte for byte, is in
 // testdata/scripts and the table of scripts_library_test.go; the scripts
 // that are deliberately not recognised (hashes, pub/sub, sorted sets, list
-// signals) are listed there too, with the reason, for the README.
+// signals) are listed there too, with the reason, for docs/compatibility.md.
 
 // scriptKinds lists the recognised scripts.
 var scriptKinds = []*scriptKind{

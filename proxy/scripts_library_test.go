@@ -20,7 +20,7 @@ import (
 // each file in testdata/scripts, its SHA1 (as research/scripts-index.tsv
 // records it), the libraries that send it, and the kind lockproxy runs it
 // as. An empty kind is a script lockproxy refuses, with the reason; the
-// README's list of unsupported scripts is this table.
+// list of unsupported scripts in docs/compatibility.md is this table.
 //
 // Where the bytes come from: Go module zips (redsync, bsm/redislock), npm
 // tarballs (redlock, @sesamecare-oss/redlock, redis-semaphore), Debian's

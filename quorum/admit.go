@@ -469,7 +469,7 @@ func (n *node) noteRelation() {
 	case admit.Other:
 		n.log.Error(otherSetLog, "recorded", recorded, "ours", ours)
 	case admit.Older:
-		n.log.Warn("backend does not count toward quorum: it records an older epoch than this proxy's; a new epoch counts once lockproxy adopt has written it to every backend (README: Changing the backend set)",
+		n.log.Warn("backend does not count toward quorum: it records an older epoch than this proxy's; a new epoch counts once lockproxy adopt has written it to every backend (docs/backends.md: Changing the backend set)",
 			"recorded", recorded, "ours", ours)
 	case admit.Adopting:
 		n.log.Info("backend does not count toward quorum until lockproxy adopt finishes writing this proxy's backend set", "ours", ours)
@@ -530,7 +530,7 @@ func (n *node) startSeedLocked() {
 
 // otherSetLog is logged once when a backend's set record names another
 // set than this proxy's, of a newer epoch or of the same one.
-const otherSetLog = "backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends is adopted (lockproxy adopt; README: Changing the backend set)"
+const otherSetLog = "backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends is adopted (lockproxy adopt; docs/backends.md: Changing the backend set)"
 
 // noteSetRefusal records that a script's set check refused the engine's
 // set, and showed the record that refused it: read as a record read.

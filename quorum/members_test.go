@@ -182,7 +182,7 @@ func TestStrayEngineWritesNothing(t *testing.T) {
 		t.Fatalf("the deployment's acquire: %v", err)
 	}
 	for _, want := range []string{
-		`msg="backend does not count toward quorum: it records an older epoch than this proxy's; a new epoch counts once lockproxy adopt has written it to every backend (README: Changing the backend set)"`,
+		`msg="backend does not count toward quorum: it records an older epoch than this proxy's; a new epoch counts once lockproxy adopt has written it to every backend (docs/backends.md: Changing the backend set)"`,
 		`msg="no quorum yet: too few backends count toward quorum; lock commands answer NOQUORUM until enough do" counting=0 backends=5 quorum=3 not_counting="`,
 		`127.0.0.1:1 down (connection refused), 127.0.0.1:2 down (connection refused)"`,
 	} {

@@ -22,7 +22,7 @@ const refillMaxTTL = refillTTL + refillTTL/5
 
 // TestRenewalsRefillRestarts: a lock held for long, renewed all along,
 // keeps every backend while they restart empty one at a time, as the
-// README tells operators to restart them (each back in, its quarantine
+// docs/backends.md tells operators to restart them (each back in, its quarantine
 // over, before the next). A renewal gives the lock back to the backend
 // that lost it, even while it is quarantined. Without that, the third
 // restart of five would leave the lock on two backends, and its renewals

@@ -18,7 +18,7 @@ import (
 //
 // "handoffs": a lock is released while two proxies' waiters (Releases, as
 // Redisson's and Spring's waiters hear an unlock) race for it, one per
-// proxy, as the README's two-proxy deployments do on every handoff; the
+// proxy, as the two-proxy deployments of docs/deploying.md do on every handoff; the
 // winner holds it, and 200 ms later (past the top-up's last round, as a
 // lock held for a while is) one backend of five is lost (paused: silent),
 // each in turn, and the winner releases. Counted per setting: grants on a
@@ -28,7 +28,7 @@ import (
 // lock's whole lease.
 //
 // "rolling restart": a lock renewed all along while the five backends are
-// restarted empty one at a time, as the README tells operators to: where
+// restarted empty one at a time, as docs/backends.md tells operators to: where
 // its renewal first fails, the holder loses a lock nobody else took.
 //
 // Each figure is asserted against the state it follows from (a release is

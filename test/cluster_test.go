@@ -171,7 +171,7 @@ func TestClusterGoRedis(t *testing.T) {
 	}
 	cp.proxies[owner].Kill()
 	// go-redis refreshes its map every ClusterStateReloadInterval (60 s by
-	// default), not on a refused connection: the README says to shorten it.
+	// default), not on a refused connection: docs/cluster.md says to shorten it.
 	both := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetryBackoff: 50 * time.Millisecond, ClusterStateReloadInterval: 200 * time.Millisecond})
 	defer both.Close()
 	redistest.Eventually(t, func() string {

@@ -148,7 +148,7 @@ func TestCommands(t *testing.T) {
 	}
 }
 
-// TestRedisCLI follows the README's walk-through with redis-cli itself.
+// TestRedisCLI follows the README's quick start with redis-cli itself.
 func TestRedisCLI(t *testing.T) {
 	proxyTest(t)
 	c := newCluster(t, 5)

@@ -64,7 +64,7 @@ func TestCompatJava(t *testing.T) {
 	t.Logf("the Java compatibility suite took %v", time.Since(start).Round(100*time.Millisecond))
 }
 
-// TestCompatJavaShedLockDefaultModeRefused shows the README's "not supported
+// TestCompatJavaShedLockDefaultModeRefused shows docs/compatibility.md's "not supported
 // yet" row: ShedLock's default mode extends with an unconditional
 // SET k v XX PX, which ignores ownership, and lockproxy refuses it by name.
 func TestCompatJavaShedLockDefaultModeRefused(t *testing.T) {

@@ -143,7 +143,7 @@ func TestRedissonThroughProxies(t *testing.T) {
 				// A release that the restart leaves on fewer than a quorum
 				// of the backends that count is told to nobody, and its
 				// waiters wake at the holder's lease end, as documented
-				// (README, Waiting for a lock): a 10 s watchdog lease keeps
+				// (docs/waiting.md): a 10 s watchdog lease keeps
 				// that within tryLock's 20 s wait, where the default 30 s
 				// would not.
 				props := append(slices.Clone(redissonDeliveries), "-Dcompat.redisson.watchdogMs=10000")

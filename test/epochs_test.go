@@ -18,8 +18,8 @@ import (
 
 // The acceptance of issue 33, through the binary on real redis-servers:
 // the wedge after a majority of empty restarts clears within the bound the
-// README states, a stray proxy writes nothing, a mistaken epoch is undone,
-// and the README's procedure for changing the set works step by step, its
+// docs/backends.md states, a stray proxy writes nothing, a mistaken epoch is undone,
+// and docs/backends.md's procedure for changing the set works step by step, its
 // epoch wait shown in INFO, /readyz, the metrics and the log.
 
 // records reads every backend's set record.
@@ -71,7 +71,7 @@ func backendFields(info string, i int) map[string]string {
 // backends adopted at epoch 2 and the proxy restarted on it; then three of
 // the five restart empty (a rack's power cut). Every one counts again
 // within max_ttl, its drift allowance and the second a proxy takes to
-// notice (the bound the README states), the countdown of each in INFO
+// notice (the bound docs/backends.md states), the countdown of each in INFO
 // moving and never above max_ttl; the log says when the quorum was lost
 // and when it came back.
 func TestWedgeClears(t *testing.T) {
@@ -166,7 +166,7 @@ func TestStrayProxyWritesNothing(t *testing.T) {
 	stray.waitLog(t, regexp.MustCompile(`msg="no quorum yet: too few backends count toward quorum; lock commands answer NOQUORUM until enough do" counting=0 backends=5 quorum=3 not_counting="127\.0\.0\.1:\d+ not_adopted, 127\.0\.0\.1:\d+ not_adopted, 127\.0\.0\.1:\d+ not_adopted, 127\.0\.0\.1:1 down \(connection refused\), 127\.0\.0\.1:2 down \(connection refused\)"`))
 }
 
-// TestUndoMistakenEpoch: the README's way back from a wrong adopt. Epoch
+// TestUndoMistakenEpoch: docs/backends.md's way back from a wrong adopt. Epoch
 // 2 replaced backend 2 by backend 3, by mistake, and a proxy was started
 // on it; adopting epoch 3 with the right list undoes it: the right
 // backends count again within the epoch wait, the mistaken proxy is
@@ -223,7 +223,7 @@ func TestUndoMistakenEpoch(t *testing.T) {
 	}
 }
 
-// TestChangeSetProcedure: the README's procedure for growing the set from
+// TestChangeSetProcedure: docs/backends.md's procedure for growing the set from
 // three backends to five, step by step, with configuration files; the
 // epoch wait of the two new backends, in INFO, /readyz, the metrics and
 // the log, with a countdown that moves.

@@ -71,7 +71,7 @@ func TestTwoBackendSets(t *testing.T) {
 	}
 
 	for i := range 3 {
-		want := fmt.Sprintf(`level=ERROR msg="backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends is adopted (lockproxy adopt; README: Changing the backend set)" backend=%s recorded="1:3:`, servers[i].Addr())
+		want := fmt.Sprintf(`level=ERROR msg="backend does not count toward quorum: it records another backend set than this proxy's; every proxy must list the same backends with the same backend_set_epoch, and a change of backends is adopted (lockproxy adopt; docs/backends.md: Changing the backend set)" backend=%s recorded="1:3:`, servers[i].Addr())
 		if n := strings.Count(b.Log(), want); n != 1 {
 			t.Errorf("backend %d: %d log lines ending with\n%s\nin\n%s", i, n, want, b.Log())
 		}
@@ -97,7 +97,7 @@ func (f *faultNet) url(idx ...int) string {
 }
 
 // changeSet is the safety run over a change of the backend set, made as
-// the README's procedure says: both proxies run the old set at epoch 1;
+// docs/backends.md's procedure says: both proxies run the old set at epoch 1;
 // lockproxy adopt writes the new set at epoch 2, proxy 1 is restarted with
 // it and runs beside proxy 0 (old set, refused from then on) for a while,
 // then proxy 0 is restarted with the new set too.

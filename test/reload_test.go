@@ -245,7 +245,7 @@ func TestReloadBackends(t *testing.T) {
 	logged := c.proxy.reload(t)
 	for _, want := range []string{
 		`level=WARN msg="reload: these keys change only with a restart; their running values are kept" keys=metrics`,
-		`level=WARN msg="reload: the backends and engine settings are not changed; the running ones are kept" keys=backends reason="the backends and the engine's settings change only with a restart; a change of backends is adopted (lockproxy adopt) and rolled out by restarting every proxy (README: Changing the backend set)"`,
+		`level=WARN msg="reload: the backends and engine settings are not changed; the running ones are kept" keys=backends reason="the backends and the engine's settings change only with a restart; a change of backends is adopted (lockproxy adopt) and rolled out by restarting every proxy (docs/backends.md: Changing the backend set)"`,
 		`level=INFO msg="configuration reloaded" changed=password`,
 	} {
 		if !strings.Contains(logged, want) {

@@ -15,7 +15,7 @@ import (
 
 // TestRollingRestartKeepsExtendedLock: redsync, unchanged, holds a lock
 // through the proxy and extends it a few times per lease, while every
-// backend restarts empty in turn, as the README's Restarts section tells
+// backend restarts empty in turn, as docs/backends.md's Restarts section tells
 // operators to restart them: one at a time, the next once the last has
 // left its quarantine. Each extension gives the lock back to the backend
 // that lost it, so the lock is on all five at the end and nobody else can

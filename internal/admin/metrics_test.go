@@ -193,14 +193,17 @@ func TestMetricsLint(t *testing.T) {
 	}
 }
 
-// TestMetricsMatchREADME: the Metrics table of README.md names every
+// operationsFile is the page whose Metrics table documents the metrics.
+const operationsFile = "../../docs/operations.md"
+
+// TestMetricsMatchDocs: the Metrics table of docs/operations.md names every
 // metric registered, with its type and labels, and nothing else.
-func TestMetricsMatchREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+func TestMetricsMatchDocs(t *testing.T) {
+	page, err := os.ReadFile(operationsFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	documented, err := metricsTable(string(readme))
+	documented, err := metricsTable(string(page))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,14 +224,14 @@ func TestMetricsMatchREADME(t *testing.T) {
 	}
 	for name, want := range registered {
 		if got, ok := documented[name]; !ok {
-			t.Errorf("%s (%s) is registered but not in README's Metrics table", name, want)
+			t.Errorf("%s (%s) is registered but not in the Metrics table of docs/operations.md", name, want)
 		} else if got != want {
-			t.Errorf("%s: README says %s, registered as %s", name, got, want)
+			t.Errorf("%s: docs/operations.md says %s, registered as %s", name, got, want)
 		}
 	}
 	for name := range documented {
 		if _, ok := registered[name]; !ok {
-			t.Errorf("%s is in README's Metrics table but not registered", name)
+			t.Errorf("%s is in the Metrics table of docs/operations.md but not registered", name)
 		}
 	}
 }
@@ -238,12 +241,12 @@ func describe(typ dto.MetricType, labels []string) string {
 	return strings.ToLower(typ.String()) + " {" + strings.Join(labels, ",") + "}"
 }
 
-// metricsTable parses the table under "### Metrics" in the README: each
-// row's name, type and labels, described as describe does.
-func metricsTable(readme string) (map[string]string, error) {
-	_, section, ok := strings.Cut(readme, "\n### Metrics\n")
+// metricsTable parses the table under "## Metrics" in docs/operations.md:
+// each row's name, type and labels, described as describe does.
+func metricsTable(page string) (map[string]string, error) {
+	_, section, ok := strings.Cut(page, "\n## Metrics\n")
 	if !ok {
-		return nil, fmt.Errorf("README.md has no Metrics section")
+		return nil, fmt.Errorf("docs/operations.md has no Metrics section")
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	row := regexp.MustCompile("(?m)^\\| `(\\w+)` \\| (\\w+) \\|([^|]*)\\|")
@@ -258,7 +261,7 @@ func metricsTable(readme string) (map[string]string, error) {
 		table[m[1]] = describe(dto.MetricType(dto.MetricType_value[strings.ToUpper(m[2])]), labels)
 	}
 	if len(table) == 0 {
-		return nil, fmt.Errorf("README.md's Metrics section has no table rows")
+		return nil, fmt.Errorf("the Metrics section of docs/operations.md has no table rows")
 	}
 	return table, nil
 }

@@ -62,12 +62,9 @@ func TestConfigExample(t *testing.T) {
 	}
 }
 
-// The files that document the keys, at the repository's root: tests hold
-// them to the table.
-const (
-	exampleFile = "../../config.example.toml"
-	readmeFile  = "../../README.md"
-)
+// The example file, at the repository's root, documents every key: tests
+// hold it to the table (docs/configuration.md: reference_test.go).
+const exampleFile = "../../config.example.toml"
 
 // noEnv is an environment without variables, so that tests do not depend
 // on the one they run in.
@@ -487,65 +484,6 @@ func flagText(v any) string {
 	return fmt.Sprint(v)
 }
 
-// TestConfigREADME: the README's configuration table has a row for every
-// key of the table, in its order, with its flag and its default. A row may
-// name several keys that share a default. A default is written as the flag
-// takes it, in backquotes (`50ms`), or as "empty" for an empty string or
-// list; either may be followed by a note in parentheses: "empty (off)".
-func TestConfigREADME(t *testing.T) {
-	readme, err := os.ReadFile(readmeFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(readme), "\n## Configuration\n")
-	section, _, _ = strings.Cut(section, "\n#")
-	code := regexp.MustCompile("`([^`]*)`")
-	note := regexp.MustCompile(` \([^)]*\)$`)
-	var listed []string
-	defaults := map[string]string{}
-	for line := range strings.SplitSeq(section, "\n") {
-		if !strings.HasPrefix(line, "| `") {
-			continue
-		}
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) != 3 {
-			t.Errorf("not a row of three cells: %s", line)
-			continue
-		}
-		names, flags, _ := strings.Cut(cells[0], " / ")
-		nameSpans, flagSpans := code.FindAllStringSubmatch(names, -1), code.FindAllStringSubmatch(flags, -1)
-		def := note.ReplaceAllString(strings.TrimSpace(cells[1]), "")
-		switch m := code.FindStringSubmatch(def); {
-		case def == "empty":
-			def = ""
-		case m != nil && m[0] == def:
-			def = m[1]
-		default:
-			t.Errorf("%s: default %q is neither `value` nor empty", names, cells[1])
-		}
-		if len(nameSpans) != len(flagSpans) {
-			t.Errorf("%s: not one flag per key: %s", names, flags)
-			continue
-		}
-		for i, m := range nameSpans {
-			name := strings.TrimSuffix(strings.TrimPrefix(m[1], "[["), "]]")
-			if exp, got := "-"+strings.ReplaceAll(name, "_", "-"), flagSpans[i][1]; exp != got {
-				t.Errorf("%s: flag %s, not %s", m[1], got, exp)
-			}
-			listed = append(listed, m[1])
-			defaults[name] = def
-		}
-	}
-	if exp, got := tableNames(), listed; !slices.Equal(exp, got) {
-		t.Fatalf("the README's configuration table lists other keys than the table, or in another order:\ntable:  %v\nREADME: %v", exp, got)
-	}
-	for _, k := range keys {
-		if exp, got := k.value().String(), defaults[k.name]; exp != got {
-			t.Errorf("%s: the table's default is %q, the README's %q", k.name, exp, got)
-		}
-	}
-}
-
 // tableNames are the names of keys as TOML writes them: [[users]] for the
 // table-valued key.
 func tableNames() []string {
@@ -764,14 +702,15 @@ func sha256Hex(s string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// TestConfigREADMEReload: the README's "Reloading the configuration" names
-// every key under what a reload does with it, as the table says.
-func TestConfigREADMEReload(t *testing.T) {
-	readme, err := os.ReadFile(readmeFile)
+// TestConfigDocsReload: docs/configuration.md's "Reloading the
+// configuration" names every key under what a reload does with it, as the
+// table says.
+func TestConfigDocsReload(t *testing.T) {
+	page, err := os.ReadFile(referenceFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, _ := strings.Cut(string(readme), "\n### Reloading the configuration\n")
+	_, section, _ := strings.Cut(string(page), "\n## Reloading the configuration\n")
 	section, _, _ = strings.Cut(section, "\n#")
 	bullets := map[OnReload]string{Live: "- **Applied", Restart: "- **Refused until a restart", Engine: "- **Refused**"}
 	code := regexp.MustCompile("`([^`]*)`")
@@ -797,7 +736,7 @@ func TestConfigREADMEReload(t *testing.T) {
 		slices.Sort(exp)
 		slices.Sort(got)
 		if !slices.Equal(exp, got) {
-			t.Errorf("%s: the README names %v, the table %v", head, got, exp)
+			t.Errorf("%s: %s names %v, the table %v", head, referenceFile, got, exp)
 		}
 	}
 }

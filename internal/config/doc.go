@@ -5,11 +5,12 @@
 // One table drives it all: keys.go holds a row per key (its name, what a
 // reload does with it, its help, its type and default, where its value
 // goes), from which the file, the flags, the environment variables,
-// validation, -help and the reload classes follow. config.go is Load and
-// Config, and the reading of the file, the environment and the flags;
-// values.go the typed values a row names (durations, addresses, lists,
-// [[users]], [[groups]]); backends.go the checks of backend URLs and
-// cluster nodes; resolve.go the checks and values that take several keys
-// (listeners, secrets files, users, TLS); usage.go -help; log.go the
-// logger that log_format names.
+// validation, -help, docs/configuration.md and the reload classes follow.
+// config.go is Load and Config, and the reading of the file, the
+// environment and the flags; values.go the typed values a row names
+// (durations, addresses, lists, [[users]], [[groups]]); backends.go the
+// checks of backend URLs and cluster nodes; resolve.go the checks and
+// values that take several keys (listeners, secrets files, users, TLS);
+// usage.go -help; reference.go the table of docs/configuration.md; log.go
+// the logger that log_format names.
 package config

@@ -10,10 +10,11 @@ import (
 	"github.com/lockproxy/lockproxy/proxy"
 )
 
-// keys is every configuration key, in the order of config.example.toml and
-// of the README's table, which tests hold to it. A row is the key's name in
-// TOML (its flag is the same with dashes), what a reload does with it, its
-// help, and its type with the default, the bounds and where the value goes.
+// keys is every configuration key, in the order of config.example.toml
+// (which tests hold to it) and of docs/configuration.md (made from it). A
+// row is the key's name in TOML (its flag is the same with dashes), what a
+// reload does with it, its help, and its type with the default, the bounds
+// and where the value goes.
 // Checks that need several keys at once are in resolve.
 var keys = []key{
 	{"listen", Restart, "address to serve RESP on",
@@ -63,7 +64,7 @@ var keys = []key{
 	// The engine's bound, which quorum.New checks again: see its validate.
 	{"drift_factor", Engine, "clock drift allowance as a share of the TTL",
 		ratio(0.01, 0, 0.5, func(s *settings, v float64) { s.Quorum.DriftFactor = v })},
-	// 24h admits the leases lock users configure (README: Configuration);
+	// 24h admits the leases lock users configure (docs/configuration.md);
 	// a backend's wait after a loss is its horizon, and max_ttl only where
 	// no witness can tell the horizon.
 	{"max_ttl", Engine, "longest lock TTL accepted; also the wait of a backend that lost its data where no other backend can tell how long its locks last (a cold start without lockproxy init, a total loss)",

@@ -195,7 +195,7 @@ public final class RedissonLocks {
     /**
      * Runs take again after a NOQUORUM: through two proxies, contenders can
      * split the backends so that none has a majority, and each is told
-     * NOQUORUM (README, Guarantees), which Redisson throws as a
+     * NOQUORUM (docs/guarantees.md), which Redisson throws as a
      * RedisException; an application tries again.
      */
     private static <T> T throughSplits(Callable<T> take) throws Exception {

@@ -68,7 +68,7 @@ public final class SpringPubSub {
     /**
      * lock(), again after a NOQUORUM: through two proxies with a backend
      * down, two contenders can split the live backends, and both are told
-     * NOQUORUM (README, Guarantees), which Spring throws as
+     * NOQUORUM (docs/guarantees.md), which Spring throws as
      * CannotAcquireLockException; an application tries again.
      */
     private static void lockThroughSplits(Lock lock) throws Exception {
