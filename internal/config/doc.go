@@ -10,6 +10,7 @@
 // values.go the typed values a row names (durations, addresses, lists,
 // [[users]], [[groups]]); backends.go the checks of backend URLs and
 // cluster nodes; resolve.go the checks and values that take several keys
-// (listeners, secrets files, users, TLS); usage.go -help; log.go the
-// logger that log_format names.
+// (listeners, secrets files, users, TLS); warnings.go the warnings of what
+// works but is most likely not meant (one backend, an even number...);
+// usage.go -help; log.go the logger that log_format names.
 package config
