@@ -357,26 +357,3 @@ func TestClusterNodeBackend(t *testing.T) {
 		t.Errorf("%d log lines start with %s:\n%s", n, want, logged.String())
 	}
 }
-
-// TestEvenBackendsWarned: an even number of backends is logged once, with
-// its quorum, since it tolerates no more failures than one fewer would;
-// an odd number is not.
-func TestEvenBackendsWarned(t *testing.T) {
-	servers := redistest.StartN(t, 4)
-	for _, n := range []int{3, 4} {
-		var logged syncBuffer
-		cfg := Config{MaxTTL: time.Minute, DisableRestartQuarantine: true,
-			Logger: slog.New(slog.NewTextHandler(&logged, nil))}
-		for _, s := range servers[:n] {
-			cfg.Backends = append(cfg.Backends, s.URL())
-		}
-		newEngine(t, cfg)
-		got := strings.Count(logged.String(), "an even number of backends")
-		if want := n%2 ^ 1; got != want {
-			t.Errorf("%d backends: %d warnings, want %d:\n%s", n, got, want, logged.String())
-		}
-		if n == 4 && !strings.Contains(logged.String(), "backends=4 quorum=3") {
-			t.Errorf("the warning does not give the quorum of 4:\n%s", logged.String())
-		}
-	}
-}

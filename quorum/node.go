@@ -107,7 +107,7 @@ func newNode(index int, rawURL string, e *Engine) (*node, error) {
 		return nil, fmt.Errorf("backend %d: %w", index, err)
 	}
 	n.pipe, n.addr = p, p.Addr()
-	n.log = cfg.Logger.With("backend", n.addr)
+	n.log = slog.New(e.startLog.handler(index, n.addr))
 	return n, nil
 }
 
