@@ -232,7 +232,7 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.startLog = &startLog{next: cfg.Logger.Handler()}
-	defer e.startLog.flush() // those of a failed start too
+	defer e.startLog.flush(0) // those of a failed start too
 	e.values = valuesOf(cfg.Fencing)
 	e.set = newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)
 	for i, u := range cfg.Backends {
@@ -261,7 +261,7 @@ func New(cfg Config) (*Engine, error) {
 	go e.watchRecords()
 	e.subscribe()
 	e.awaitSeeds(2 * cfg.NodeTimeout)
-	e.startLog.flush()
+	e.startLog.flush(len(e.nodes))
 	e.built.Store(true)
 	e.noteCounting()
 	return e, nil
@@ -303,6 +303,7 @@ func (e *Engine) Close() error {
 	e.running.Wait()
 	e.clocks.close()
 	e.waits.close()
+	e.startLog.close()
 	// Concurrently: a backend being dialled holds its close for up to the
 	// backend timeout, and one should not add to another.
 	var (
