@@ -46,7 +46,7 @@
 //     across proxies, bounded listing).
 //   - The operator: start_test.go (the embedded default, bad start-ups,
 //     -help), rails_test.go (a port in use before any backend is dialled, a
-//     misspelt key), drain_test.go (draining on shutdown), reload_test.go (SIGHUP
+//     misspelt key, the warnings at start), drain_test.go (draining on shutdown), reload_test.go (SIGHUP
 //     reloads), secrets_test.go (secrets from the environment and files),
 //     tls_test.go, unixsocket_test.go, auth_test.go (users and key
 //     prefixes), health_test.go (/healthz, /readyz, pprof), metrics_test.go

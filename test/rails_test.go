@@ -1,12 +1,15 @@
 package test
 
 import (
+	"fmt"
 	"net"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // TestPortInUseFailsAtOnce: a listen address already taken stops the start
@@ -68,5 +71,25 @@ func TestUnknownKeyAtStart(t *testing.T) {
 	want := "lockproxy: " + conf + ": unknown key \"restart_quarantime\"; did you mean restart_quarantine?\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Fatalf("exit %d, want 1 and stderr\n%q\ngot stdout %q and stderr\n%q", code, want, stdout, stderr)
+	}
+}
+
+// TestWarningsAtStart: the configuration's warnings are logged once each
+// at start, before the backends' lines.
+func TestWarningsAtStart(t *testing.T) {
+	proxyTest(t)
+	s := redistest.Start(t)
+	p := startProxy(t, "-backends", s.URL(), "-restart-quarantine=false")
+	for _, w := range []string{
+		"backends: only one: every lock is on that one Redis and lost with it, with no fault tolerance; list 3 or 5 independent Redis masters",
+		"restart_quarantine: off: a backend that restarted without its locks (without appendfsync always) counts toward quorum at once, and a lock it forgot may be granted twice; turn it on unless every backend runs with appendfsync always",
+	} {
+		line := fmt.Sprintf("level=WARN msg=%q\n", w)
+		if n := strings.Count(p.Log(), line); n != 1 {
+			t.Errorf("%d lines end with %q in\n%s", n, line, p.Log())
+		}
+		if i, j := strings.Index(p.Log(), line), strings.Index(p.Log(), "backend connected"); i > j {
+			t.Errorf("%q is logged after the backend connected:\n%s", w, p.Log())
+		}
 	}
 }
