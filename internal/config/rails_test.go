@@ -4,6 +4,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/lockproxy/lockproxy/internal/testcerts"
 )
 
 // TestUnknownKeySuggests: a misspelt key of the file is refused with the
@@ -110,4 +112,28 @@ func errText(err error) string {
 		return "no error"
 	}
 	return err.Error()
+}
+
+// TestWarningsTLS: a TLS listener on a non-loopback address is warned of
+// without a password, unless clients must present a certificate.
+func TestWarningsTLS(t *testing.T) {
+	certs := testcerts.New(t)
+	tlsArgs := []string{"-backends", "redis://a:1,redis://b:1,redis://c:1", "-tls-listen", "0.0.0.0:7380",
+		"-tls-cert-file", certs.ServerCert, "-tls-key-file", certs.ServerKey}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"server certificate only", tlsArgs, "tls_listen: 0.0.0.0:7380 is not a loopback address and clients need no password: anyone who reaches it may take and release every lock; set password (or users), or listen on 127.0.0.1"},
+		{"client certificates", append(tlsArgs, "-tls-ca-cert-file", certs.CA), ""},
+	} {
+		c, err := Load(tc.args, noEnv, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exp, got := tc.want, strings.Join(c.Warnings(), "\n"); exp != got {
+			t.Errorf("%s: want\n%s\ngot\n%s", tc.name, exp, got)
+		}
+	}
 }
