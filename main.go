@@ -79,6 +79,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.Quorum.Logger, cfg.Proxy.Logger = log, log
 	cfg.Proxy.Version = build.Version
 
+	// The listeners first, before any backend is dialled: a port taken
+	// fails the start at once, in one line. They accept only once the
+	// engines are built; until then a client's connection waits in the
+	// backlog, as it waited to connect before.
+	ls, err := openListeners(cfg)
+	if err != nil {
+		return err
+	}
+	defer ls.close() // on a failed start; a second close after Shutdown's is harmless
+	for _, w := range cfg.Warnings() {
+		log.Warn(w)
+	}
+
 	if cfg.Embedded {
 		urls, stop, err := startEmbedded()
 		if err != nil {
@@ -126,13 +139,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if n := len(groups.Engines()); n > 1 {
 		attrs = append(attrs, "groups", n)
 	}
-	lns, mln, err := openListeners(cfg, log, &r.tls, append(attrs, "max_ttl", cfg.Quorum.MaxTTL, "restart_quarantine", !cfg.Quorum.DisableRestartQuarantine)...)
-	if err != nil {
-		return err
-	}
-	// In the background: a hung backend must not delay serving.
-	go admin.Probe(context.Background(), groups, log)
-
+	lns, mln := ls.serve(cfg, log, &r.tls, append(attrs, "max_ttl", cfg.Quorum.MaxTTL, "restart_quarantine", !cfg.Quorum.DisableRestartQuarantine)...)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	g, gctx := errgroup.WithContext(ctx)
@@ -230,58 +237,72 @@ func groupConfigs(cfg *config.Config) []quorum.Config {
 	return configs
 }
 
-// openListeners opens the plain listener, the TLS one and the metrics
-// one, those that are configured, and only once all are open logs each,
-// the RESP ones with attrs: a port taken fails the start before anything
-// says it is listening. The TLS listener serves, to each new connection,
-// the settings that tlsNow holds then, so that a reload rotates the
-// certificate without closing a connection.
-func openListeners(cfg *config.Config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) (lns []net.Listener, ops net.Listener, err error) {
-	var opened []net.Listener
+// listeners are those of the plain, TLS and metrics addresses and of the
+// Unix socket that are configured, open but not yet serving.
+type listeners struct{ local, plain, secure, ops net.Listener }
+
+// openListeners opens every configured listener, or none: a port taken
+// closes those opened before it and names its key.
+func openListeners(cfg *config.Config) (*listeners, error) {
+	ls := &listeners{}
+	var err error
 	open := func(key, addr string) net.Listener {
 		if err != nil || addr == "" {
 			return nil
 		}
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err != nil {
-			err = fmt.Errorf("%s: %w", key, err)
+		ln, lerr := net.Listen("tcp", addr)
+		if lerr != nil {
+			err = fmt.Errorf("%s: %w", key, lerr)
 			return nil
 		}
-		opened = append(opened, ln)
 		return ln
 	}
-	plain, secure, ops := open("listen", cfg.Listen), open("tls_listen", cfg.TLSListen), open("metrics", cfg.Metrics)
-	var local net.Listener
+	ls.plain, ls.secure, ls.ops = open("listen", cfg.Listen), open("tls_listen", cfg.TLSListen), open("metrics", cfg.Metrics)
 	if err == nil && cfg.UnixSocket != "" {
-		if local, err = listenUnix(cfg.UnixSocket, cfg.UnixSocketPerm); err != nil {
+		if ls.local, err = listenUnix(cfg.UnixSocket, cfg.UnixSocketPerm); err != nil {
 			err = fmt.Errorf("unix_socket: %w", err)
-		} else {
-			opened = append(opened, local)
 		}
 	}
 	if err != nil {
-		closeAll(opened)
-		return nil, nil, err
+		ls.close()
+		return nil, err
 	}
-	if local != nil {
-		lns = append(lns, local)
+	return ls, nil
+}
+
+// serve returns the RESP listeners and the metrics one, and logs each,
+// the RESP ones with attrs: only once the engines are built, when they
+// are served, so that "listening" means ready to answer. The TLS listener
+// serves, to each new connection, the settings that tlsNow holds then, so
+// that a reload rotates the certificate without closing a connection.
+func (ls *listeners) serve(cfg *config.Config, log *slog.Logger, tlsNow *atomic.Pointer[tls.Config], attrs ...any) (lns []net.Listener, ops net.Listener) {
+	if ls.local != nil {
+		lns = append(lns, ls.local)
 		log.Info("lockproxy listening on a Unix socket", append([]any{"path", cfg.UnixSocket, "perm", fmt.Sprintf("%o", cfg.UnixSocketPerm)}, attrs...)...)
 	}
-	if plain != nil {
-		lns = append(lns, plain)
-		log.Info("lockproxy listening", append([]any{"addr", plain.Addr().String()}, attrs...)...)
+	if ls.plain != nil {
+		lns = append(lns, ls.plain)
+		log.Info("lockproxy listening", append([]any{"addr", ls.plain.Addr().String()}, attrs...)...)
 	}
-	if secure != nil {
-		lns = append(lns, tls.NewListener(secure, &tls.Config{
+	if ls.secure != nil {
+		lns = append(lns, tls.NewListener(ls.secure, &tls.Config{
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) { return tlsNow.Load(), nil },
 		}))
-		log.Info("lockproxy listening with TLS", append([]any{"addr", secure.Addr().String(),
+		log.Info("lockproxy listening with TLS", append([]any{"addr", ls.secure.Addr().String(),
 			"min_version", tls.VersionName(cfg.TLS.MinVersion), "client_certificates", cfg.TLS.ClientCAs != nil}, attrs...)...)
 	}
-	if ops != nil {
-		log.Info("metrics and health listening", "addr", ops.Addr().String())
+	if ls.ops != nil {
+		log.Info("metrics and health listening", "addr", ls.ops.Addr().String())
 	}
-	return lns, ops, nil
+	return lns, ls.ops
+}
+
+func (ls *listeners) close() {
+	for _, ln := range []net.Listener{ls.local, ls.plain, ls.secure, ls.ops} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
 }
 
 // listenUnix listens on a Unix socket at path, with permissions perm. A
@@ -308,10 +329,4 @@ func listenUnix(path string, perm fs.FileMode) (net.Listener, error) {
 	ln, err := net.Listen("unix", path)
 	umask(old)
 	return ln, err
-}
-
-func closeAll(lns []net.Listener) {
-	for _, ln := range lns {
-		ln.Close()
-	}
 }

@@ -50,7 +50,8 @@
 //     pattern as one: releases, relayed messages), messages.go (Relay: a
 //     message to every engine on the same backends).
 //   - fanout.go sends one command to every backend and collects the votes;
-//     node.go is one backend, its connection an internal/backend.Pipe.
+//     node.go is one backend, its connection an internal/backend.Pipe;
+//     startlog.go makes the backends' lines at start one per event.
 //   - The seam: ops.go (Op, the requests, Engine.Lock, Unlock, Read and
 //     Write), engine.go (Config, New, Close), errors.go, and backends.go
 //     (State, failure kinds, Backends, Probe, Observer).

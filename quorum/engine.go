@@ -192,6 +192,7 @@ type Engine struct {
 	clockMu   sync.Mutex // sendClocked's order
 	lastClock int64      // the last clock floor it sent, in µs
 	hooks     hooks
+	startLog  *startLog // the backends' lines until New has returned
 
 	closed      chan struct{} // closed by Close: background work ends
 	closeOnce   sync.Once
@@ -230,10 +231,8 @@ func New(cfg Config) (*Engine, error) {
 			return nil, fmt.Errorf("backend %d: %w", i, err)
 		}
 	}
-	if n := len(cfg.Backends); n%2 == 0 {
-		cfg.Logger.Warn("an even number of backends tolerates no more failures than one fewer would; use an odd number",
-			"backends", n, "quorum", e.quorum)
-	}
+	e.startLog = &startLog{next: cfg.Logger.Handler()}
+	defer e.startLog.flush(0) // those of a failed start too
 	e.values = valuesOf(cfg.Fencing)
 	e.set = newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)
 	for i, u := range cfg.Backends {
@@ -262,6 +261,7 @@ func New(cfg Config) (*Engine, error) {
 	go e.watchRecords()
 	e.subscribe()
 	e.awaitSeeds(2 * cfg.NodeTimeout)
+	e.startLog.flush(len(e.nodes))
 	e.built.Store(true)
 	e.noteCounting()
 	return e, nil
@@ -303,6 +303,7 @@ func (e *Engine) Close() error {
 	e.running.Wait()
 	e.clocks.close()
 	e.waits.close()
+	e.startLog.close()
 	// Concurrently: a backend being dialled holds its close for up to the
 	// backend timeout, and one should not add to another.
 	var (

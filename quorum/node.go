@@ -17,14 +17,16 @@ import (
 
 // node is one backend master and what the engine knows of its restarts.
 type node struct {
-	index   int
-	addr    string
-	pipe    *backend.Pipe
-	log     *slog.Logger
-	stats   nodeStats
-	servers *servers  // the engine's: which backend counts which server
-	set     admit.Set // the engine's backend set
-	clock   clockwork.Clock
+	index int
+	addr  string
+	pipe  *backend.Pipe
+	log   *slog.Logger
+	// startLog is the engine's, told when the backend connects.
+	startLog *startLog
+	stats    nodeStats
+	servers  *servers  // the engine's: which backend counts which server
+	set      admit.Set // the engine's backend set
+	clock    clockwork.Clock
 
 	// quarantine is off when the backends persist every write. A failover
 	// is quarantined for max_ttl all the same (lua/identity.lua's ARGV):
@@ -107,7 +109,7 @@ func newNode(index int, rawURL string, e *Engine) (*node, error) {
 		return nil, fmt.Errorf("backend %d: %w", index, err)
 	}
 	n.pipe, n.addr = p, p.Addr()
-	n.log = cfg.Logger.With("backend", n.addr)
+	n.startLog, n.log = e.startLog, slog.New(e.startLog.handler(index, n.addr))
 	return n, nil
 }
 
@@ -136,6 +138,7 @@ func (n *node) logState(up bool, err error) {
 			id = "unknown (no INFO server): not checked against the other backends"
 		}
 		n.log.Info("backend connected", "run_id", id)
+		n.startLog.connected(n.index)
 		return
 	}
 	var (

@@ -113,6 +113,8 @@ var realClockUses = map[string]string{
 	"awaitSeeds":   "New's bound on the re-seeds' exchanges",
 	"retrySplit":   "the pause between a split acquisition's two tries, within one request",
 	"sendClocked":  "a fencing token's floor: the wall clock, on one scale for every proxy",
+	"logNow":       "the time of a start-up line logged, as slog stamps every line",
+	"endLater":     "how long the late backends' start-up lines are gathered, which decides nothing",
 }
 
 // TestEngineTimeIsStepped: every read of the time in the engine, and every

@@ -45,7 +45,8 @@
 //   - Shard groups and inspection: groups_test.go, inspect_test.go (LOCKS
 //     across proxies, bounded listing).
 //   - The operator: start_test.go (the embedded default, bad start-ups,
-//     -help), drain_test.go (draining on shutdown), reload_test.go (SIGHUP
+//     -help), rails_test.go (a port in use before any backend is dialled, a
+//     misspelt key, the warnings at start), drain_test.go (draining on shutdown), reload_test.go (SIGHUP
 //     reloads), secrets_test.go (secrets from the environment and files),
 //     tls_test.go, unixsocket_test.go, auth_test.go (users and key
 //     prefixes), health_test.go (/healthz, /readyz, pprof), metrics_test.go

@@ -280,7 +280,9 @@ func TestChangeSetProcedure(t *testing.T) {
 	if first["state"] != "epoch_wait" || first["wait_reason"] != "epoch" {
 		t.Errorf("a new backend in INFO: %v, want state=epoch_wait, wait_reason=epoch", first)
 	}
-	p1.waitLog(t, regexp.MustCompile(`level=WARN msg="backend in epoch wait: the backend set changed, and locks granted in the old epoch may still be held; its replies count toward quorum from then on" backend=127\.0\.0\.1:\d+ counts_in=\ds counts_at=`))
+	// One line for the two new backends, each with its countdown or one for both.
+	p1.waitLog(t, regexp.MustCompile(`level=WARN msg="backend in epoch wait: the backend set changed, and locks granted in the old epoch may still be held; its replies count toward quorum from then on" backends=`+
+		regexp.QuoteMeta(servers[3].Addr()+","+servers[4].Addr())+` counts_in=\ds(,\ds)? counts_at=`))
 	metrics := p1.waitLog(t, regexp.MustCompile(`msg="metrics and health listening" addr=(\S+)`))[1]
 	readyz := func() map[string]any {
 		resp, err := http.Get("http://" + metrics + "/readyz")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/http/pprof"
@@ -218,27 +217,6 @@ func writeJSON(w http.ResponseWriter, code int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(body)
-}
-
-// Probe logs each backend's state at start, so an operator sees at once
-// which backends count toward quorum and which are quarantined.
-func Probe(ctx context.Context, g *shard.Groups, log *slog.Logger) {
-	engines := g.Engines()
-	for i, e := range engines {
-		states, counting := backendStates(ctx, e)
-		for _, s := range states {
-			if s.State == quorum.StateDown.String() {
-				log.Warn("backend does not answer", "backend", s.Addr, "error", s.Error)
-			}
-		}
-		if counting < e.Quorum() {
-			attrs := []any{"counting", counting, "quorum", e.Quorum()}
-			if len(engines) > 1 {
-				attrs = append(attrs, "group", i)
-			}
-			log.Warn("fewer backends count toward quorum than needed: lock commands will get NOQUORUM errors until enough do", attrs...)
-		}
-	}
 }
 
 // kindLabel writes a quorum failure kind ("connection refused") as the

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -29,13 +30,38 @@ func checkClusterNodes(nodes []string) error {
 // parser would answer in its own terms ("first path segment in URL cannot
 // contain colon", "unexpected option"). An entry is named by its position
 // and its host, never by the whole URL, which may hold a password.
+// A server listed twice is refused here, before anything is dialled,
+// where the engine would tell it by its run_id only once connected.
 func checkBackends(urls []string) error {
+	seen := map[string]int{}
 	for i, raw := range urls {
 		if err := checkBackend(raw); err != nil {
 			return fmt.Errorf("entry %d (%s): %w", i+1, backendName(raw), err)
 		}
+		server := backendServer(raw)
+		if j, ok := seen[server]; ok {
+			return fmt.Errorf("entry %d (%s) is entry %d again: list each Redis master once, as one server listed twice would have two votes", i+1, cmp.Or(backendName(raw), server), j+1)
+		}
+		seen[server] = i
 	}
 	return nil
+}
+
+// backendServer is what names the server of a backend URL that
+// checkBackend took: its host and port (Redis's 6379 when none is
+// written), in small letters, or its socket's path. The database and the
+// credentials are left out: two of a server's databases are one server.
+func backendServer(raw string) string {
+	scheme, rest, _ := strings.Cut(raw, "://")
+	if strings.EqualFold(scheme, "unix") {
+		path, _, _ := strings.Cut(rest, "?")
+		return "unix:" + path
+	}
+	h := strings.ToLower(hostPart(rest))
+	if _, _, err := net.SplitHostPort(h); err != nil {
+		h = net.JoinHostPort(strings.Trim(h, "[]"), "6379")
+	}
+	return h
 }
 
 // backendQueryOptions are the options of a backend URL that lockproxy

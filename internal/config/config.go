@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -232,10 +233,32 @@ func readFile(path string, values []value, given map[string]string) error {
 	}
 	for _, k := range md.Keys() {
 		if undecoded[k.String()] || len(k) == 1 && !slices.ContainsFunc(keys, func(r key) bool { return r.name == k[0] }) {
-			return fmt.Errorf("unknown key %q", k.String())
+			return unknownKey(k)
 		}
 	}
 	return nil
+}
+
+// unknownKey words a key of the file that no key of the table is, with
+// the key probably meant: a top-level one, or a field of its table
+// (users.pasword_sha256).
+func unknownKey(k toml.Key) error {
+	var known []string
+	switch {
+	case len(k) == 1:
+		for _, r := range keys {
+			known = append(known, r.name)
+		}
+	case len(k) == 2 && k[0] == "users":
+		known = tomlFields(user{})
+	case len(k) == 2 && k[0] == "groups":
+		known = tomlFields(group{})
+	}
+	if s := suggest(k[len(k)-1], known); s != "" {
+		meant := append(slices.Clone(k[:len(k)-1]), s)
+		return fmt.Errorf("unknown key %q; did you mean %s?", k.String(), meant.String())
+	}
+	return fmt.Errorf("unknown key %q", k.String())
 }
 
 // redactParseError keeps a TOML syntax error's line and key but drops its
@@ -261,26 +284,39 @@ func flagError(fs *flag.FlagSet, err error) error {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var defined []string
 		fs.VisitAll(func(f *flag.Flag) { defined = append(defined, f.Name) })
-		if s := suggestFlag(name, append(defined, "help")); s != "" {
+		if s := suggest(strings.TrimLeft(name, "-"), append(defined, "help")); s != "" {
 			msg += "\ndid you mean -" + s + "?"
 		}
 	}
 	return &UsageError{msg}
 }
 
-// suggestFlag returns the defined flag nearest to name, a mistyped one, or
-// "" when none is near enough to be what was meant. A TOML spelling
-// (max_ttl) finds its flag (max-ttl) at once.
-func suggestFlag(name string, defined []string) string {
-	name = strings.ReplaceAll(strings.TrimLeft(name, "-"), "_", "-")
+// suggest returns the name among known nearest to name, a mistyped one,
+// or "" when none is near enough to be what was meant. Dashes and
+// underscores are one, and so are capitals and small letters: a TOML
+// spelling (max_ttl) finds its flag (max-ttl) at once, and a flag's
+// spelling, or an environment variable's, its key.
+func suggest(name string, known []string) string {
+	norm := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", "-")) }
+	name = norm(name)
 	// A third of the name: -backend finds -backends, -ttl finds nothing.
 	best, bestDist := "", max(1, len(name)/3)+1
-	for _, d := range defined {
-		if dist := editDistance(name, d); dist < bestDist {
-			best, bestDist = d, dist
+	for _, k := range known {
+		if dist := editDistance(name, norm(k)); dist < bestDist {
+			best, bestDist = k, dist
 		}
 	}
 	return best
+}
+
+// tomlFields are the TOML names of a table's fields, from their tags.
+func tomlFields(table any) []string {
+	t := reflect.TypeOf(table)
+	names := make([]string, t.NumField())
+	for i := range names {
+		names[i] = t.Field(i).Tag.Get("toml")
+	}
+	return names
 }
 
 // editDistance is the optimal string alignment distance between a and b:

@@ -11,6 +11,7 @@
 // (durations, addresses, lists, [[users]], [[groups]]); backends.go the
 // checks of backend URLs and cluster nodes; resolve.go the checks and
 // values that take several keys (listeners, secrets files, users, TLS);
-// usage.go -help; reference.go the table of docs/configuration.md; log.go
-// the logger that log_format names.
+// warnings.go the warnings of what works but is most likely not meant (one
+// backend, an even number...); usage.go -help; reference.go the table of
+// docs/configuration.md; log.go the logger that log_format names.
 package config
