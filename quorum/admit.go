@@ -318,7 +318,7 @@ func (n *node) observe(g backend.Greeting, id identity) {
 		// A proxy that saw the failover first has marked it already.
 		reason, why = ChangeFailover, "it was a replica and has been promoted: it may lack the last lock writes of the master whose data set it carries (run_id "+cmp.Or(id.previous, "unknown: unmarked")+")"
 	case id.previous == "":
-		reason, why = ChangeUnmarked, "its data set carries no lockproxy marker (a new, emptied or swapped server, or the first start of this lockproxy version): it may lack locks granted before"
+		reason, why = ChangeUnmarked, "its data set carries no lockproxy marker (a new, emptied or swapped server, or the first start of this lockproxy version): it may lack locks granted before; on new backends, lockproxy init marks them and they count at once"
 	case id.previous != id.runID:
 		reason, why = ChangeRestart, "its data set was last written by another process (run_id "+id.previous+"): it restarted"
 	}

@@ -41,7 +41,7 @@ func TestQuarantineColdStart(t *testing.T) {
 			t.Fatalf("expected *NoQuorumError while every backend is quarantined, got %v", err)
 		}
 		// They answered: the reason must say so, and why they do not count.
-		want := "0 of 3 backends count (3 answered, 3 quarantined after a restart for up to " + left + " more); 2 needed"
+		want := "0 of 3 backends count (3 answered, 3 quarantined as unmarked (new or emptied; lockproxy init marks new ones) for up to " + left + " more); 2 needed"
 		if got := nq.Reason(); got != want {
 			t.Errorf("reason %q, expected %q", got, want)
 		}

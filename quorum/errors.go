@@ -203,6 +203,7 @@ func (e *NodeError) answered() bool {
 const (
 	quarantineKind = "quarantined after a restart"
 	epochWaitKind  = "in the epoch wait"
+	unmarkedKind   = "quarantined as unmarked (new or emptied; lockproxy init marks new ones)"
 )
 
 // seconds writes d as whole seconds, rounded up: "12 s". A quarantine
@@ -239,6 +240,10 @@ func (e *QuarantineError) kind() string {
 		return epochWaitKind
 	case admit.ReasonFailover:
 		return "quarantined after a failover"
+	case admit.ReasonUnmarked:
+		// Most often a cold start on fresh backends, which a restart's
+		// words would misname; init is what ends that wait at once.
+		return unmarkedKind
 	}
 	return quarantineKind
 }
