@@ -119,7 +119,7 @@ func TestQuarantineEnds(t *testing.T) {
 		})
 	}
 	var nq *NoQuorumError
-	if err := try(); !errors.As(err, &nq) || !strings.Contains(nq.Reason(), "2 quarantined after a restart for up to 1 s more") {
+	if err := try(); !errors.As(err, &nq) || !strings.Contains(nq.Reason(), "2 quarantined as unmarked (new or emptied; lockproxy init marks new ones) for up to 1 s more") {
 		t.Fatalf("a second before max_ttl: expected NOQUORUM for the quarantine, got %v", err)
 	}
 	c.step(t, time.Second)
