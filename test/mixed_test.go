@@ -74,11 +74,13 @@ var previousBuildTime time.Duration
 //   - a backend restarted empty while both run gets its record from 0.2.0,
 //     marked (":h"), which 0.1.0 cannot read: 0.1.0 counts it down, and its
 //     failed greeting rewrites the backend's marker in 0.1.0's format; both
-//     still take locks on the other two;
+//     still take locks on the other two; a second backend restarted so
+//     leaves 0.1.0 without a quorum, and 0.2.0 with one;
 //   - once the last 0.1.0 proxy is gone, a 0.2.0 proxy counts all three;
 //   - with fencing, 0.1.0 reads a lock 0.2.0 took as its token, a NUL byte
 //     and 19 digits, and cannot release it; FENCE through one version
-//     answers nil for the other's lock (the fenced subtest).
+//     answers nil for the other's lock, and 0.2.0's tokens are larger
+//     than 0.1.0's (the fenced subtest).
 //
 // It builds 0.1.0 before taking its place among the proxy tests, so that
 // it waits on the compiler without holding a place.
@@ -218,8 +220,28 @@ func mixedPlain(t *testing.T, old string) {
 	stopOld()
 	stopNew()
 
+	// A second backend restarted so leaves 0.1.0 one of three: NOQUORUM,
+	// while 0.2.0 counts the two it marked.
+	servers[1].Restart()
+	redistest.Eventually(t, func() string {
+		if got := stored("{lockproxy}:set")[1]; !newRecord.MatchString(got) {
+			return fmt.Sprintf("restarted backend 1 records %q, want 0.2.0's marked record", got)
+		}
+		return ""
+	})
+	if got := do(t, ocli, "SET", "mixed:second", "a", "NX", "PX", 1500); !strings.HasPrefix(got, "ERR:NOQUORUM") {
+		t.Errorf("0.1.0 with two of three backends recorded by 0.2.0: %q, want NOQUORUM", got)
+	}
+	redistest.Eventually(t, func() string {
+		if got := do(t, ncli, "SET", "mixed:second", "b", "NX", "PX", 1500); got != "OK" {
+			return "0.2.0 does not take a lock after the second restart: " + got
+		}
+		return ""
+	})
+
 	// The last 0.1.0 proxy leaves; another 0.2.0 one counts all three,
-	// records of both versions and 0.1.0's marker on backend 2.
+	// records of both versions, 0.1.0's marker on backend 2 and 0.2.0's on
+	// backend 1.
 	o.Kill()
 	waitAllUp(t, startBinary(t, binary, "127.0.0.1:0", listeningLine, nil, args...).Client(t), 3)
 
@@ -275,13 +297,13 @@ func mixedFenced(t *testing.T, old string) {
 	n := startBinary(t, binary, "127.0.0.1:0", listeningLine, nil, args...)
 	ocli, ncli := o.Client(t), n.Client(t)
 	waitAllUp(t, ncli, 3)
-	token := regexp.MustCompile(`^[1-9]\d*$`)
 
 	if got := do(t, ocli, "SET", "f:old", "a", "NX", "PX", 1500); got != "OK" {
 		t.Fatalf("SET through 0.1.0: %q", got)
 	}
-	if got := do(t, ocli, "FENCE", "f:old", "a"); !token.MatchString(got) {
-		t.Fatalf("FENCE through 0.1.0 of its lock: %q", got)
+	oldFence, err := ocli.Do(t.Context(), "FENCE", "f:old", "a").Int64()
+	if err != nil || oldFence <= 0 {
+		t.Fatalf("FENCE through 0.1.0 of its lock: %d, %v", oldFence, err)
 	}
 	for _, s := range []struct{ what, got, want string }{
 		{"SET NX through 0.2.0", do(t, ncli, "SET", "f:old", "b", "NX", "PX", 1500), "nil"},
@@ -297,8 +319,8 @@ func mixedFenced(t *testing.T, old string) {
 		t.Fatalf("SET through 0.2.0: %q", got)
 	}
 	fence, err := ncli.Do(t.Context(), "FENCE", "f:new", "c").Int64()
-	if err != nil || fence <= 0 {
-		t.Fatalf("FENCE through 0.2.0 of its lock: %d, %v", fence, err)
+	if err != nil || fence <= oldFence {
+		t.Fatalf("FENCE through 0.2.0 of its lock taken after 0.1.0's %d: %d, %v; want a larger token", oldFence, fence, err)
 	}
 	for _, s := range []struct{ what, got, want string }{
 		{"GET through 0.1.0", do(t, ocli, "GET", "f:new"), fmt.Sprintf("c\x00%019d", fence)},
