@@ -45,8 +45,11 @@
 //   - Shard groups and inspection: groups_test.go, inspect_test.go (LOCKS
 //     across proxies, bounded listing).
 //   - The operator: start_test.go (the embedded default, bad start-ups,
-//     -help), rails_test.go (a port in use before any backend is dialled, a
-//     misspelt key, the warnings at start), drain_test.go (draining on shutdown), reload_test.go (SIGHUP
+//     -help, make release), rails_test.go (a port in use before any backend
+//     is dialled, a misspelt key, the warnings at start), mixed_test.go
+//     (0.1.0, built from the git history, and this version side by side:
+//     the upgrade notes), drain_test.go (draining on shutdown),
+//     reload_test.go (SIGHUP
 //     reloads), secrets_test.go (secrets from the environment and files),
 //     tls_test.go, unixsocket_test.go, auth_test.go (users and key
 //     prefixes), health_test.go (/healthz, /readyz, pprof), metrics_test.go
