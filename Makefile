@@ -91,16 +91,18 @@ deps:
 ## and DIST/SHA256SUMS for sha256sum -c. VERSION defaults to git describe,
 ## which names the tag on a tagged commit (VERSION=v0.2.0 stamps one
 ## without it). DIST is emptied first, so that SHA256SUMS lists only this
-## run. The builds run one at a time (RELEASE_JOBS): each go build already
-## compiles on every core, and on 2 cores six at once took 500 s and two
-## 486 s on a cold cache where one at a time took 338 s (8 s warm): more
-## builds at once only spent more CPU. Compiling no DWARF, which -w would
-## strip, saves about a twentieth.
+## run. Two builds run at once (RELEASE_JOBS): one go build leaves a core
+## idle while it compiles go-redis (a quarter of its CPU, in one package)
+## and links, and the other build fills it. On an idle 2-core machine with
+## a cold build cache, two at once took 300 s, one at a time 339 s (each
+## platform costs about 100 s of CPU, so 2 cores cannot do it in much less);
+## with a warm cache, seconds. Six at once only spent more CPU. Compiling
+## no DWARF, which -w would strip, saves about a twentieth.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
 REVISION ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
 DIST ?= dist
 PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
-RELEASE_JOBS ?= 1
+RELEASE_JOBS ?= 2
 
 release:
 	@rm -rf $(DIST) && mkdir -p $(DIST)
