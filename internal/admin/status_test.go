@@ -68,15 +68,7 @@ func startProxy(t *testing.T, urls []string, obs *Metrics) (*shard.Groups, *prox
 	if obs != nil {
 		qc.Observer, pc.Observer = obs, obs
 	}
-	engine, err := quorum.New(qc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	groups, err := shard.New([]*quorum.Engine{engine})
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups := oneGroup(t, qc)
 	pc.Backends, pc.Watcher, pc.Lister = groups, groups, groups
 	srv, err := proxy.New(groups, pc)
 	if err != nil {
@@ -445,15 +437,7 @@ func startColdCluster(t *testing.T) *statusCluster {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	engine, err := quorum.New(quorum.Config{Backends: urls, NodeTimeout: time.Second, MaxTTL: 90 * time.Second, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { engine.Close() })
-	groups, err := shard.New([]*quorum.Engine{engine})
-	if err != nil {
-		t.Fatal(err)
-	}
+	groups := oneGroup(t, quorum.Config{Backends: urls, NodeTimeout: time.Second, MaxTTL: 90 * time.Second, Logger: log})
 	c.page = NewStatusPage(groups, func() proxy.Stats { return proxy.Stats{} }, false, testVersion, log)
 	hs := httptest.NewServer(Handler(groups, c.page, false, false))
 	t.Cleanup(hs.Close)
@@ -638,4 +622,20 @@ func TestStatusPageLockListing(t *testing.T) {
 	}(), "<tr data-undecided="); exp != got {
 		t.Errorf("%d undecided rows shown, want %d", got, exp)
 	}
+}
+
+// oneGroup is an engine of qc as the one shard group the pages read,
+// closed when t ends.
+func oneGroup(t *testing.T, qc quorum.Config) *shard.Groups {
+	t.Helper()
+	engine, err := quorum.New(qc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { engine.Close() })
+	groups, err := shard.New([]*quorum.Engine{engine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return groups
 }
