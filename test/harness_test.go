@@ -2,7 +2,6 @@ package test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -100,10 +99,6 @@ func clientTest(t *testing.T) {
 	clientTests.Store(t.Name(), struct{}{})
 	t.Parallel()
 	proxyTests.Wait()
-	<-plainBuilt
-	if plainErr != nil {
-		t.Fatal(plainErr)
-	}
 	take(t, clientSlots)
 }
 
@@ -137,47 +132,24 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "lockproxy")
 	plainBinary = filepath.Join(dir, "lockproxy-plain")
-	stopPlain := buildPlain()
-	build := exec.Command("go", "build", "-race", "-o", binary, "..")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building lockproxy:", err)
-		os.Exit(1)
+	builds := []*exec.Cmd{exec.Command("go", "build", "-race", "-o", binary, ".."), exec.Command("go", "build", "-o", plainBinary, "..")}
+	for _, build := range builds {
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "building lockproxy:", err)
+			os.Exit(1)
+		}
+	}
+	for _, build := range builds {
+		if err := build.Wait(); err != nil {
+			fmt.Fprintln(os.Stderr, "building lockproxy:", err)
+			os.Exit(1)
+		}
 	}
 	redistest.SilenceGoRedis()
 	code := m.Run()
-	stopPlain()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// plainBuilt is closed once the build of plainBinary has ended, with
-// plainErr its error. Only the client tests drive that binary, and they
-// start after every proxy test: it compiles niced beside the first two
-// phases (about a minute of CPU, the dependencies uncompiled without
-// -race), where the package used to wait for it before its first test.
-var (
-	plainBuilt = make(chan struct{})
-	plainErr   error
-)
-
-// buildPlain starts the build of plainBinary and returns what stops it,
-// should the run end before it (go test -run of a few proxy tests).
-func buildPlain() (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out bytes.Buffer
-	build := exec.CommandContext(ctx, "nice", "-n", "19", "go", "build", "-o", plainBinary, "..")
-	build.Stdout, build.Stderr = &out, &out
-	go func() {
-		if err := build.Run(); err != nil {
-			plainErr = fmt.Errorf("building lockproxy without -race: %v\n%s", err, out.String())
-		}
-		close(plainBuilt)
-	}()
-	return func() {
-		cancel()
-		<-plainBuilt
-	}
 }
 
 // brokenFenceBinary is lockproxy with fencing deliberately broken
