@@ -130,23 +130,9 @@ func TestBackendMistakes(t *testing.T) {
 // banner serves a protocol that speaks first, as SSH does: each connection
 // gets text, and is closed once the client is done.
 func banner(t *testing.T, text string) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				c.Write([]byte(text))
-				io.Copy(io.Discard, c)
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return redistest.Serve(t, func(c net.Conn) {
+		defer c.Close()
+		c.Write([]byte(text))
+		io.Copy(io.Discard, c)
+	})
 }

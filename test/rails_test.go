@@ -29,22 +29,11 @@ func TestPortInUseFailsAtOnce(t *testing.T) {
 	var dialled atomic.Int32
 	var urls []string
 	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				dialled.Add(1)
-				t.Cleanup(func() { c.Close() })
-			}
-		}()
-		urls = append(urls, "redis://"+ln.Addr().String())
+		addr := redistest.Serve(t, func(c net.Conn) {
+			dialled.Add(1)
+			t.Cleanup(func() { c.Close() })
+		})
+		urls = append(urls, "redis://"+addr)
 	}
 	start := time.Now()
 	stdout, stderr, code := runExit(t, "-listen", taken.Addr().String(), "-backends", strings.Join(urls, ","), "-backend-timeout", "5s")

@@ -23,5 +23,6 @@
 // the clock rate; signals_unix.go and signals_other.go, Pause's and
 // Resume's signals), stepped.go (SteppedClock, and the libfaketime files it
 // rewrites at each step), eventually.go (Eventually, the poll that stands in
-// for a sleep wherever a test waits for a condition).
+// for a sleep wherever a test waits for a condition), serve.go (Serve, a
+// server of a protocol that is not Redis).
 package redistest

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockproxy/lockproxy/internal/redistest"
 )
 
 // TestNewTLS: the configured TLS settings apply to rediss:// servers only,
@@ -56,28 +58,17 @@ func TestNewTLS(t *testing.T) {
 // server said is already here, and it still names the mistake: an HTTP
 // port is "not Redis", not a closed connection.
 func TestNotRedisWhileStillWriting(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// As net/http does with a request line it cannot parse:
-			// answer 400 and close, leaving the rest unread (a reset).
-			bufio.NewReader(c).ReadString('\n')
-			io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
-			c.Close()
-		}
-	}()
+	addr := redistest.Serve(t, func(c net.Conn) {
+		// As net/http does with a request line it cannot parse: answer
+		// 400 and close, leaving the rest unread (a reset).
+		bufio.NewReader(c).ReadString('\n')
+		io.WriteString(c, "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n400 Bad Request")
+		c.Close()
+	})
 	// A greeting far larger than the socket buffers: it cannot all be
 	// written before the server answers and resets.
 	big := NewScript("return '" + strings.Repeat("x", 8<<20) + "'")
-	p, err := New(Config{URL: "redis://" + ln.Addr().String(), Timeout: 5 * time.Second, Scripts: []*Script{big}})
+	p, err := New(Config{URL: "redis://" + addr, Timeout: 5 * time.Second, Scripts: []*Script{big}})
 	if err != nil {
 		t.Fatal(err)
 	}
