@@ -226,7 +226,14 @@ func (k *keyspace) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renew
 			out[i].Err = err
 			continue
 		}
-		sendable = append(sendable, quorum.Held{Key: keys[0], Token: l.Token})
+		held := quorum.Held{Key: keys[0], Token: l.Token}
+		if l.Prefix != "" {
+			if held.Prefix, err = k.key(l.Prefix); err != nil {
+				out[i].Err = err
+				continue
+			}
+		}
+		sendable = append(sendable, held)
 		at = append(at, i)
 	}
 	if len(sendable) > 0 {

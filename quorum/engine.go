@@ -169,6 +169,10 @@ type Result struct {
 	// HoldCount is, for an OpHashRelease that left the lock held, how many
 	// holds the owner still has: the count a quorum has at least.
 	HoldCount int64
+	// Emptied is, for an OpReadRelease or OpWriteRelease that released,
+	// whether a quorum answered that the whole lock went with the owner's
+	// hold: no other reader, nor the owner's read hold, was left.
+	Emptied bool
 }
 
 // Engine runs Redlock operations over its backends. It keeps no lock state

@@ -361,7 +361,7 @@ func TestHashLockRenewFields(t *testing.T) {
 	}
 	c.hashHold(t, 0, minority, "me:1", 1, time.Minute)
 
-	got := c.engine.Renew(ctx, Renewal{Hash: true, TTL: 30 * time.Second, Locks: []Held{{mine, "me:1"}, {other, "me:1"}, {str, "me:1"}, {minority, "me:1"}}})
+	got := c.engine.Renew(ctx, Renewal{Hash: true, TTL: 30 * time.Second, Locks: []Held{{Key: mine, Token: "me:1"}, {Key: other, Token: "me:1"}, {Key: str, Token: "me:1"}, {Key: minority, Token: "me:1"}}})
 	want := []error{nil, ErrNotHeld, ErrNotHeld, ErrNotHeld}
 	for i, r := range got {
 		if r.Err != want[i] {
@@ -460,7 +460,7 @@ func TestHashLockReads(t *testing.T) {
 				t.Errorf("%q read as an owner (%s): %v, want ErrReservedKey", field, op, err)
 			}
 		}
-		if r := c.engine.Renew(ctx, Renewal{Hash: true, TTL: 10 * time.Second, Locks: []Held{{taken, field}}}); r[0].Err != ErrReservedKey {
+		if r := c.engine.Renew(ctx, Renewal{Hash: true, TTL: 10 * time.Second, Locks: []Held{{Key: taken, Token: field}}}); r[0].Err != ErrReservedKey {
 			t.Errorf("%q renewed as an owner: %v, want ErrReservedKey", field, r[0].Err)
 		}
 		if _, err := hashRelease(c.engine, t, taken, field, ""); err != ErrReservedKey {

@@ -37,6 +37,13 @@ const (
 	OpHashCount                     // how many holds of a hash lock an owner has, on a quorum
 	OpHashPTTL                      // how long a quorum still has a key, whatever its type
 	OpHashFence                     // the fencing token of a hash lock, as an owner or whoever holds it
+	OpReadAcquire                   // take or re-enter the read lock of a read-write lock (Redisson's RReadWriteLock) for an owner
+	OpWriteAcquire                  // take or re-enter the write lock of a read-write lock for an owner
+	OpReadRelease                   // leave a read lock once
+	OpWriteRelease                  // leave a write lock once; the last write hold with read holds left downgrades
+	OpRWMode                        // the mode a quorum has of a read-write lock: "read" or "write"
+	OpReadLocked                    // whether a read-write lock is read-locked on a quorum
+	OpRWDelete                      // delete a read-write lock whoever holds it, where a quorum has it in a mode
 	NumOps            = iota        // how many Ops there are
 )
 
@@ -44,6 +51,7 @@ var opNames = [NumOps]string{
 	"acquire", "release", "extend", "get", "pttl", "exists", "delete", "expire",
 	"acquire_all", "release_all", "extend_all", "extend_by", "extend_or_acquire", "acquire_or_renew", "owner_pttl", "fence", "await_release",
 	"hash_acquire", "hash_release", "hash_exists", "hash_count", "hash_pttl", "hash_fence",
+	"read_acquire", "write_acquire", "read_release", "write_release", "rw_mode", "read_locked", "rw_delete",
 }
 
 // String is the operation's name, e.g. "acquire_all", as metrics label it.
@@ -59,7 +67,7 @@ func (o Op) String() string {
 // ErrNotAcquired (or ErrNotHeld, for OpExtendOrAcquire).
 func (o Op) Takes() bool {
 	switch o {
-	case OpAcquire, OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew, OpHashAcquire:
+	case OpAcquire, OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew, OpHashAcquire, OpReadAcquire, OpWriteAcquire:
 		return true
 	}
 	return false
@@ -70,7 +78,8 @@ func (o Op) Takes() bool {
 // without one, any owner).
 func (o Op) ForToken() bool {
 	switch o {
-	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence, OpHashRelease, OpHashFence:
+	case OpRelease, OpReleaseAll, OpExtend, OpExtendAll, OpExtendBy, OpOwnerPTTL, OpFence, OpHashRelease, OpHashFence,
+		OpReadRelease, OpWriteRelease:
 		return true
 	}
 	return false
@@ -83,6 +92,13 @@ func (o Op) ForToken() bool {
 // key is a hash and Token the owner's field in it (Redisson's
 // "<uuid>:<threadId>"), TTL the lease; with Fencing, a re-entry's
 // Result.Fence is the token the lock already has.
+//
+// OpReadAcquire and OpWriteAcquire take a read-write lock (rwlock.go):
+// Token is the owner (Redisson's "<uuid>:<threadId>", the reader's field;
+// the writer's is Token + WriterSuffix), TTL the lease; OpReadAcquire's
+// Keys are the lock and the prefix of its read holds' timeout keys
+// (Redisson's "{name}"), OpWriteAcquire's the lock alone. A refusal sets
+// Result.HolderTTL as OpHashAcquire's does.
 type Lock struct {
 	Op    Op
 	Keys  []string
@@ -105,15 +121,18 @@ type Lock struct {
 // Unlock asks to delete keys a token holds: one with OpRelease, any number
 // with OpReleaseAll (every one of them, on a quorum); or, with
 // OpHashRelease, to leave the hash lock Keys[0] once for the owner's field
-// Token (hashlock.go).
+// Token (hashlock.go). OpReadRelease (Keys: the lock and its timeout-key
+// prefix) and OpWriteRelease (Keys: the lock) leave a read-write lock's
+// read or write lock once for the owner Token (rwlock.go), with Latch as
+// OpHashRelease's.
 type Unlock struct {
 	Op    Op
 	Keys  []string
 	Token string
-	// TTL is, for OpHashRelease, the lease the lock gets when the owner
-	// still holds it after this release.
+	// TTL is, for OpHashRelease and OpWriteRelease, the lease the lock
+	// gets when the owner still holds it after this release.
 	TTL time.Duration
-	// Latch is, for OpHashRelease, the key (Redisson's
+	// Latch is, for OpHashRelease, OpReadRelease and OpWriteRelease, the key (Redisson's
 	// redisson_unlock_latch:{name}:<request id>) in which each backend
 	// records what this release did there, for LatchTTL, so that a retry
 	// of the same request does not release twice; "" for none.
@@ -134,6 +153,10 @@ type Unlock struct {
 // answers then, taking nothing: the caller tries for itself (a client's
 // own wait, as python-redis-lock's BLPOP). ErrTimeout when Wait (0:
 // without end) passed first; ctx's error when ctx ended first.
+// Of a read-write lock (rwlock.go): the mode a quorum has (OpRWMode,
+// Value "read" or "write"; ErrNotFound for none), or whether it is
+// read-locked (OpReadLocked, Exists: by a reader, or by a writer that also
+// reads, as Redisson's RReadLock.isLocked() says).
 type Read struct {
 	Op    Op
 	Key   string
@@ -153,11 +176,14 @@ type Reading struct {
 }
 
 // Write asks to change a key whoever holds it, as an administrator would:
-// delete it (OpDelete) or set its TTL (OpExpire).
+// delete it (OpDelete) or set its TTL (OpExpire); or delete a read-write
+// lock where it has the mode Mode, "read" or "write" (OpRWDelete:
+// Redisson's forceUnlock() of its read or write lock).
 type Write struct {
-	Op  Op
-	Key string
-	TTL time.Duration
+	Op   Op
+	Key  string
+	TTL  time.Duration
+	Mode string
 }
 
 // OpError reports a request that names an operation it cannot carry, or the
@@ -212,7 +238,7 @@ func retriesSplit(req Lock) bool {
 	switch req.Op {
 	case OpAcquire:
 		return req.Wait == 0
-	case OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew, OpHashAcquire:
+	case OpAcquireAll, OpExtendOrAcquire, OpAcquireOrRenew, OpHashAcquire, OpReadAcquire, OpWriteAcquire:
 		return true
 	}
 	return false
@@ -249,7 +275,18 @@ func (e *Engine) lockOnce(ctx context.Context, req Lock) (Result, error) {
 				return Result{}, ErrReservedKey
 			}
 			return e.hashAcquire(ctx, key, req.Token, req.TTL)
+		case OpWriteAcquire:
+			if reservedField(req.Token) {
+				return Result{}, ErrReservedKey
+			}
+			return e.writeAcquire(ctx, key, req.Token, req.TTL)
 		}
+	}
+	if len(req.Keys) == 2 && req.Op == OpReadAcquire {
+		if reservedField(req.Token) {
+			return Result{}, ErrReservedKey
+		}
+		return e.readAcquire(ctx, req.Keys[0], req.Keys[1], req.Token, req.TTL)
 	}
 	return Result{}, &OpError{Op: req.Op, Request: "lock", Keys: len(req.Keys)}
 }
@@ -271,6 +308,12 @@ func (e *Engine) Unlock(ctx context.Context, req Unlock) (Result, error) {
 		return Result{}, ErrReservedKey
 	case req.Op == OpHashRelease && len(req.Keys) == 1:
 		return e.hashRelease(ctx, req.Keys[0], req.Token, req.TTL, req.Latch, req.LatchTTL)
+	case (req.Op == OpReadRelease || req.Op == OpWriteRelease) && reservedField(req.Token):
+		return Result{}, ErrReservedKey
+	case req.Op == OpReadRelease && len(req.Keys) == 2:
+		return e.readRelease(ctx, req.Keys[0], req.Keys[1], req.Token, req.Latch, req.LatchTTL)
+	case req.Op == OpWriteRelease && len(req.Keys) == 1:
+		return e.writeRelease(ctx, req.Keys[0], req.Token, req.TTL, req.Latch, req.LatchTTL)
 	case req.Op == OpRelease && len(req.Keys) == 1:
 		return e.release(ctx, req.Keys[0], req.Token)
 	case req.Op == OpReleaseAll && len(req.Keys) > 0:
@@ -326,6 +369,10 @@ func (e *Engine) Read(ctx context.Context, req Read) (Reading, error) {
 		}
 	case OpHashPTTL:
 		r.TTL, err = e.hashPTTL(ctx, req.Key)
+	case OpRWMode:
+		r.Value, err = e.rwMode(ctx, req.Key)
+	case OpReadLocked:
+		r.Exists, err = e.readLocked(ctx, req.Key)
 	default:
 		err = &OpError{Op: req.Op, Request: "read", Keys: 1}
 	}
@@ -345,6 +392,11 @@ func (e *Engine) Write(ctx context.Context, req Write) (bool, error) {
 		return e.del(ctx, req.Key)
 	case OpExpire:
 		return e.expire(ctx, req.Key, req.TTL)
+	case OpRWDelete:
+		if req.Mode != ReadMode && req.Mode != WriteMode {
+			return false, fmt.Errorf("quorum: %s of mode %q, not %q or %q", req.Op, req.Mode, ReadMode, WriteMode)
+		}
+		return e.rwDelete(ctx, req.Key, req.Mode)
 	}
 	return false, &OpError{Op: req.Op, Request: "write", Keys: 1}
 }

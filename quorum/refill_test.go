@@ -55,7 +55,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 		return "2", res.Fence, nil
 	}
 	renewFields := func(c *cluster, key string) error {
-		return c.engine.Renew(t.Context(), Renewal{Hash: true, TTL: refillTTL, Locks: []Held{{key, "me:1"}}})[0].Err
+		return c.engine.Renew(t.Context(), Renewal{Hash: true, TTL: refillTTL, Locks: []Held{{Key: key, Token: "me:1"}}})[0].Err
 	}
 	counts := func(c *cluster, key string) []string { return c.counts(t, key, "me:1") }
 	extend := func(c *cluster, key string) error {
@@ -69,7 +69,7 @@ func TestRenewalsRefillRestarts(t *testing.T) {
 		return err
 	}
 	renew := func(c *cluster, key string) error {
-		return c.engine.Renew(t.Context(), Renewal{TTL: refillTTL, Locks: []Held{{key, "me"}}})[0].Err
+		return c.engine.Renew(t.Context(), Renewal{TTL: refillTTL, Locks: []Held{{Key: key, Token: "me"}}})[0].Err
 	}
 	values := func(c *cluster, key string) []string { return c.values(t, key) }
 	for _, tc := range []struct {
@@ -206,9 +206,9 @@ func TestRenewalRefillStopsAtRelease(t *testing.T) {
 			}
 			var err error
 			if fields {
-				err = c.engine.Renew(t.Context(), Renewal{Hash: true, TTL: 30 * time.Second, Locks: []Held{{key, "me"}}})[0].Err
+				err = c.engine.Renew(t.Context(), Renewal{Hash: true, TTL: 30 * time.Second, Locks: []Held{{Key: key, Token: "me"}}})[0].Err
 			} else {
-				err = c.engine.Renew(t.Context(), Renewal{TTL: 30 * time.Second, Locks: []Held{{key, "me"}}})[0].Err
+				err = c.engine.Renew(t.Context(), Renewal{TTL: 30 * time.Second, Locks: []Held{{Key: key, Token: "me"}}})[0].Err
 			}
 			if err != nil {
 				t.Fatalf("renewal: %v", err)

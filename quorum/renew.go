@@ -17,6 +17,9 @@ import (
 type Held struct {
 	Key   string
 	Token string
+	// Prefix is, for a read hold (Renewal.Read), the prefix of its
+	// timeout keys (Redisson's "{name}"), as OpReadAcquire's Keys[1].
+	Prefix string
 }
 
 // Renewed is one lock's outcome in a Renew.
@@ -47,6 +50,10 @@ type Renewal struct {
 	Locks []Held
 	TTL   time.Duration
 	Hash  bool
+	// Read renews read holds of read-write locks (rwlock.go): Token the
+	// owner, Prefix its timeout keys' prefix. Each is renewed where the
+	// owner's reader field is, its timeout keys with it.
+	Read bool
 }
 
 // Renew sets the TTL of each lock to req.TTL on every backend where its
@@ -73,6 +80,9 @@ type Renewal struct {
 // where the engine keeps its own (hashlock.go), is refused with
 // ErrReservedKey, unsent.
 func (e *Engine) Renew(ctx context.Context, req Renewal) []Renewed {
+	if req.Read {
+		return e.renewReads(ctx, req.TTL, req.Locks)
+	}
 	r := renewScript{script: e.values.renewEach, decode: decodeRenewed}
 	if req.Hash {
 		r = renewScript{script: hashRenewEachScript, decode: decodeRenewedCounts, fields: true}

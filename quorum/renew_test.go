@@ -105,16 +105,16 @@ func TestRenewRefused(t *testing.T) {
 	ctx := t.Context()
 	const token = "me"
 	lost, taken, split, onQuorum, healthy := uniqueKey(t), uniqueKey(t), uniqueKey(t), uniqueKey(t), uniqueKey(t)
-	c.takeAll(t, c.engine, 5*time.Second, Held{lost, token}, Held{onQuorum, token}, Held{healthy, token})
+	c.takeAll(t, c.engine, 5*time.Second, Held{Key: lost, Token: token}, Held{Key: onQuorum, Token: token}, Held{Key: healthy, Token: token})
 	for _, i := range []int{0, 1} {
 		c.direct[i].Del(ctx, lost)
 		c.direct[i].Set(ctx, split, "other", time.Minute)
 	}
 	c.direct[2].Set(ctx, split, token, time.Minute)
-	c.takeAll(t, c.engine, time.Minute, Held{taken, "other"})
+	c.takeAll(t, c.engine, time.Minute, Held{Key: taken, Token: "other"})
 	c.direct[0].Del(ctx, onQuorum)
 
-	locks := []Held{{lost, token}, {taken, token}, {ReservedPrefix + "x", token}, {split, token}, {onQuorum, token}, {healthy, token}}
+	locks := []Held{{Key: lost, Token: token}, {Key: taken, Token: token}, {Key: ReservedPrefix + "x", Token: token}, {Key: split, Token: token}, {Key: onQuorum, Token: token}, {Key: healthy, Token: token}}
 	got := c.engine.Renew(ctx, Renewal{TTL: 30 * time.Second, Locks: locks})
 	want := []error{ErrNotHeld, ErrNotHeld, ErrReservedKey, ErrNotHeld, nil, nil}
 	for i, r := range got {
@@ -149,7 +149,7 @@ func TestRenewRefused(t *testing.T) {
 	}
 
 	for _, ttl := range []time.Duration{0, -time.Second, c.engine.MaxTTL() + time.Millisecond} {
-		for _, r := range c.engine.Renew(ctx, Renewal{TTL: ttl, Locks: []Held{{healthy, token}, {onQuorum, token}}}) {
+		for _, r := range c.engine.Renew(ctx, Renewal{TTL: ttl, Locks: []Held{{Key: healthy, Token: token}, {Key: onQuorum, Token: token}}}) {
 			if terr := (*TTLError)(nil); !errors.As(r.Err, &terr) {
 				t.Errorf("renewal for %s: %v, want a TTLError", ttl, r.Err)
 			}
@@ -159,7 +159,7 @@ func TestRenewRefused(t *testing.T) {
 		t.Errorf("renewing no locks: %v", got)
 	}
 	// A TTL of 1ms is less than the drift allowance: no validity is left.
-	if got := c.engine.Renew(ctx, Renewal{TTL: time.Millisecond, Locks: []Held{{healthy, token}}}); !errors.Is(got[0].Err, ErrNotHeld) {
+	if got := c.engine.Renew(ctx, Renewal{TTL: time.Millisecond, Locks: []Held{{Key: healthy, Token: token}}}); !errors.Is(got[0].Err, ErrNotHeld) {
 		t.Errorf("renewal without validity left: %v, want ErrNotHeld", got[0].Err)
 	}
 }
@@ -180,11 +180,11 @@ func TestRenewUndecided(t *testing.T) {
 
 	t.Run("refused while one hangs", func(t *testing.T) {
 		key := uniqueKey(t)
-		c.takeAll(t, c.engine, 10*time.Second, Held{key, token})
+		c.takeAll(t, c.engine, 10*time.Second, Held{Key: key, Token: token})
 		c.direct[0].Del(t.Context(), key)
 		c.direct[1].Del(t.Context(), key)
 		c.servers[2].Pause()
-		got := renewSoon(Held{key, token})
+		got := renewSoon(Held{Key: key, Token: token})
 		c.servers[2].Resume()
 		if !errors.Is(got[0].Err, ErrNotHeld) || errors.Is(got[0].Err, ErrNoQuorum) {
 			t.Errorf("renewal refused by two of three: %v, want ErrNotHeld", got[0].Err)
@@ -194,11 +194,11 @@ func TestRenewUndecided(t *testing.T) {
 
 	t.Run("ctx ends with a majority hung", func(t *testing.T) {
 		held, absent := uniqueKey(t), uniqueKey(t)
-		c.takeAll(t, c.engine, 10*time.Second, Held{held, token}, Held{absent, token})
+		c.takeAll(t, c.engine, 10*time.Second, Held{Key: held, Token: token}, Held{Key: absent, Token: token})
 		c.direct[0].Del(t.Context(), absent)
 		c.servers[1].Pause()
 		c.servers[2].Pause()
-		got := renewSoon(Held{held, token}, Held{absent, token})
+		got := renewSoon(Held{Key: held, Token: token}, Held{Key: absent, Token: token})
 		c.servers[1].Resume()
 		c.servers[2].Resume()
 		for i, r := range got {
@@ -216,11 +216,11 @@ func TestRenewUndecided(t *testing.T) {
 
 	t.Run("majority killed", func(t *testing.T) {
 		held, absent := uniqueKey(t), uniqueKey(t)
-		c.takeAll(t, c.engine, 10*time.Second, Held{held, token}, Held{absent, token})
+		c.takeAll(t, c.engine, 10*time.Second, Held{Key: held, Token: token}, Held{Key: absent, Token: token})
 		c.direct[0].Del(t.Context(), absent)
 		c.servers[1].Kill()
 		c.servers[2].Kill()
-		locks := []Held{{held, token}, {absent, token}}
+		locks := []Held{{Key: held, Token: token}, {Key: absent, Token: token}}
 		got := c.engine.Renew(t.Context(), Renewal{TTL: 30 * time.Second, Locks: locks})
 		for i, r := range got {
 			var nq *NoQuorumError

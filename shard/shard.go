@@ -110,7 +110,8 @@ func (g *Groups) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed
 			continue
 		}
 		wg.Go(func() {
-			sub := quorum.Renewal{Locks: make([]quorum.Held, len(at)), TTL: req.TTL, Hash: req.Hash}
+			sub := req
+			sub.Locks = make([]quorum.Held, len(at))
 			for j, i := range at {
 				sub.Locks[j] = req.Locks[i]
 			}
