@@ -51,6 +51,8 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 	start := time.Now()
 	dir := javaBuild(t)
 	s := redistest.Start(t)
+	// The read-write checker's negative control: one server per client.
+	controlA, controlB := redistest.Start(t), redistest.Start(t)
 	short := []string{"-Dcompat.redisson.watchdogMs=3000"}
 	var wg sync.WaitGroup
 	for _, r := range redissonVersions {
@@ -72,6 +74,19 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 				})
 				phases.Go(func() {
 					t.Run("fenced_lock", func(t *testing.T) { runRedisson(t, dir, r.module, nil, "fenced", s.Addr(), s.Addr(), "6", "3") })
+				})
+				phases.Go(func() {
+					t.Run("rw_suite", func(t *testing.T) {
+						runRedissonRWSuite(t, dir, r.module, redissonRWShort, s.Addr(), s.Addr(), redissonRWHoldMs, nil)
+					})
+				})
+				phases.Go(func() {
+					t.Run("rw_killed_holder", func(t *testing.T) {
+						redissonRWKilledHolder(t, dir, r.module, s.Addr(), s.Addr(), s.Client(t))
+					})
+				})
+				phases.Go(func() {
+					t.Run("rw_checker_control", func(t *testing.T) { redissonRWControl(t, dir, r.module, controlA.Addr(), controlB.Addr()) })
 				})
 				phases.Wait()
 			})
@@ -200,10 +215,16 @@ var redissonDeliveries = []string{"-Dcompat.redisson.deliveries=true"}
 // woken, a client that never connects) then fails with what it printed,
 // rather than holding the whole test binary until go test's timeout.
 func redissonJava(t *testing.T, dir, module string, props []string, args ...string) *exec.Cmd {
+	return redissonJavaMain(t, dir, module, "compat.RedissonLocks", props, args...)
+}
+
+// redissonJavaMain is redissonJava for the program main, a class of the
+// Redisson modules.
+func redissonJavaMain(t *testing.T, dir, module, main string, props []string, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(t.Context(), redissonJVMLimit)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, "java", slices.Concat(javaFlags, props,
-		[]string{"-cp", javaClasspath(dir, module), "compat.RedissonLocks"}, args)...)
+		[]string{"-cp", javaClasspath(dir, module), main}, args)...)
 	cmd.WaitDelay = 5 * time.Second // output pipes held by nothing else
 	return cmd
 }

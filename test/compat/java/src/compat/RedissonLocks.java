@@ -190,7 +190,7 @@ public final class RedissonLocks {
         }
     }
 
-    private static final AtomicLong splits = new AtomicLong(), hidden = new AtomicLong();
+    static final AtomicLong splits = new AtomicLong(), hidden = new AtomicLong();
 
     /**
      * Runs take again after a NOQUORUM: through two proxies, contenders can
@@ -198,7 +198,7 @@ public final class RedissonLocks {
      * NOQUORUM (docs/guarantees.md), which Redisson throws as a
      * RedisException; an application tries again.
      */
-    private static <T> T throughSplits(Callable<T> take) throws Exception {
+    static <T> T throughSplits(Callable<T> take) throws Exception {
         for (int hiddenInARow = 0;; ) {
             try {
                 return take.call();
