@@ -45,7 +45,9 @@ const redissonHoldMs = 35_000
 // version against one real redis-server: what Redisson does without the
 // proxy, so that a failure through the proxy is the proxy's. The watchdog's
 // lease is cut to 3 s here (the program's logic is the same, the wait
-// shorter); through the proxy it is Redisson's default.
+// shorter); through the proxy it is Redisson's default. RReadWriteLock's
+// program (compat.RedissonRWLocks) passes here and fails by its checker with
+// its two clients on two independent redis-servers.
 func TestRedissonProgramsOnRedis(t *testing.T) {
 	clientTest(t)
 	start := time.Now()
@@ -104,7 +106,10 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // lease; a JVM killed while holding; RFencedLock through two fencing
 // proxies, its tokens strictly increasing across both clients and both
 // proxies; and Redisson's lock objects that lockproxy does not serve (or,
-// RFencedLock, not without fencing), refused by name. Every part has its own proxies
+// RFencedLock, not without fencing), refused by name; RReadWriteLock's
+// checked contention (all backends up, and one killed midway), a write
+// waiter woken by a read unlock, its watchdog, and a killed holder's read
+// and write locks. Every part has its own proxies
 // (pubsub counts and quarantine are per cluster) and all run at once: the
 // watchdog's and the quarantine's waits dominate, not the work.
 func TestRedissonThroughProxies(t *testing.T) {
@@ -183,6 +188,24 @@ func TestRedissonThroughProxies(t *testing.T) {
 	run("killed_holder/"+newest.version, func(t *testing.T) {
 		redissonKilledHolder(t, dir, newest.module, w.proxy.Addr, nil, w.proxy.Client(t))
 	})
+	// RReadWriteLock: the checked contention, the wake-up and the
+	// watchdog's three leases with all backends up; the contention with
+	// one killed midway; a killed holder's read and write locks, taken
+	// through the other proxy once their lease runs out.
+	for _, r := range redissonVersions {
+		run("rw_backends_up/"+r.version, func(t *testing.T) {
+			c, b := twoProxies(t, 5)
+			props := slices.Concat(redissonRWShort, redissonDeliveries)
+			runRedissonRWSuite(t, dir, r.module, props, c.proxy.Addr, b.Addr, redissonRWHoldMs, nil)
+		})
+		run("rw_backend_killed/"+r.version, func(t *testing.T) {
+			c, b := twoProxies(t, 5)
+			runRedissonRWSuite(t, dir, r.module, redissonRWShort, c.proxy.Addr, b.Addr, 0, c.servers[0].Kill)
+		})
+		run("rw_killed_holder/"+r.version, func(t *testing.T) {
+			redissonRWKilledHolder(t, dir, r.module, w.proxy.Addr, wb.Addr, w.proxy.Client(t))
+		})
+	}
 	// The lock objects lockproxy does not serve are refused by name. Only
 	// the newest version shows it: 3.2x replaces every error reply to a
 	// script with "Unexpected exception while processing command" (its
