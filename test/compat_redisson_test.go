@@ -188,19 +188,16 @@ func TestRedissonThroughProxies(t *testing.T) {
 	run("killed_holder/"+newest.version, func(t *testing.T) {
 		redissonKilledHolder(t, dir, newest.module, w.proxy.Addr, nil, w.proxy.Client(t))
 	})
-	// RReadWriteLock: the checked contention, the wake-up and the
-	// watchdog's three leases with all backends up; the contention with
-	// one killed midway; a killed holder's read and write locks, taken
-	// through the other proxy once their lease runs out.
+	// RReadWriteLock, one JVM per version: the checked contention, the
+	// wake-up and the watchdog's three leases with all backends up, then
+	// the contention again with one killed midway; and a killed holder's
+	// read and write locks, taken through the other proxy once their lease
+	// runs out.
 	for _, r := range redissonVersions {
-		run("rw_backends_up/"+r.version, func(t *testing.T) {
+		run("rw_suite/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
 			props := slices.Concat(redissonRWShort, redissonDeliveries)
-			runRedissonRWSuite(t, dir, r.module, props, c.proxy.Addr, b.Addr, redissonRWHoldMs, nil)
-		})
-		run("rw_backend_killed/"+r.version, func(t *testing.T) {
-			c, b := twoProxies(t, 5)
-			runRedissonRWSuite(t, dir, r.module, redissonRWShort, c.proxy.Addr, b.Addr, 0, c.servers[0].Kill)
+			runRedissonRWSuite(t, dir, r.module, props, c.proxy.Addr, b.Addr, redissonRWHoldMs, c.servers[0].Kill)
 		})
 		run("rw_killed_holder/"+r.version, func(t *testing.T) {
 			redissonRWKilledHolder(t, dir, r.module, w.proxy.Addr, wb.Addr, w.proxy.Client(t))

@@ -40,12 +40,17 @@ const redissonRWCheckerFailed = 3
 
 // runRedissonRW runs compat.RedissonRWLocks rwsuite with client A on a and
 // client B on b, holdMs for its watchdog phase (0: none), and returns what
-// it printed and how it exited. midway, if not nil, runs once a quarter of
-// the holdings are done: the fault the rest of the contention goes through.
+// it printed and how it exited. midway, if not nil, makes the program
+// contend once more at the end, and runs once a quarter of those holdings
+// are done: the fault the rest of that contention goes through.
 func runRedissonRW(t *testing.T, dir, module string, props []string, a, b string, wakeRounds, holdMs int, midway func()) (string, error) {
 	t.Helper()
+	fault := "nofault"
+	if midway != nil {
+		fault = "fault"
+	}
 	cmd := redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", props, "rwsuite", a, b,
-		fmt.Sprint(redissonRWRounds), fmt.Sprint(redissonRWThreads), fmt.Sprint(wakeRounds), fmt.Sprint(holdMs))
+		fmt.Sprint(redissonRWRounds), fmt.Sprint(redissonRWThreads), fmt.Sprint(wakeRounds), fmt.Sprint(holdMs), fault)
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	start := time.Now()
@@ -98,8 +103,12 @@ func runRedissonRWSuite(t *testing.T, dir, module string, props []string, a, b s
 	if err != nil {
 		t.Fatalf("rwsuite: %v", err)
 	}
-	if !strings.Contains(out, "ok the checker saw no writer beside anyone, and readers together") {
-		t.Fatalf("rwsuite exited 0 without its checker's verdict")
+	want := 1
+	if midway != nil {
+		want = 2
+	}
+	if n := strings.Count(out, "ok the checker saw no writer beside anyone, and readers together"); n != want {
+		t.Fatalf("rwsuite exited 0 with %d verdicts of its checker, want %d", n, want)
 	}
 }
 

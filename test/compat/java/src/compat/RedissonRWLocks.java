@@ -22,7 +22,7 @@ import org.redisson.api.RedissonClient;
  * NOQUORUM it shares.
  *
  * <pre>
- *   java compat.RedissonRWLocks rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS
+ *   java compat.RedissonRWLocks rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault
  *   java compat.RedissonRWLocks rwhold ADDR
  *   java compat.RedissonRWLocks rwtake ADDR READ_NAME WRITE_NAME
  * </pre>
@@ -35,13 +35,14 @@ import org.redisson.api.RedissonClient;
  * writer entering must find nobody, a reader no writer, and two readers must
  * have been inside one name at once at least once (a lock that grants one
  * holder at a time fails too). A breach ends the program with "checker
- * failed:" and exit status 3, apart from any other failure's 1. Once a
- * quarter of the holdings are done it prints "rw quarter" (the test's cue
- * for a fault). Then WAKE_ROUNDS times a write waiter on B, blocked in
- * lock(), is woken by A's read unlock, well before A's lease; then, if
- * HOLD_MS is not 0, A holds a read lock and a write lock taken without a
- * lease for HOLD_MS (at least three watchdog leases) while B's write
- * tryLock() fails on both, and succeeds once A unlocks.
+ * failed:" and exit status 3, apart from any other failure's 1. Then
+ * WAKE_ROUNDS times a write waiter on B, blocked in lock(), is woken by A's
+ * read unlock, well before A's lease; then, if HOLD_MS is not 0, A holds a
+ * read lock and a write lock taken without a lease for HOLD_MS (at least
+ * three watchdog leases) while B's write tryLock() fails on both, and
+ * succeeds once A unlocks. With fault, the contention runs once more, and
+ * once a quarter of its holdings are done it prints "rw quarter": the
+ * test's cue for a fault that the rest goes through.
  * rwhold: takes a read lock and a write lock (two names) with lock(), prints
  * "held READ_NAME WRITE_NAME LEASE_MS", and waits to be killed.
  * rwtake: checks that the write lock of both names is held, prints "ready",
@@ -72,22 +73,28 @@ public final class RedissonRWLocks {
 
     public static void main(String[] args) {
         Contract.run(() -> {
-            if (args.length == 7 && args[0].equals("rwsuite")) {
+            if (args.length == 8 && args[0].equals("rwsuite")) {
                 RedissonClient a = RedissonLocks.connect(args[1]), b = RedissonLocks.connect(args[2]);
+                int rounds = Integer.parseInt(args[3]), threads = Integer.parseInt(args[4]);
                 long start = System.nanoTime();
-                contend(a, b, Integer.parseInt(args[3]), Integer.parseInt(args[4]));
+                contend(a, b, rounds, threads, false);
                 System.out.println("contend took " + ms(start) + " ms");
                 wake(a, b, args[2], Integer.parseInt(args[5]));
                 long hold = Long.parseLong(args[6]);
                 if (hold > 0) {
                     watchdog(a, b, hold);
                 }
+                if (args[7].equals("fault")) {
+                    start = System.nanoTime();
+                    contend(a, b, rounds, threads, true);
+                    System.out.println("contend through the fault took " + ms(start) + " ms");
+                }
             } else if (args.length == 2 && args[0].equals("rwhold")) {
                 hold(RedissonLocks.connect(args[1]));
             } else if (args.length == 4 && args[0].equals("rwtake")) {
                 take(RedissonLocks.connect(args[1]), args[2], args[3]);
             } else {
-                System.err.println("usage: rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS | rwhold ADDR"
+                System.err.println("usage: rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault | rwhold ADDR"
                         + " | rwtake ADDR READ_NAME WRITE_NAME");
                 System.exit(2);
             }
@@ -154,7 +161,7 @@ public final class RedissonRWLocks {
         }
     }
 
-    private static void contend(RedissonClient a, RedissonClient b, int rounds, int threads) throws Exception {
+    private static void contend(RedissonClient a, RedissonClient b, int rounds, int threads, boolean cue) throws Exception {
         Checker[] checkers = {new Checker(CONTENDED[0]), new Checker(CONTENDED[1])};
         long seed = System.nanoTime();
         System.out.println("rw contention seed " + seed);
@@ -183,7 +190,7 @@ public final class RedissonRWLocks {
                                 default -> bothRound(locks, checkers, read, random.nextInt(5) < 3, who);
                             }
                             kinds[kind].incrementAndGet();
-                            if (done.incrementAndGet() == quarter) {
+                            if (done.incrementAndGet() == quarter && cue) {
                                 System.out.println("rw quarter");
                                 System.out.flush();
                             }
