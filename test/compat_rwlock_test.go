@@ -42,7 +42,8 @@ const redissonRWCheckerFailed = 3
 // client B on b, holdMs for its watchdog phase (0: none), and returns what
 // it printed and how it exited. midway, if not nil, makes the program
 // contend once more at the end, and runs once a quarter of those holdings
-// are done: the fault the rest of that contention goes through.
+// are done, while the program holds back the rest: the fault the other
+// three quarters go through.
 func runRedissonRW(t *testing.T, dir, module string, props []string, a, b string, wakeRounds, holdMs int, midway func()) (string, error) {
 	t.Helper()
 	fault := "nofault"
@@ -53,6 +54,10 @@ func runRedissonRW(t *testing.T, dir, module string, props []string, a, b string
 		fmt.Sprint(redissonRWRounds), fmt.Sprint(redissonRWThreads), fmt.Sprint(wakeRounds), fmt.Sprint(holdMs), fault)
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
+	goOn, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -77,11 +82,13 @@ func runRedissonRW(t *testing.T, dir, module string, props []string, a, b string
 		w.Close()
 		exited <- err
 	}()
-	var err error
 	if midway != nil {
 		select {
 		case <-quarter:
 			midway()
+			if _, err := io.WriteString(goOn, "go on\n"); err != nil {
+				t.Fatalf("telling rwsuite to go on after the fault: %v", err)
+			}
 			err = <-exited
 		case err = <-exited:
 			<-read

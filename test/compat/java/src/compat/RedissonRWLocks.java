@@ -41,8 +41,9 @@ import org.redisson.api.RedissonClient;
  * read lock and a write lock taken without a lease for HOLD_MS (at least
  * three watchdog leases) while B's write tryLock() fails on both, and
  * succeeds once A unlocks. With fault, the contention runs once more, and
- * once a quarter of its holdings are done it prints "rw quarter": the
- * test's cue for a fault that the rest goes through.
+ * once a quarter of its holdings are done it prints "rw quarter" and holds
+ * back every worker's next round until a line comes on stdin: the test's
+ * cue for a fault, which the rest of the holdings then go through.
  * rwhold: takes a read lock and a write lock (two names) with lock(), prints
  * "held READ_NAME WRITE_NAME LEASE_MS", and waits to be killed.
  * rwtake: checks that the write lock of both names is held, prints "ready",
@@ -68,6 +69,7 @@ public final class RedissonRWLocks {
     static final long WAKE_LEASE_MS = 20_000;
     static final long WAKE_LIMIT_MS = 5_000;
     static final int CHECKER_FAILED = 3;
+    static final BufferedReader STDIN = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
 
     private RedissonRWLocks() {}
 
@@ -167,6 +169,7 @@ public final class RedissonRWLocks {
         System.out.println("rw contention seed " + seed);
         AtomicInteger done = new AtomicInteger();
         int quarter = Math.max(1, 2 * threads * rounds / 4);
+        CountDownLatch faulted = new CountDownLatch(cue ? 1 : 0);
         AtomicReference<Throwable> failed = new AtomicReference<>();
         List<Thread> workers = new ArrayList<>();
         AtomicLong[] kinds = {new AtomicLong(), new AtomicLong(), new AtomicLong(), new AtomicLong()};
@@ -179,6 +182,9 @@ public final class RedissonRWLocks {
                 workers.add(new Thread(() -> {
                     try {
                         for (int n = 0; n < rounds; n++) {
+                            if (done.get() >= quarter) {
+                                faulted.await();
+                            }
                             String who = worker + " round " + n;
                             int kind = random.nextInt(4);
                             int one = random.nextInt(2);
@@ -193,6 +199,8 @@ public final class RedissonRWLocks {
                             if (done.incrementAndGet() == quarter && cue) {
                                 System.out.println("rw quarter");
                                 System.out.flush();
+                                STDIN.readLine();
+                                faulted.countDown();
                             }
                         }
                     } catch (Throwable e) {
@@ -425,7 +433,7 @@ public final class RedissonRWLocks {
         }
         System.out.println("ready");
         System.out.flush();
-        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8)).readLine();
+        STDIN.readLine();
         AtomicReference<Throwable> failed = new AtomicReference<>();
         List<Thread> takers = new ArrayList<>();
         for (String n : names) {
