@@ -105,8 +105,8 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // empty under restart quarantine; the watchdog holding a lock past its
 // lease; a JVM killed while holding; RFencedLock through two fencing
 // proxies, its tokens strictly increasing across both clients and both
-// proxies; and Redisson's lock objects that lockproxy does not serve (or,
-// RFencedLock, not without fencing), refused by name; RReadWriteLock's
+// proxies; Redisson's lock objects that lockproxy does not serve (or,
+// RFencedLock, not without fencing), refused by name; and RReadWriteLock's
 // checked contention (all backends up, and one killed midway), a write
 // waiter woken by a read unlock, its watchdog, and a killed holder's read
 // and write locks. Every part has its own proxies

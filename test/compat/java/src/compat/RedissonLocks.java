@@ -47,8 +47,9 @@ import org.redisson.config.Config;
  * killed; the test then watches the lease run out.
  * objects: RFencedLock, RFairLock and RReadWriteLock, each step announced
  * by an "EXISTS marker:OBJECT-OP" (for reading a MONITOR of them).
- * refused: each of those objects' lock() must throw, naming the object (a
- * lockproxy refuses them by name).
+ * refused: RFencedLock's and RFairLock's lock() must throw, naming the
+ * object (a lockproxy without fencing refuses them by name; RReadWriteLock
+ * it serves, compat.RedissonRWLocks).
  * fenced: RFencedLock through two addresses (lockproxies with fencing on):
  * ROUNDS holdings alternating between the clients, by lockAndGetToken() and
  * tryLockAndGetToken(), each token above the last holder's, a re-entry
@@ -622,14 +623,9 @@ public final class RedissonLocks {
     }
 
     private static void refused(RedissonClient a) {
-        String[][] objects = {{"RFencedLock", "fenced"}, {"RFairLock", "fair"}, {"RReadWriteLock", "rw-read"}, {"RReadWriteLock", "rw-write"}};
+        String[][] objects = {{"RFencedLock", "fenced"}, {"RFairLock", "fair"}};
         for (String[] o : objects) {
-            RLock lock = switch (o[1]) {
-                case "fenced" -> a.getFencedLock(name(o[1]));
-                case "fair" -> a.getFairLock(name(o[1]));
-                case "rw-read" -> a.getReadWriteLock(name("rw")).readLock();
-                default -> a.getReadWriteLock(name("rw")).writeLock();
-            };
+            RLock lock = o[1].equals("fenced") ? a.getFencedLock(name(o[1])) : a.getFairLock(name(o[1]));
             Throwable e = Contract.expectThrows(o[0] + " " + o[1] + " lock() is refused", lock::lock);
             Contract.check("... naming " + o[0], String.valueOf(e.getMessage()).contains(o[0]), e);
         }
