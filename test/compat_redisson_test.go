@@ -82,11 +82,16 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 						runRedissonRWSuite(t, dir, r.module, redissonRWShort, s.Addr(), s.Addr(), redissonRWHoldMs, nil)
 					})
 				})
-				phases.Go(func() {
-					t.Run("rw_killed_holder", func(t *testing.T) {
-						redissonRWKilledHolder(t, dir, r.module, s.Addr(), s.Addr(), s.Client(t))
+				// Two JVMs that show only the test's timing on one Redis:
+				// the newest version's suffice here; through the proxies,
+				// where the versions' read renewals differ, both run.
+				if r == redissonVersions[0] {
+					phases.Go(func() {
+						t.Run("rw_killed_holder", func(t *testing.T) {
+							redissonRWKilledHolder(t, dir, r.module, s.Addr(), s.Addr(), s.Client(t))
+						})
 					})
-				})
+				}
 				phases.Go(func() {
 					t.Run("rw_checker_control", func(t *testing.T) { redissonRWControl(t, dir, r.module, controlA.Addr(), controlB.Addr()) })
 				})
