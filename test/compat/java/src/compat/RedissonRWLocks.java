@@ -35,7 +35,8 @@ import org.redisson.api.RedissonClient;
  * writer entering must find nobody, a reader no writer, and two readers must
  * have been inside one name at once at least once (a lock that grants one
  * holder at a time fails too). A breach ends the program with "checker
- * failed:" and exit status 3, apart from any other failure's 1. Then
+ * failed:" and exit status 3, apart from any other failure's 1. Then the
+ * reads and forceUnlock() of each lock, seen from the other client; then
  * WAKE_ROUNDS times a write waiter on B, blocked in lock(), is woken by A's
  * read unlock, well before A's lease; then, if HOLD_MS is not 0, A holds a
  * read lock and a write lock taken without a lease for HOLD_MS (at least
@@ -55,6 +56,7 @@ import org.redisson.api.RedissonClient;
  */
 public final class RedissonRWLocks {
     static final String[] CONTENDED = {RedissonLocks.name("rw-one"), RedissonLocks.name("rw-two")};
+    static final String SCENARIO = RedissonLocks.name("rw-scenario");
     static final String WAKE = RedissonLocks.name("rw-wake");
     static final String WATCH_READ = RedissonLocks.name("rw-watchdog-read");
     static final String WATCH_WRITE = RedissonLocks.name("rw-watchdog-write");
@@ -81,6 +83,7 @@ public final class RedissonRWLocks {
                 long start = System.nanoTime();
                 contend(a, b, rounds, threads, false);
                 System.out.println("contend took " + ms(start) + " ms");
+                scenario(a, b);
                 wake(a, b, args[2], Integer.parseInt(args[5]));
                 long hold = Long.parseLong(args[6]);
                 if (hold > 0) {
@@ -328,6 +331,40 @@ public final class RedissonRWLocks {
         if (!want.equals(got)) {
             throw new AssertionError(who + ": " + what + " is " + got + ", expected " + want);
         }
+    }
+
+    /** isLocked(), isHeldByCurrentThread(), getHoldCount() and forceUnlock() of each lock, across the clients. */
+    private static void scenario(RedissonClient a, RedissonClient b) throws Exception {
+        RReadWriteLock onA = a.getReadWriteLock(SCENARIO), onB = b.getReadWriteLock(SCENARIO);
+        Contract.expect("readLock().isLocked() of a free lock is false", false, onB.readLock().isLocked());
+        Contract.expect("writeLock().isLocked() of a free lock is false", false, onB.writeLock().isLocked());
+        Contract.expect("readLock().forceUnlock() of a free lock is false", false, onB.readLock().forceUnlock());
+
+        onA.readLock().lock(10, TimeUnit.SECONDS);
+        Contract.expect("the other client's readLock().tryLock() shares the read lock", true, onB.readLock().tryLock(0, 10, TimeUnit.SECONDS));
+        Contract.expect("... and its writeLock().tryLock() fails", false, onB.writeLock().tryLock());
+        Contract.expect("readLock().isLocked() under two readers", true, onA.readLock().isLocked());
+        Contract.expect("writeLock().isLocked() under two readers is false", false, onA.writeLock().isLocked());
+        Contract.expect("isHeldByCurrentThread() for one reader", true, onA.readLock().isHeldByCurrentThread());
+        Contract.expect("... and for the other", true, onB.readLock().isHeldByCurrentThread());
+        Contract.expect("getHoldCount() of one reader", 1, onA.readLock().getHoldCount());
+        long ttl = onB.readLock().remainTimeToLive();
+        Contract.check("remainTimeToLive() is within the 10 s lease", ttl > 0 && ttl <= 10_000, ttl);
+        Contract.expect("writeLock().forceUnlock() of a read-held lock is false", false, onB.writeLock().forceUnlock());
+        Contract.expect("readLock().forceUnlock() of a read-held lock is true", true, onB.readLock().forceUnlock());
+        Contract.expect("... and frees it", false, onA.readLock().isLocked());
+        Contract.expect("... and the reader no longer holds it", false, onA.readLock().isHeldByCurrentThread());
+
+        onA.writeLock().lock(10, TimeUnit.SECONDS);
+        Contract.expect("the other client's readLock().tryLock() fails under a writer", false, onB.readLock().tryLock());
+        Contract.expect("writeLock().isLocked() seen from the other client", true, onB.writeLock().isLocked());
+        Contract.expect("readLock().isLocked() under a writer alone is false", false, onB.readLock().isLocked());
+        onA.readLock().lock(10, TimeUnit.SECONDS);
+        Contract.expect("readLock().isLocked() once the writer also reads", true, onB.readLock().isLocked());
+        Contract.expect("readLock().forceUnlock() of a write-held lock is false", false, onB.readLock().forceUnlock());
+        Contract.expect("writeLock().forceUnlock() of a write-held lock is true", true, onB.writeLock().forceUnlock());
+        Contract.expect("... and frees it", false, onA.writeLock().isLocked());
+        Contract.expect("... and the writer's own read hold with it", false, onA.readLock().isHeldByCurrentThread());
     }
 
     /** A write waiter on B, parked in lock(), woken by A's read unlock. */
