@@ -100,7 +100,7 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 	}
 	sendable := make([]int, 0, len(locks)) // positions in locks
 	for i, l := range locks {
-		if reserved(l.Key) || r.fields && reservedField(l.Token) {
+		if reserved(l.Key, l.Prefix) || r.fields && reservedField(l.Token) {
 			out[i].Err = ErrReservedKey
 			continue
 		}

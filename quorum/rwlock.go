@@ -79,7 +79,7 @@ func (e *Engine) rwAcquire(ctx context.Context, key, prefix, owner, mode string,
 			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
 		},
 		undo: func(ctx context.Context, n *node, _ ack) {
-			n.run(ctx, rwUndoScript, keys, mode, owner, attempt, prefix, newReleaseID())
+			n.run(ctx, rwUndoScript, keys, mode, owner, attempt, prefix)
 		},
 		copies: copies,
 		prefix: prefix,

@@ -41,10 +41,14 @@ local function longestHold(prefix, owners)
 end
 
 -- gone deletes the lock and tells the engines waiting for it, as
--- release.lua does (id and field name the release).
+-- release.lua does (id and field name the release); a rollback, whose id
+-- is "", tells nobody, as hash_undo.lua does not: nobody waited for a
+-- lock that was never granted.
 local function gone(key, id, field)
 	redis.call("del", key)
-	redis.pcall("publish", "{lockproxy}:released:" .. key, id .. field)
+	if id ~= "" then
+		redis.pcall("publish", "{lockproxy}:released:" .. key, id .. field)
+	end
 	return true
 end
 

@@ -1,6 +1,6 @@
 -- The rollback of one rw_acquire.lua attempt (rw.lua): ARGV[1] the mode
 -- asked, ARGV[2] the owner, ARGV[3] the attempt's id, ARGV[4] the timeout
--- keys' prefix, ARGV[5] an id for the release notice. While the lock
+-- keys' prefix. While the lock
 -- still records ARGV[3] as the field's last attempt, that attempt's hold
 -- comes off, with the timeout key it set (no later attempt of the owner's
 -- ran here, or the record would be its own), and the lock is tidied as a
@@ -20,8 +20,8 @@ if count <= 0 then
 end
 if reader then
 	redis.call("del", timeoutKey(ARGV[4], owner, count + 1))
-	settleRead(key, ARGV[4], ARGV[5], field)
+	settleRead(key, ARGV[4], "", field)
 elseif count <= 0 then
-	settleWrite(key, ARGV[5], field)
+	settleWrite(key, "", field)
 end
 return 1
