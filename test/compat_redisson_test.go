@@ -46,8 +46,9 @@ const redissonHoldMs = 35_000
 // proxy, so that a failure through the proxy is the proxy's. The watchdog's
 // lease is cut to 3 s here (the program's logic is the same, the wait
 // shorter); through the proxy it is Redisson's default. RReadWriteLock's
-// program (compat.RedissonRWLocks) passes here and fails by its checker with
-// its two clients on two independent redis-servers.
+// program (compat.RedissonRWLocks) passes here, and fails by its checker
+// with its two clients on two independent redis-servers, and with every
+// read hold taken as a write hold.
 func TestRedissonProgramsOnRedis(t *testing.T) {
 	clientTest(t)
 	start := time.Now()

@@ -38,20 +38,13 @@ var redissonRWShort = []string{fmt.Sprintf("-Dcompat.redisson.watchdogMs=%d", re
 // holders that exclude each other inside at once, or never two readers.
 const redissonRWCheckerFailed = 3
 
-// runRedissonRW runs compat.RedissonRWLocks rwsuite with client A on a and
-// client B on b, holdMs for its watchdog phase (0: none), and returns what
-// it printed and how it exited. midway, if not nil, makes the program
-// contend once more at the end, and runs once a quarter of those holdings
-// are done, while the program holds back the rest: the fault the other
-// three quarters go through.
-func runRedissonRW(t *testing.T, dir, module string, props []string, a, b string, wakeRounds, holdMs int, midway func()) (string, error) {
+// runRedissonRW runs compat.RedissonRWLocks with args and returns what it
+// printed and how it exited. midway, if not nil, runs at the program's "rw
+// quarter", while the program holds back the rest of its holdings: the
+// fault the other three quarters go through.
+func runRedissonRW(t *testing.T, dir, module string, props []string, midway func(), args ...string) (string, error) {
 	t.Helper()
-	fault := "nofault"
-	if midway != nil {
-		fault = "fault"
-	}
-	cmd := redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", props, "rwsuite", a, b,
-		fmt.Sprint(redissonRWRounds), fmt.Sprint(redissonRWThreads), fmt.Sprint(wakeRounds), fmt.Sprint(holdMs), fault)
+	cmd := redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", props, args...)
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	goOn, err := cmd.StdinPipe()
@@ -87,26 +80,33 @@ func runRedissonRW(t *testing.T, dir, module string, props []string, a, b string
 		case <-quarter:
 			midway()
 			if _, err := io.WriteString(goOn, "go on\n"); err != nil {
-				t.Fatalf("telling rwsuite to go on after the fault: %v", err)
+				t.Fatalf("telling %s to go on after the fault: %v", args[0], err)
 			}
 			err = <-exited
 		case err = <-exited:
 			<-read
-			t.Fatalf("rwsuite exited (%v) before a quarter of its holdings, so the fault never came:\n%s", err, out.String())
+			t.Fatalf("%s exited (%v) before a quarter of its holdings, so the fault never came:\n%s", args[0], err, out.String())
 		}
 	} else {
 		err = <-exited
 	}
 	<-read
-	t.Logf("rwsuite in %v:\n%s", time.Since(start).Round(100*time.Millisecond), out.String())
+	t.Logf("%s in %v:\n%s", args[0], time.Since(start).Round(100*time.Millisecond), out.String())
 	return out.String(), err
 }
 
-// runRedissonRWSuite runs the read-write suite and fails unless it passed,
-// its checker included.
+// runRedissonRWSuite runs the read-write suite with client A on a and
+// client B on b, holdMs for its watchdog phase (0: none), and fails unless
+// it passed, its checker included. midway, if not nil, makes it contend
+// once more at the end, through the fault midway makes at a quarter of it.
 func runRedissonRWSuite(t *testing.T, dir, module string, props []string, a, b string, holdMs int, midway func()) {
 	t.Helper()
-	out, err := runRedissonRW(t, dir, module, props, a, b, redissonRWWakeRounds, holdMs, midway)
+	fault := "nofault"
+	if midway != nil {
+		fault = "fault"
+	}
+	out, err := runRedissonRW(t, dir, module, props, midway, "rwsuite", a, b, fmt.Sprint(redissonRWRounds),
+		fmt.Sprint(redissonRWThreads), fmt.Sprint(redissonRWWakeRounds), fmt.Sprint(holdMs), fault)
 	if err != nil {
 		t.Fatalf("rwsuite: %v", err)
 	}
@@ -119,19 +119,30 @@ func runRedissonRWSuite(t *testing.T, dir, module string, props []string, a, b s
 	}
 }
 
-// redissonRWControl is the checker's negative control: client A on a and
-// client B on b, two independent redis-servers, so that nothing keeps A's
-// holders from B's. The run must fail, and by its checker: a crash or any
-// other failure proves nothing about the checker.
+// redissonRWControl runs the checker's negative controls, rwsuite's
+// contention (1) with client A on a and client B on b, two independent
+// redis-servers, so that nothing keeps A's holders from B's, and (2) with
+// both on a but every read hold taken as a write hold, a lock that never
+// lets two readers in. Both must fail, and by the checker: a crash or any
+// other failure proves nothing about it.
 func redissonRWControl(t *testing.T, dir, module, a, b string) {
 	t.Helper()
-	out, err := runRedissonRW(t, dir, module, nil, a, b, 0, 0, nil)
+	out, err := runRedissonRW(t, dir, module, nil, nil, "rwcontrol", a, b, a,
+		fmt.Sprint(redissonRWRounds), fmt.Sprint(redissonRWThreads))
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != redissonRWCheckerFailed {
-		t.Fatalf("rwsuite on two independent redis-servers ended with %v, want exit status %d (its checker failed)", err, redissonRWCheckerFailed)
+		t.Fatalf("rwcontrol ended with %v, want exit status %d (its checker failed both runs)", err, redissonRWCheckerFailed)
 	}
-	if !strings.Contains(out, "checker failed: holders that exclude each other were inside at once") || strings.Contains(out, "FAIL ") {
-		t.Fatalf("rwsuite on two independent redis-servers exited %d without the checker's breach, or with another failure", redissonRWCheckerFailed)
+	for _, want := range []string{
+		"checker failed: holders that exclude each other were inside at once",
+		"checker failed: no two readers were ever inside one name at once",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rwcontrol exited %d without %q", redissonRWCheckerFailed, want)
+		}
+	}
+	if strings.Contains(out, "FAIL ") {
+		t.Errorf("rwcontrol failed otherwise too")
 	}
 }
 

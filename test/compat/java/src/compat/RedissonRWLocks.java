@@ -23,6 +23,7 @@ import org.redisson.api.RedissonClient;
  *
  * <pre>
  *   java compat.RedissonRWLocks rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault
+ *   java compat.RedissonRWLocks rwcontrol ADDR_A ADDR_B ADDR_ONE ROUNDS THREADS
  *   java compat.RedissonRWLocks rwhold ADDR
  *   java compat.RedissonRWLocks rwtake ADDR READ_NAME WRITE_NAME
  * </pre>
@@ -45,6 +46,12 @@ import org.redisson.api.RedissonClient;
  * once a quarter of its holdings are done it prints "rw quarter" and holds
  * back every worker's next round until a line comes on stdin: the test's
  * cue for a fault, which the rest of the holdings then go through.
+ * rwcontrol: the checker's two negative controls, each of which must fail
+ * it: rwsuite's contention with client A on ADDR_A and client B on ADDR_B
+ * (two independent servers: nothing keeps A's holders from B's), then with
+ * both on ADDR_ONE but every read hold taken as a write hold (a lock that
+ * grants one holder at a time: never two readers). It prints both
+ * "checker failed:" lines and exits 3, or 1 if either run passed.
  * rwhold: takes a read lock and a write lock (two names) with lock(), prints
  * "held READ_NAME WRITE_NAME LEASE_MS", and waits to be killed.
  * rwtake: checks that the write lock of both names is held, prints "ready",
@@ -81,7 +88,7 @@ public final class RedissonRWLocks {
                 RedissonClient a = RedissonLocks.connect(args[1]), b = RedissonLocks.connect(args[2]);
                 int rounds = Integer.parseInt(args[3]), threads = Integer.parseInt(args[4]);
                 long start = System.nanoTime();
-                contend(a, b, rounds, threads, false);
+                passOrHalt(contend(a, b, rounds, threads, false, false));
                 System.out.println("contend took " + ms(start) + " ms");
                 scenario(a, b);
                 wake(a, b, args[2], Integer.parseInt(args[5]));
@@ -91,15 +98,18 @@ public final class RedissonRWLocks {
                 }
                 if (args[7].equals("fault")) {
                     start = System.nanoTime();
-                    contend(a, b, rounds, threads, true);
+                    passOrHalt(contend(a, b, rounds, threads, true, false));
                     System.out.println("contend through the fault took " + ms(start) + " ms");
                 }
+            } else if (args.length == 6 && args[0].equals("rwcontrol")) {
+                control(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
             } else if (args.length == 2 && args[0].equals("rwhold")) {
                 hold(RedissonLocks.connect(args[1]));
             } else if (args.length == 4 && args[0].equals("rwtake")) {
                 take(RedissonLocks.connect(args[1]), args[2], args[3]);
             } else {
-                System.err.println("usage: rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault | rwhold ADDR"
+                System.err.println("usage: rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault"
+                        + " | rwcontrol ADDR_A ADDR_B ADDR_ONE ROUNDS THREADS | rwhold ADDR"
                         + " | rwtake ADDR READ_NAME WRITE_NAME");
                 System.exit(2);
             }
@@ -166,7 +176,38 @@ public final class RedissonRWLocks {
         }
     }
 
-    private static void contend(RedissonClient a, RedissonClient b, int rounds, int threads, boolean cue) throws Exception {
+    /** Ends the program with CHECKER_FAILED and the checker's verdict, if any. */
+    private static void passOrHalt(String verdict) {
+        if (verdict != null) {
+            System.out.println("checker failed: " + verdict);
+            System.out.flush();
+            System.err.flush();
+            Runtime.getRuntime().halt(CHECKER_FAILED);
+        }
+        System.out.println("ok the checker saw no writer beside anyone, and readers together");
+    }
+
+    private static void control(String addrA, String addrB, String addrOne, int rounds, int threads) throws Exception {
+        String apart = contend(RedissonLocks.connect(addrA), RedissonLocks.connect(addrB), rounds, threads, false, false);
+        String exclusive = contend(RedissonLocks.connect(addrOne), RedissonLocks.connect(addrOne), rounds, threads, false, true);
+        if (apart == null || exclusive == null) {
+            throw new AssertionError("the checker passed a run it must fail: " + (apart == null
+                    ? "clients on two independent servers" : "every read hold taken as a write hold"));
+        }
+        System.out.println("checker failed: " + apart);
+        System.out.println("checker failed: " + exclusive);
+        System.out.flush();
+        System.err.flush();
+        Runtime.getRuntime().halt(CHECKER_FAILED);
+    }
+
+    /**
+     * THREADS threads of each client take the locks ROUNDS times; answers
+     * the checker's verdict, null if it saw nothing wrong. With exclusive,
+     * a read hold is a write hold (the negative control's one-holder lock).
+     */
+    private static String contend(RedissonClient a, RedissonClient b, int rounds, int threads, boolean cue, boolean exclusive)
+            throws Exception {
         Checker[] checkers = {new Checker(CONTENDED[0]), new Checker(CONTENDED[1])};
         long seed = System.nanoTime();
         System.out.println("rw contention seed " + seed);
@@ -179,6 +220,11 @@ public final class RedissonRWLocks {
         RedissonClient[] clients = {a, b};
         for (int c = 0; c < clients.length; c++) {
             RReadWriteLock[] locks = {clients[c].getReadWriteLock(CONTENDED[0]), clients[c].getReadWriteLock(CONTENDED[1])};
+            if (exclusive) {
+                for (int i = 0; i < locks.length; i++) {
+                    locks[i] = writeOnly(locks[i]);
+                }
+            }
             for (int i = 0; i < threads; i++) {
                 String worker = (c == 0 ? "A" : "B") + i;
                 Random random = new Random(seed + 31L * workers.size());
@@ -189,7 +235,8 @@ public final class RedissonRWLocks {
                                 faulted.await();
                             }
                             String who = worker + " round " + n;
-                            int kind = random.nextInt(4);
+                            // The downgrade's checks need a read lock apart from the write lock.
+                            int kind = exclusive ? new int[] {0, 1, 3}[random.nextInt(3)] : random.nextInt(4);
                             int one = random.nextInt(2);
                             boolean read = random.nextInt(5) < 3;
                             switch (kind) {
@@ -221,18 +268,29 @@ public final class RedissonRWLocks {
                 shared |= k.maxReaders >= 2;
             }
         }
-        System.out.println("ok " + workers.size() + " threads of two clients took a read-write lock " + rounds
+        System.out.println("contention: " + workers.size() + " threads of two clients took a read-write lock " + rounds
                 + " times each (" + kinds[0] + " re-entrant, " + kinds[1] + " tryLock, " + kinds[2] + " downgrades, "
                 + kinds[3] + " of both names; " + RedissonLocks.splits.get() + " tries told NOQUORUM, "
                 + RedissonLocks.hidden.get() + " errors hidden behind a NullPointerException)");
-        if (breached || !shared) {
-            System.out.println("checker failed: " + (breached ? "holders that exclude each other were inside at once"
-                    : "no two readers were ever inside one name at once"));
-            System.out.flush();
-            System.err.flush();
-            Runtime.getRuntime().halt(CHECKER_FAILED);
+        if (breached) {
+            return "holders that exclude each other were inside at once";
         }
-        System.out.println("ok the checker saw no writer beside anyone, and readers together");
+        return shared ? null : "no two readers were ever inside one name at once";
+    }
+
+    /** rw with its read lock replaced by its write lock. */
+    private static RReadWriteLock writeOnly(RReadWriteLock rw) {
+        return new RReadWriteLock() {
+            @Override
+            public RLock readLock() {
+                return rw.writeLock();
+            }
+
+            @Override
+            public RLock writeLock() {
+                return rw.writeLock();
+            }
+        };
     }
 
     /** lock() twice: the hold count is 2, and one unlock() leaves it held. */
