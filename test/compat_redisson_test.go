@@ -64,10 +64,14 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 			t.Run(r.version, func(t *testing.T) {
 				var phases sync.WaitGroup
 				phases.Go(func() {
-					t.Run("suite", func(t *testing.T) { runRedissonSuite(t, dir, r.module, s.Addr(), s.Addr(), nil, nil) })
+					t.Run("suite", func(t *testing.T) { runRedissonSuite(t, dir, r.module, s.Addr(), s.Addr(), nil, nil, nil) })
 				})
 				phases.Go(func() {
-					t.Run("watchdog", func(t *testing.T) { runRedisson(t, dir, r.module, short, "watchdog", s.Addr(), s.Addr(), "4000") })
+					// RReadWriteLock's suite after RLock's watchdog, in its JVM.
+					t.Run("watchdog_then_rw", func(t *testing.T) {
+						out := runRedisson(t, dir, r.module, slices.Concat(short, redissonRW(redissonRWHoldMs, false)), "watchdog", s.Addr(), s.Addr(), "4000")
+						checkRedissonRW(t, out, false)
+					})
 				})
 				phases.Go(func() {
 					t.Run("killed_holder", func(t *testing.T) { redissonKilledHolder(t, dir, r.module, s.Addr(), short, s.Client(t)) })
@@ -78,24 +82,19 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 				phases.Go(func() {
 					t.Run("fenced_lock", func(t *testing.T) { runRedisson(t, dir, r.module, nil, "fenced", s.Addr(), s.Addr(), "6", "3") })
 				})
-				phases.Go(func() {
-					t.Run("rw_suite", func(t *testing.T) {
-						runRedissonRWSuite(t, dir, r.module, redissonRWShort, s.Addr(), s.Addr(), redissonRWHoldMs, nil)
-					})
-				})
-				// Two JVMs that show only the test's timing on one Redis:
-				// the newest version's suffice here; through the proxies,
-				// where the versions' read renewals differ, both run.
+				// The read-write killed holder only shows the test's timing
+				// on one Redis, and the checker's controls are the same
+				// code for both versions: the newest's suffice here.
 				if r == redissonVersions[0] {
 					phases.Go(func() {
 						t.Run("rw_killed_holder", func(t *testing.T) {
 							redissonRWKilledHolder(t, dir, r.module, s.Addr(), s.Addr(), s.Client(t))
 						})
 					})
+					phases.Go(func() {
+						t.Run("rw_checker_control", func(t *testing.T) { redissonRWControl(t, dir, r.module, controlA.Addr(), controlB.Addr()) })
+					})
 				}
-				phases.Go(func() {
-					t.Run("rw_checker_control", func(t *testing.T) { redissonRWControl(t, dir, r.module, controlA.Addr(), controlB.Addr()) })
-				})
 				phases.Wait()
 			})
 		})
@@ -144,14 +143,19 @@ func TestRedissonThroughProxies(t *testing.T) {
 	// catches one, and CPU-starved proxies stretch those milliseconds.
 	var restartedEmpty []func()
 	for i, r := range redissonVersions {
-		run("backends_up/"+r.version, func(t *testing.T) {
+		// RReadWriteLock's suite after RLock's, in its JVM: the checked
+		// contention, the reads, the wake-up and the watchdog's three
+		// leases, then the contention again with one backend killed at a
+		// quarter of it.
+		run("backends_up_then_rw/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
-			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
+			out := runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, slices.Concat(redissonDeliveries, redissonRW(redissonRWHoldMs, true)), nil, c.servers[0].Kill)
+			checkRedissonRW(t, out, true)
 		})
 		run("backend_killed/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
 			c.servers[0].Kill()
-			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
+			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil, nil)
 		})
 		restartedEmpty = append(restartedEmpty, func() {
 			t.Run("backend_restarted_empty/"+r.version, func(t *testing.T) {
@@ -173,7 +177,7 @@ func TestRedissonThroughProxies(t *testing.T) {
 				// that within tryLock's 20 s wait, where the default 30 s
 				// would not.
 				props := append(slices.Clone(redissonDeliveries), "-Dcompat.redisson.watchdogMs=10000")
-				runRedissonSuite(t, dir, r.module, proxies[0].Addr, proxies[1].Addr, props, restarted.Restart)
+				runRedissonSuite(t, dir, r.module, proxies[0].Addr, proxies[1].Addr, props, restarted.Restart, nil)
 				// The restarted backend answered throughout but did not count:
 				// the suite ran inside its quarantine.
 				for _, p := range proxies {
@@ -194,17 +198,9 @@ func TestRedissonThroughProxies(t *testing.T) {
 	run("killed_holder/"+newest.version, func(t *testing.T) {
 		redissonKilledHolder(t, dir, newest.module, w.proxy.Addr, nil, w.proxy.Client(t))
 	})
-	// RReadWriteLock, one JVM per version: the checked contention, the
-	// wake-up and the watchdog's three leases with all backends up, then
-	// the contention again with one killed midway; and a killed holder's
-	// read and write locks, taken through the other proxy once their lease
-	// runs out.
+	// A killed holder's RReadWriteLock read and write locks, taken through
+	// the other proxy once their lease runs out.
 	for _, r := range redissonVersions {
-		run("rw_suite/"+r.version, func(t *testing.T) {
-			c, b := twoProxies(t, 5)
-			props := slices.Concat(redissonRWShort, redissonDeliveries)
-			runRedissonRWSuite(t, dir, r.module, props, c.proxy.Addr, b.Addr, redissonRWHoldMs, c.servers[0].Kill)
-		})
 		run("rw_killed_holder/"+r.version, func(t *testing.T) {
 			redissonRWKilledHolder(t, dir, r.module, w.proxy.Addr, wb.Addr, w.proxy.Client(t))
 		})
@@ -259,9 +255,9 @@ func redissonJavaMain(t *testing.T, dir, module, main string, props []string, ar
 // watchdog's, holds 35 s and takes about 45.
 const redissonJVMLimit = 3 * time.Minute
 
-// runRedisson runs compat.RedissonLocks with args to its end and logs what
-// it printed.
-func runRedisson(t *testing.T, dir, module string, props []string, args ...string) {
+// runRedisson runs compat.RedissonLocks with args to its end, logs what
+// it printed and returns it.
+func runRedisson(t *testing.T, dir, module string, props []string, args ...string) string {
 	t.Helper()
 	start := time.Now()
 	out, err := redissonJava(t, dir, module, props, args...).CombinedOutput()
@@ -269,37 +265,37 @@ func runRedisson(t *testing.T, dir, module string, props []string, args ...strin
 	if err != nil {
 		t.Fatalf("%s: %v", args[0], err)
 	}
+	return string(out)
 }
 
 // runRedissonSuite runs the suite with client A on a and client B on b,
-// and checks the holders' log. midway, if not nil, runs once a quarter of
-// the holdings are in the log: the fault the rest of the run goes through.
-func runRedissonSuite(t *testing.T, dir, module, a, b string, props []string, midway func()) {
+// checks the holders' log, and returns what it printed. midway, if not nil,
+// runs once a quarter of the holdings are in the log: the fault the rest of
+// the run goes through. rwFault, if not nil, runs at the read-write suite's
+// cue (props from redissonRW, with fault), as midway for its last contention.
+func runRedissonSuite(t *testing.T, dir, module, a, b string, props []string, midway, rwFault func()) string {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "holders.log")
 	holdings := 2 * redissonThreads * redissonRounds
 	cmd := redissonJava(t, dir, module, props, "suite", a, b, log,
 		fmt.Sprint(redissonRounds), fmt.Sprint(redissonThreads), fmt.Sprint(redissonWakeRounds))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	run := startRedisson(t, cmd)
 	if midway != nil {
-		if err := awaitHoldings(log, holdings/4, exited); err != nil {
-			t.Fatalf("%v before a quarter of its holdings were logged, so the fault never came:\n%s", err, out.String())
+		if err := awaitHoldings(log, holdings/4, run.exited); err != nil {
+			t.Fatalf("%v before a quarter of its holdings were logged, so the fault never came:\n%s", err, run.output())
 		}
 		midway()
 	}
-	err := <-exited
-	t.Logf("suite in %v:\n%s", time.Since(start).Round(100*time.Millisecond), out.String())
+	if rwFault != nil {
+		run.atQuarter(t, rwFault)
+	}
+	err := run.wait()
+	t.Logf("suite in %v:\n%s", time.Since(run.start).Round(100*time.Millisecond), run.output())
 	if err != nil {
 		t.Fatalf("suite: %v", err)
 	}
 	checkLockLog(t, log, holdings)
+	return run.output()
 }
 
 // awaitHoldings polls the holders' log until it has n holdings, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,110 +17,58 @@ import (
 )
 
 // Redisson's RReadWriteLock (compat.RedissonRWLocks), run by
-// TestRedissonProgramsOnRedis and TestRedissonThroughProxies beside RLock.
+// TestRedissonProgramsOnRedis and TestRedissonThroughProxies beside RLock,
+// its suite in the JVMs of RLock's suite or watchdog.
 
-// The read-write suite's sizes: two clients of redissonRWThreads threads
-// each take a read or a write lock redissonRWRounds times, then a write
-// waiter is woken redissonRWWakeRounds times, then the watchdog keeps a read
-// and a write hold for three of its leases.
+// The read-write suite's sizes: two clients of redissonThreads threads
+// each take a read or a write lock redissonRounds times, then a write
+// waiter is woken redissonRWWakeRounds times, then the watchdog keeps a
+// read and a write hold for three of its redissonRWLeaseMs leases.
 const (
-	redissonRWRounds     = 8
-	redissonRWThreads    = 4
 	redissonRWWakeRounds = 5
 	redissonRWLeaseMs    = 3000
 	redissonRWHoldMs     = 3 * redissonRWLeaseMs
 )
 
-// redissonRWShort cuts the watchdog's lease to redissonRWLeaseMs, so that
-// three leases and a killed holder's lease are a few seconds.
-var redissonRWShort = []string{fmt.Sprintf("-Dcompat.redisson.watchdogMs=%d", redissonRWLeaseMs)}
+// redissonRWShort cuts the watchdog's lease of the read-write program's
+// clients to redissonRWLeaseMs, so that three leases and a killed holder's
+// lease are a few seconds; RLock's clients in the same JVM keep theirs.
+var redissonRWShort = []string{fmt.Sprintf("-Dcompat.redisson.rwWatchdogMs=%d", redissonRWLeaseMs)}
+
+// redissonRW are the properties that make compat.RedissonLocks' suite or
+// watchdog run the read-write suite after its own phases: holdMs for its
+// watchdog phase (0: none); with fault, a last contention through a fault,
+// whose cue runRedissonSuite's rwFault answers.
+func redissonRW(holdMs int, fault bool) []string {
+	f := "nofault"
+	if fault {
+		f = "fault"
+	}
+	return append(slices.Clone(redissonRWShort), fmt.Sprintf("-Dcompat.redisson.rw=%d,%d,%d,%d,%s",
+		redissonRounds, redissonThreads, redissonRWWakeRounds, holdMs, f))
+}
+
+// checkRedissonRW fails unless the read-write suite ran to its end in out,
+// its checker passing each contention: one, or two with fault.
+func checkRedissonRW(t *testing.T, out string, fault bool) {
+	t.Helper()
+	want := 1
+	if fault {
+		want = 2
+	}
+	if n := strings.Count(out, "ok the checker saw no writer beside anyone, and readers together"); n != want {
+		t.Errorf("the read-write suite printed %d passing verdicts of its checker, want %d", n, want)
+	}
+	if !strings.Contains(out, "ok after A's write unlock B's write tryLock() takes it") && !fault {
+		t.Errorf("the read-write suite did not reach the end of its watchdog phase")
+	}
+}
 
 // redissonRWCheckerFailed is the program's exit status when its checker saw
 // holders that exclude each other inside at once, or never two readers.
 const redissonRWCheckerFailed = 3
 
-// runRedissonRW runs compat.RedissonRWLocks with args and returns what it
-// printed and how it exited. midway, if not nil, runs at the program's "rw
-// quarter", while the program holds back the rest of its holdings: the
-// fault the other three quarters go through.
-func runRedissonRW(t *testing.T, dir, module string, props []string, midway func(), args ...string) (string, error) {
-	t.Helper()
-	cmd := redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", props, args...)
-	r, w := io.Pipe()
-	cmd.Stdout, cmd.Stderr = w, w
-	goOn, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	quarter := make(chan struct{})
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		lines := bufio.NewScanner(r)
-		for lines.Scan() {
-			out.WriteString(lines.Text() + "\n")
-			if lines.Text() == "rw quarter" {
-				close(quarter)
-			}
-		}
-		io.Copy(io.Discard, r)
-	}()
-	exited := make(chan error, 1)
-	go func() {
-		err := cmd.Wait()
-		w.Close()
-		exited <- err
-	}()
-	if midway != nil {
-		select {
-		case <-quarter:
-			midway()
-			if _, err := io.WriteString(goOn, "go on\n"); err != nil {
-				t.Fatalf("telling %s to go on after the fault: %v", args[0], err)
-			}
-			err = <-exited
-		case err = <-exited:
-			<-read
-			t.Fatalf("%s exited (%v) before a quarter of its holdings, so the fault never came:\n%s", args[0], err, out.String())
-		}
-	} else {
-		err = <-exited
-	}
-	<-read
-	t.Logf("%s in %v:\n%s", args[0], time.Since(start).Round(100*time.Millisecond), out.String())
-	return out.String(), err
-}
-
-// runRedissonRWSuite runs the read-write suite with client A on a and
-// client B on b, holdMs for its watchdog phase (0: none), and fails unless
-// it passed, its checker included. midway, if not nil, makes it contend
-// once more at the end, through the fault midway makes at a quarter of it.
-func runRedissonRWSuite(t *testing.T, dir, module string, props []string, a, b string, holdMs int, midway func()) {
-	t.Helper()
-	fault := "nofault"
-	if midway != nil {
-		fault = "fault"
-	}
-	out, err := runRedissonRW(t, dir, module, props, midway, "rwsuite", a, b, fmt.Sprint(redissonRWRounds),
-		fmt.Sprint(redissonRWThreads), fmt.Sprint(redissonRWWakeRounds), fmt.Sprint(holdMs), fault)
-	if err != nil {
-		t.Fatalf("rwsuite: %v", err)
-	}
-	want := 1
-	if midway != nil {
-		want = 2
-	}
-	if n := strings.Count(out, "ok the checker saw no writer beside anyone, and readers together"); n != want {
-		t.Fatalf("rwsuite exited 0 with %d verdicts of its checker, want %d", n, want)
-	}
-}
-
-// redissonRWControl runs the checker's negative controls, rwsuite's
+// redissonRWControl runs the checker's negative controls, the read-write
 // contention (1) with client A on a and client B on b, two independent
 // redis-servers, so that nothing keeps A's holders from B's, and (2) with
 // both on a but every read hold taken as a write hold, a lock that never
@@ -127,8 +76,11 @@ func runRedissonRWSuite(t *testing.T, dir, module string, props []string, a, b s
 // other failure proves nothing about it.
 func redissonRWControl(t *testing.T, dir, module, a, b string) {
 	t.Helper()
-	out, err := runRedissonRW(t, dir, module, nil, nil, "rwcontrol", a, b, a,
-		fmt.Sprint(redissonRWRounds), fmt.Sprint(redissonRWThreads))
+	run := startRedisson(t, redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", redissonRWShort, "rwcontrol", a, b, a,
+		fmt.Sprint(redissonRounds), fmt.Sprint(redissonThreads)))
+	err := run.wait()
+	out := run.output()
+	t.Logf("rwcontrol in %v:\n%s", time.Since(run.start).Round(100*time.Millisecond), out)
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != redissonRWCheckerFailed {
 		t.Fatalf("rwcontrol ended with %v, want exit status %d (its checker failed both runs)", err, redissonRWCheckerFailed)
@@ -155,11 +107,11 @@ func redissonRWControl(t *testing.T, dir, module, a, b string) {
 // PTTLs through holderAddr's server.
 func redissonRWKilledHolder(t *testing.T, dir, module, holderAddr, takerAddr string, cli *redis.Client) {
 	t.Helper()
-	holder := redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", redissonRWShort, "rwhold", holderAddr)
-	held, _ := startLines(t, holder, "rwhold")
+	holder := startRedisson(t, redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", redissonRWShort, "rwhold", holderAddr))
+	t.Cleanup(func() { t.Logf("rwhold printed:\n%s", holder.output()) })
 	var names []string
 	var lease time.Duration
-	for l := range held {
+	for l := range holder.lines {
 		if f := strings.Fields(l.text); len(f) == 4 && f[0] == "held" {
 			ms, err := strconv.Atoi(f[3])
 			if err != nil {
@@ -172,12 +124,8 @@ func redissonRWKilledHolder(t *testing.T, dir, module, holderAddr, takerAddr str
 	if names == nil {
 		t.Fatalf("rwhold ended without taking the locks")
 	}
-	taker := redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", redissonRWShort, "rwtake", takerAddr, names[0], names[1])
-	goSignal, err := taker.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	took, takerExit := startLines(t, taker, "rwtake")
+	taker := startRedisson(t, redissonJavaMain(t, dir, module, "compat.RedissonRWLocks", redissonRWShort, "rwtake", takerAddr, names[0], names[1]))
+	t.Cleanup(func() { t.Logf("rwtake printed:\n%s", taker.output()) })
 
 	// Kill after a renewal of each, so that the leases that run out are
 	// ones the watchdog set, not the acquisitions'.
@@ -200,19 +148,19 @@ func redissonRWKilledHolder(t *testing.T, dir, module, holderAddr, takerAddr str
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	awaitLine(t, took, "ready", "rwtake")
+	awaitLine(t, taker.lines, "ready", "rwtake")
 	ttls := map[string]time.Duration{}
 	for _, key := range names {
 		ttls[key] = cli.PTTL(ctx, key).Val()
 	}
-	holder.Process.Kill()
+	holder.kill()
 	killed := time.Now()
-	if _, err := io.WriteString(goSignal, "go\n"); err != nil {
+	if _, err := io.WriteString(taker.stdin, "go\n"); err != nil {
 		t.Fatalf("telling rwtake to go: %v", err)
 	}
 	for range names {
 		var l line
-		for l = range took {
+		for l = range taker.lines {
 			if strings.HasPrefix(l.text, "took ") {
 				break
 			}
@@ -228,7 +176,7 @@ func redissonRWKilledHolder(t *testing.T, dir, module, holderAddr, takerAddr str
 			t.Errorf("the killed holder's %s was taken %v after the kill, want when its lease ran out, %v after it", key, freed, ttl)
 		}
 	}
-	if err := takerExit(); err != nil {
+	if err := taker.wait(); err != nil {
 		t.Fatalf("rwtake: %v", err)
 	}
 }
@@ -246,48 +194,98 @@ type line struct {
 	at   time.Time
 }
 
-// startLines starts cmd and returns its stdout and stderr line by line,
-// each stamped when read, closed once cmd has exited, and a function that
-// waits for its exit; what it printed is logged, as name's, at the end of
-// the test, which kills it if it still runs.
-func startLines(t *testing.T, cmd *exec.Cmd, name string) (<-chan line, func() error) {
+// redissonRun is a Redisson program started by startRedisson.
+type redissonRun struct {
+	start time.Time
+	// lines are its stdout and stderr line by line, each stamped when
+	// read, closed once it has exited; a reader may leave them.
+	lines <-chan line
+	// exited has its exit once, and is then closed.
+	exited  <-chan error
+	quarter <-chan struct{} // closed at "rw quarter"
+	stdin   io.Writer
+	mu      sync.Mutex
+	out     strings.Builder
+	err     error
+	done    chan struct{}
+	kill    func() // SIGKILL
+}
+
+// startRedisson starts cmd; the test's end kills it if it still runs.
+func startRedisson(t *testing.T, cmd *exec.Cmd) *redissonRun {
 	t.Helper()
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, exited, quarter := make(chan line, 10_000), make(chan error, 1), make(chan struct{})
+	run := &redissonRun{start: time.Now(), lines: lines, exited: exited, quarter: quarter, stdin: stdin, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var all strings.Builder
-	exited := make(chan struct{})
-	var waited error
+	run.kill = func() { cmd.Process.Kill() }
+	read := make(chan struct{})
 	go func() {
-		waited = cmd.Wait()
-		w.Close()
-		close(exited)
-	}()
-	lines := make(chan line, 1000)
-	go func() {
+		defer close(read)
 		defer close(lines)
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
-			mu.Lock()
-			all.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			lines <- line{sc.Text(), time.Now()}
+			run.mu.Lock()
+			run.out.WriteString(sc.Text() + "\n")
+			run.mu.Unlock()
+			if sc.Text() == "rw quarter" {
+				close(quarter)
+			}
+			select {
+			case lines <- line{sc.Text(), time.Now()}:
+			default: // nobody reads them
+			}
 		}
 		io.Copy(io.Discard, r)
 	}()
+	go func() {
+		err := cmd.Wait()
+		w.Close()
+		<-read
+		run.err = err
+		close(run.done)
+		exited <- err
+		close(exited)
+	}()
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		mu.Lock()
-		defer mu.Unlock()
-		t.Logf("%s printed:\n%s", name, all.String())
+		run.kill()
+		<-run.done
 	})
-	return lines, func() error {
-		<-exited
-		return waited
+	return run
+}
+
+// output is what the program printed so far.
+func (run *redissonRun) output() string {
+	run.mu.Lock()
+	defer run.mu.Unlock()
+	return run.out.String()
+}
+
+// wait waits for the program's exit, all it printed read, and returns it.
+func (run *redissonRun) wait() error {
+	<-run.done
+	return run.err
+}
+
+// atQuarter waits for the read-write suite's cue, runs fault, and lets the
+// program go on; the test fails if the program exits first.
+func (run *redissonRun) atQuarter(t *testing.T, fault func()) {
+	t.Helper()
+	select {
+	case <-run.quarter:
+	case <-run.done:
+		t.Fatalf("the program exited (%v) before the read-write suite's cue, so the fault never came:\n%s", run.err, run.output())
+	}
+	fault()
+	if _, err := io.WriteString(run.stdin, "go on\n"); err != nil {
+		t.Fatalf("telling the program to go on after the fault: %v", err)
 	}
 }
 

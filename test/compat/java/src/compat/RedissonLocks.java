@@ -59,7 +59,9 @@ import org.redisson.config.Config;
  *
  * Properties: compat.redisson.watchdogMs sets lockWatchdogTimeout (else
  * Redisson's default, 30 s); compat.redisson.deliveries=true makes the wake
- * phase also read ADDR_B's INFO pubsub, a lockproxy's pubsub_messages_delivered.
+ * phase also read ADDR_B's INFO pubsub, a lockproxy's pubsub_messages_delivered;
+ * compat.redisson.rw makes suite and watchdog run RReadWriteLock's suite
+ * after their own phases, in the same JVM (compat.RedissonRWLocks).
  */
 public final class RedissonLocks {
     // Redisson's version, from its jar: in the lock names, so that runs of
@@ -93,8 +95,10 @@ public final class RedissonLocks {
                 scenario(a, b);
                 System.out.println("scenario took " + ms(start) + " ms");
                 wake(a, b, args[2], Integer.parseInt(args[6]));
+                RedissonRWLocks.suiteIfAsked(args[1], args[2]);
             } else if (args.length == 4 && args[0].equals("watchdog")) {
                 watchdog(connect(args[1]), connect(args[2]), Long.parseLong(args[3]));
+                RedissonRWLocks.suiteIfAsked(args[1], args[2]);
             } else if (args.length == 2 && args[0].equals("hold")) {
                 hold(connect(args[1]));
             } else if (args.length == 2 && args[0].equals("objects")) {

@@ -12,42 +12,46 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import org.redisson.Redisson;
 import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
+import org.redisson.config.Config;
 
 /**
  * Redisson's RReadWriteLock, unchanged, in single-server mode: the same
- * modules as compat.RedissonLocks, whose connect, name and retry on a
- * NOQUORUM it shares.
+ * modules as compat.RedissonLocks, whose name and retry on a NOQUORUM it
+ * shares.
  *
  * <pre>
- *   java compat.RedissonRWLocks rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault
+ *   java -Dcompat.redisson.rw=ROUNDS,THREADS,WAKE_ROUNDS,HOLD_MS,fault|nofault compat.RedissonLocks suite|watchdog ADDR_A ADDR_B ...
  *   java compat.RedissonRWLocks rwcontrol ADDR_A ADDR_B ADDR_ONE ROUNDS THREADS
  *   java compat.RedissonRWLocks rwhold ADDR
  *   java compat.RedissonRWLocks rwtake ADDR READ_NAME WRITE_NAME
  * </pre>
  *
- * rwsuite: a RedissonClient on each address, THREADS threads of each taking
- * the read or the write lock of one name or of both of two, ROUNDS times
- * (lock() twice for re-entry, tryLock with a wait and a lease, the downgrade
- * from write to read, both names at once), each holding a few ms. One
- * checker in this JVM counts the readers and writers inside each name: a
- * writer entering must find nobody, a reader no writer, and two readers must
- * have been inside one name at once at least once (a lock that grants one
- * holder at a time fails too). A breach ends the program with "checker
- * failed:" and exit status 3, apart from any other failure's 1. Then the
- * reads and forceUnlock() of each lock, seen from the other client; then
- * WAKE_ROUNDS times a write waiter on B, blocked in lock(), is woken by A's
- * read unlock, well before A's lease; then, if HOLD_MS is not 0, A holds a
- * read lock and a write lock taken without a lease for HOLD_MS (at least
- * three watchdog leases) while B's write tryLock() fails on both, and
- * succeeds once A unlocks. With fault, the contention runs once more, and
- * once a quarter of its holdings are done it prints "rw quarter" and holds
- * back every worker's next round until a line comes on stdin: the test's
- * cue for a fault, which the rest of the holdings then go through.
+ * The suite runs in the JVM of compat.RedissonLocks' suite or watchdog,
+ * after its RLock phases, when compat.redisson.rw is set: a RedissonClient
+ * of its own on each address, THREADS threads of each taking the read or
+ * the write lock of one name or of both of two, ROUNDS times (lock() twice
+ * for re-entry, tryLock with a wait and a lease, the downgrade from write to
+ * read, both names at once), each holding a few ms. One checker in this JVM
+ * counts the readers and writers inside each name: a writer entering must
+ * find nobody, a reader no writer, and two readers must have been inside one
+ * name at once at least once (a lock that grants one holder at a time fails
+ * too). A breach ends the program with "checker failed:" and exit status 3,
+ * apart from any other failure's 1. Then the reads and forceUnlock() of
+ * each lock, seen from the other client; then WAKE_ROUNDS times a write
+ * waiter on B, blocked in lock(), is woken by A's read unlock, well before
+ * A's lease; then, if HOLD_MS is not 0, A holds a read lock and a write lock
+ * taken without a lease for HOLD_MS (at least three watchdog leases) while
+ * B's write tryLock() fails on both, and succeeds once A unlocks. With
+ * fault, the contention runs once more, and once a quarter of its holdings
+ * are done it prints "rw quarter" and holds back every worker's next round
+ * until a line comes on stdin: the test's cue for a fault, which the rest of
+ * the holdings then go through.
  * rwcontrol: the checker's two negative controls, each of which must fail
- * it: rwsuite's contention with client A on ADDR_A and client B on ADDR_B
+ * it: the suite's contention with client A on ADDR_A and client B on ADDR_B
  * (two independent servers: nothing keeps A's holders from B's), then with
  * both on ADDR_ONE but every read hold taken as a write hold (a lock that
  * grants one holder at a time: never two readers). It prints both
@@ -58,8 +62,10 @@ import org.redisson.api.RedissonClient;
  * and on a line from stdin (the holder was killed) tries the write lock of
  * both at once with tryLock(wait, lease), printing "took NAME" for each.
  *
- * Properties: as compat.RedissonLocks (compat.redisson.watchdogMs,
- * compat.redisson.deliveries for the wake phase).
+ * Properties: compat.redisson.rwWatchdogMs sets the lockWatchdogTimeout of
+ * this program's clients (else Redisson's default: the RLock phases keep
+ * theirs); compat.redisson.deliveries=true makes the wake phase also read
+ * ADDR_B's pubsub_messages_delivered, as RedissonLocks' does.
  */
 public final class RedissonRWLocks {
     static final String[] CONTENDED = {RedissonLocks.name("rw-one"), RedissonLocks.name("rw-two")};
@@ -84,36 +90,62 @@ public final class RedissonRWLocks {
 
     public static void main(String[] args) {
         Contract.run(() -> {
-            if (args.length == 8 && args[0].equals("rwsuite")) {
-                RedissonClient a = RedissonLocks.connect(args[1]), b = RedissonLocks.connect(args[2]);
-                int rounds = Integer.parseInt(args[3]), threads = Integer.parseInt(args[4]);
-                long start = System.nanoTime();
-                passOrHalt(contend(a, b, rounds, threads, false, false));
-                System.out.println("contend took " + ms(start) + " ms");
-                scenario(a, b);
-                wake(a, b, args[2], Integer.parseInt(args[5]));
-                long hold = Long.parseLong(args[6]);
-                if (hold > 0) {
-                    watchdog(a, b, hold);
-                }
-                if (args[7].equals("fault")) {
-                    start = System.nanoTime();
-                    passOrHalt(contend(a, b, rounds, threads, true, false));
-                    System.out.println("contend through the fault took " + ms(start) + " ms");
-                }
-            } else if (args.length == 6 && args[0].equals("rwcontrol")) {
+            if (args.length == 6 && args[0].equals("rwcontrol")) {
                 control(args[1], args[2], args[3], Integer.parseInt(args[4]), Integer.parseInt(args[5]));
             } else if (args.length == 2 && args[0].equals("rwhold")) {
-                hold(RedissonLocks.connect(args[1]));
+                hold(connect(args[1]));
             } else if (args.length == 4 && args[0].equals("rwtake")) {
-                take(RedissonLocks.connect(args[1]), args[2], args[3]);
+                take(connect(args[1]), args[2], args[3]);
             } else {
-                System.err.println("usage: rwsuite ADDR_A ADDR_B ROUNDS THREADS WAKE_ROUNDS HOLD_MS fault|nofault"
-                        + " | rwcontrol ADDR_A ADDR_B ADDR_ONE ROUNDS THREADS | rwhold ADDR"
+                System.err.println("usage: rwcontrol ADDR_A ADDR_B ADDR_ONE ROUNDS THREADS | rwhold ADDR"
                         + " | rwtake ADDR READ_NAME WRITE_NAME");
                 System.exit(2);
             }
         });
+    }
+
+    /**
+     * The suite, if compat.redisson.rw asks for it, with client A on addrA
+     * and client B on addrB: RedissonLocks runs it after its own phases.
+     */
+    static void suiteIfAsked(String addrA, String addrB) throws Exception {
+        String spec = System.getProperty("compat.redisson.rw");
+        if (spec == null) {
+            return;
+        }
+        String[] f = spec.split(",");
+        if (f.length != 5 || !(f[4].equals("fault") || f[4].equals("nofault"))) {
+            throw new IllegalArgumentException("compat.redisson.rw=" + spec + ": want ROUNDS,THREADS,WAKE_ROUNDS,HOLD_MS,fault|nofault");
+        }
+        int rounds = Integer.parseInt(f[0]), threads = Integer.parseInt(f[1]);
+        RedissonClient a = connect(addrA), b = connect(addrB);
+        long start = System.nanoTime();
+        passOrHalt(contend(a, b, rounds, threads, false, false));
+        System.out.println("rw contend took " + ms(start) + " ms");
+        scenario(a, b);
+        wake(a, b, addrB, Integer.parseInt(f[2]));
+        long hold = Long.parseLong(f[3]);
+        if (hold > 0) {
+            watchdog(a, b, hold);
+        }
+        if (f[4].equals("fault")) {
+            start = System.nanoTime();
+            passOrHalt(contend(a, b, rounds, threads, true, false));
+            System.out.println("rw contend through the fault took " + ms(start) + " ms");
+        }
+        a.shutdown();
+        b.shutdown();
+    }
+
+    /** A client as RedissonLocks.connect makes one, with compat.redisson.rwWatchdogMs for its watchdog. */
+    static RedissonClient connect(String addr) {
+        Config config = new Config();
+        config.useSingleServer().setAddress("redis://" + addr);
+        String watchdog = System.getProperty("compat.redisson.rwWatchdogMs");
+        if (watchdog != null) {
+            config.setLockWatchdogTimeout(Long.parseLong(watchdog));
+        }
+        return Redisson.create(config);
     }
 
     /**
@@ -188,8 +220,8 @@ public final class RedissonRWLocks {
     }
 
     private static void control(String addrA, String addrB, String addrOne, int rounds, int threads) throws Exception {
-        String apart = contend(RedissonLocks.connect(addrA), RedissonLocks.connect(addrB), rounds, threads, false, false);
-        String exclusive = contend(RedissonLocks.connect(addrOne), RedissonLocks.connect(addrOne), rounds, threads, false, true);
+        String apart = contend(connect(addrA), connect(addrB), rounds, threads, false, false);
+        String exclusive = contend(connect(addrOne), connect(addrOne), rounds, threads, false, true);
         if (apart == null || exclusive == null) {
             throw new AssertionError("the checker passed a run it must fail: " + (apart == null
                     ? "clients on two independent servers" : "every read hold taken as a write hold"));
