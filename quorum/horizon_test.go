@@ -19,7 +19,9 @@ var setsTTL = regexp.MustCompile(`"(px|pexpire)"`)
 // neverRecord are the scripts that set a TTL on what is not a lease that a
 // validity rests on: the latches that answer a retried Redisson release
 // (hash_drop.lua's, and hash_release.lua's next to the lease it records).
-var neverRecord = map[string]bool{"hash_drop": true}
+// rw.lua only ever lowers a read-write lock's TTL to its longest hold,
+// and rw_drop.lua's expiry is its latch's.
+var neverRecord = map[string]bool{"hash_drop": true, "rw": true, "rw_drop": true}
 
 // TestEveryLeaseScriptRecords: every script that gives a key an expiry
 // calls horizon(key) after it, and is built with lua/horizon.lua, so that
@@ -129,6 +131,26 @@ func TestLuaRecordsHorizon(t *testing.T) {
 				{"watchdog renew", func() error {
 					return firstErr(c.engine.Renew(ctx, Renewal{Locks: []Held{{Key: k(6), Token: "field"}}, TTL: next(), Hash: true}))
 				}},
+				{"read acquire", func() error {
+					_, err := c.engine.Lock(ctx, Lock{Op: OpReadAcquire, Keys: []string{k(7), "{" + k(7) + "}"}, Token: "r", TTL: next()})
+					return err
+				}},
+				{"read renew", func() error {
+					return firstErr(c.engine.Renew(ctx, Renewal{Locks: []Held{{Key: k(7), Token: "r", Prefix: "{" + k(7) + "}"}}, TTL: next(), Read: true}))
+				}},
+				{"write acquire", func() error {
+					_, err := c.engine.Lock(ctx, Lock{Op: OpWriteAcquire, Keys: []string{k(8)}, Token: "w", TTL: next()})
+					return err
+				}},
+				{"write re-enter", func() error {
+					_, err := c.engine.Lock(ctx, Lock{Op: OpWriteAcquire, Keys: []string{k(8)}, Token: "w", TTL: 30 * time.Second})
+					ttl += 30 * time.Second
+					return err
+				}},
+				{"write release of a re-entered lock", func() error {
+					_, err := c.engine.Unlock(ctx, Unlock{Op: OpWriteRelease, Keys: []string{k(8)}, Token: "w", TTL: next()})
+					return err
+				}},
 				{"expire by anyone", func() error {
 					ok, err := c.engine.Write(ctx, Write{Op: OpExpire, Key: k(5), TTL: next()})
 					if err == nil && !ok {
@@ -142,7 +164,7 @@ func TestLuaRecordsHorizon(t *testing.T) {
 					t.Fatalf("%s: %v", s.what, err)
 				}
 				for i, d := range c.direct {
-					checkHorizon(t, d, s.what, i, []string{k(1), k(2), k(3), k(4), k(5), k(6)})
+					checkHorizon(t, d, s.what, i, []string{k(1), k(2), k(3), k(4), k(5), k(6), k(7), k(8)})
 				}
 			}
 		})

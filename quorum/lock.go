@@ -129,6 +129,9 @@ type lockOp struct {
 	// it topped up there (afterGrant): a single-key acquisition or
 	// extension.
 	copies copyKind
+	// prefix is a read hold's timeout-key prefix, for its top-up
+	// (copyRead).
+	prefix string
 }
 
 // acquires reports whether op is an acquisition (one that may renew the
@@ -164,7 +167,7 @@ func (e *Engine) lockOp(ctx context.Context, op lockOp) (Result, error) {
 		}
 		res.Validity = e.validity(ttl, t.quorumAt.Sub(start))
 		if res.Validity > 0 {
-			e.afterGrant(grant{copies: op.copies, key: op.keys[0], token: op.token, mark: f.sent, deadline: t.quorumAt.Add(res.Validity)},
+			e.afterGrant(grant{copies: op.copies, key: op.keys[0], token: op.token, prefix: op.prefix, mark: f.sent, deadline: t.quorumAt.Add(res.Validity)},
 				seen, f, t.pending())
 			return res, nil
 		}

@@ -100,7 +100,7 @@ func (e *Engine) renew(ctx context.Context, ttl time.Duration, locks []Held, r r
 	}
 	sendable := make([]int, 0, len(locks)) // positions in locks
 	for i, l := range locks {
-		if reserved(l.Key) || r.fields && reservedField(l.Token) {
+		if reserved(l.Key, l.Prefix) || r.fields && reservedField(l.Token) {
 			out[i].Err = ErrReservedKey
 			continue
 		}
@@ -124,12 +124,18 @@ type renewScript struct {
 	// (Renewal.Hash). A refused one is not rolled back; otherwise it is, as
 	// a refused extension is.
 	fields bool
+	// reads: the locks are read holds of read-write locks (Renewal.Read),
+	// each sent with its timeout keys' prefix.
+	reads bool
 }
 
 // copies is how a renewed lock is given back to the backends that lost it
 // (afterGrant): a lock held for long, renewed all along, then keeps every
 // backend through restarts one at a time.
 func (r renewScript) copies() copyKind {
+	if r.reads {
+		return copyRead
+	}
 	if r.fields {
 		return copyHash
 	}
@@ -169,6 +175,9 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 	for j, i := range sent {
 		keys[j] = locks[i].Key
 		args = append(args, locks[i].Token)
+		if r.reads {
+			args = append(args, locks[i].Prefix)
+		}
 	}
 	// Each lock's send mark, read before the renewal is queued: its
 	// release, queued after, stops the top-up that gives the lock back to
@@ -222,7 +231,7 @@ func (e *Engine) renewBatch(ctx context.Context, ttl time.Duration, locks []Held
 				for k, v := range votes {
 					lock[k] = lockVote(v, j)
 				}
-				e.afterGrant(grant{copies: r.copies(), key: locks[i].Key, token: locks[i].Token, mark: marks[j], deadline: t.quorumAt.Add(validity)},
+				e.afterGrant(grant{copies: r.copies(), key: locks[i].Key, token: locks[i].Token, prefix: locks[i].Prefix, mark: marks[j], deadline: t.quorumAt.Add(validity)},
 					lock, nil, 0)
 				continue
 			}

@@ -40,6 +40,17 @@ var (
 	hashDropScript      = luaScript("hash_drop")
 	hashFieldScript     = luaScript("hash_field")
 
+	// The scripts of read-write locks (Redisson's RReadWriteLock,
+	// rwlock.go), each after lua/rw.lua.
+	rwAcquireScript   = rwScript("rw_acquire", true)
+	rwReleaseScript   = rwScript("rw_release", true)
+	rwFillScript      = rwScript("rw_fill", true)
+	rwRenewEachScript = rwScript("rw_renew_each", true)
+	rwUndoScript      = rwScript("rw_undo", false)
+	rwDropScript      = rwScript("rw_drop", false)
+	rwReadScript      = rwScript("rw_read", false)
+	rwDeleteScript    = rwScript("rw_delete", false)
+
 	// The scripts of fenced hash locks: the token in the hash's field
 	// "\0fence" (lua/hash_acquire_fenced.lua).
 	hashAcquireFencedScript = fencedScript("hash_acquire_fenced", "mint")
@@ -71,6 +82,7 @@ var (
 		fencedValues.extendBy, fencedValues.read, fencedValues.renewEach,
 		hashAcquireScript, hashReleaseScript, hashRenewEachScript, hashUndoScript, hashDropScript, hashFieldScript,
 		hashAcquireFencedScript, hashFenceRaiseScript, hashFenceReadScript,
+		rwAcquireScript, rwReleaseScript, rwFillScript, rwRenewEachScript, rwUndoScript, rwDropScript, rwReadScript, rwDeleteScript,
 	}
 )
 
@@ -162,6 +174,16 @@ var leaseSource = luaSource("setcheck") + luaSource("horizon")
 // checkedScript is lua/name.lua after leaseSource.
 func checkedScript(name string) *backend.Script {
 	return backend.NewScript(leaseSource + luaSource(name))
+}
+
+// rwScript is lua/name.lua after lua/rw.lua, and after leaseSource when
+// checked.
+func rwScript(name string, checked bool) *backend.Script {
+	src := luaSource("rw") + luaSource(name)
+	if checked {
+		src = leaseSource + src
+	}
+	return backend.NewScript(src)
 }
 
 // fencedScript is lua/name.lua after leaseSource and the named helpers

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,6 +88,8 @@ const (
 	copyNone  copyKind = iota
 	copyValue          // a plain lock: the token in the key's value (fenced: with its token)
 	copyHash           // Redisson's: the owner's field with the quorum's hold count
+	copyRead           // a read-write lock's reader: its field, count and timeout keys, under "read"
+	copyWrite          // a read-write lock's writer: its field and count, under "write"
 )
 
 // grant is a lock just granted or renewed on a quorum, as afterGrant takes
@@ -94,6 +97,7 @@ const (
 type grant struct {
 	copies     copyKind
 	key, token string
+	prefix     string // a read hold's timeout-key prefix (copyRead)
 	// mark is the key's send count once the command that granted it was
 	// queued (flight.sent), or before (sendMark): a command sent later
 	// that may end the lock moves it, and stops the top-up.
@@ -133,6 +137,19 @@ type fill struct {
 func (e *Engine) fillFor(g grant) *fill {
 	key, token := g.key, g.token
 	switch {
+	case g.copies == copyRead || g.copies == copyWrite:
+		// The owner's hold where the lock is free or its mode admits it
+		// (lua/rw_fill.lua). token is the reader's field, or the writer's.
+		mode, owner := ReadMode, token
+		if g.copies == copyWrite {
+			mode, owner = WriteMode, strings.TrimSuffix(token, WriterSuffix)
+		}
+		return &fill{
+			cmd: func(left time.Duration, held ack) *backend.Command {
+				return e.checkedCommand(rwFillScript, []string{key}, owner, left.Milliseconds(), held.count, mode, g.prefix)
+			},
+			taken: tookOne,
+		}
 	case g.copies == copyHash:
 		// The owner's field, where the key is free, with the lock's
 		// fencing token where it has one, or where the field counts fewer

@@ -10,6 +10,11 @@
 local kind = redis.call("type", KEYS[1])["ok"]
 if kind == "none" then
 	redis.call("hset", KEYS[1], ARGV[1], ARGV[3])
+	if string.sub(ARGV[1], -6) == ":write" then
+		-- A read-write lock's writer (rwlock.go), renewed by RLock's
+		-- watchdog: without its mode a reader would be let in beside it.
+		redis.call("hset", KEYS[1], "mode", "write")
+	end
 	if ARGV[4] ~= "" then
 		redis.call("hset", KEYS[1], "\0fence", ARGV[4])
 		if tonumber(redis.call("get", KEYS[2]) or "0") < tonumber(ARGV[4]) then
