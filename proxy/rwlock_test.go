@@ -240,7 +240,7 @@ func TestRedissonRWWakesWaiters(t *testing.T) {
 	}
 	read := func(name, owner string) {
 		t.Helper()
-		eval("redisson-4.7.0-readlock-acquire.lua", "_\r\n", []string{name, "{" + name + "}:" + owner + ":rwlock_timeout"}, "30000", owner, owner+":write")
+		eval("redisson-4.7.0-readlock-acquire.lua", nullReply, []string{name, "{" + name + "}:" + owner + ":rwlock_timeout"}, "30000", owner, owner+":write")
 	}
 	unread := func(name, owner, want string) {
 		t.Helper()
@@ -249,7 +249,7 @@ func TestRedissonRWWakesWaiters(t *testing.T) {
 	}
 	write := func(name, owner string) {
 		t.Helper()
-		eval("redisson-4.7.0-writelock-acquire.lua", "_\r\n", []string{name}, "30000", owner+":write")
+		eval("redisson-4.7.0-writelock-acquire.lua", nullReply, []string{name}, "30000", owner+":write")
 	}
 	unwrite := func(name, owner string) {
 		t.Helper()
