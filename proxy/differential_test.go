@@ -107,17 +107,6 @@ var rwKinds = map[string][]int{
 	"redisson-read-force-unlock": {0}, "redisson-write-force-unlock": {0}, "redisson-read-locked": {0},
 }
 
-// rwEngineBuilt is false until the engine's read-write locks land
-// (quorum/rwlock.go answers "not built yet" until then): the tests that
-// need them skip.
-const rwEngineBuilt = true
-
-// skipRW skips the read-write lock's kinds while the engine lacks them.
-func skipRW(kind string) bool {
-	_, rw := rwKinds[kind]
-	return rw && !rwEngineBuilt
-}
-
 // statesOf are the starting states a kind is run from.
 func statesOf(kind string) []string {
 	if _, ok := hashKinds[kind]; ok {
@@ -750,7 +739,7 @@ func kindOf(script, otherwise string) string {
 func TestScriptDifferentialLibraries(t *testing.T) {
 	d := startDifferential(t)
 	for _, s := range realScripts {
-		if s.kind == "" || skipRW(s.kind) {
+		if s.kind == "" {
 			continue
 		}
 		t.Run(s.file, func(t *testing.T) {
@@ -795,7 +784,7 @@ var errDifferent = errors.New("differs from Redis")
 // leave the same reply and state. Most inputs are refused at once.
 func FuzzScriptDifferential(f *testing.F) {
 	for _, s := range realScripts {
-		if s.kind != "" && !skipRW(s.kind) {
+		if s.kind != "" {
 			f.Add(string(readScript(f, s.file)))
 		}
 	}
@@ -805,7 +794,7 @@ func FuzzScriptDifferential(f *testing.F) {
 	d := startDifferential(f)
 	f.Fuzz(func(t *testing.T, script string) {
 		kind := classify([]byte(script))
-		if kind == nil || skipRW(kind.name) {
+		if kind == nil {
 			return
 		}
 		if _, err := d.check(script, kind.name); err != nil {
@@ -920,7 +909,7 @@ func TestScriptDifferentialMutants(t *testing.T) {
 	pick := func(n int) int { return rng.IntN(n) }
 	tried, served := 0, 0
 	for _, s := range realScripts {
-		if s.kind == "" || skipRW(s.kind) {
+		if s.kind == "" {
 			continue
 		}
 		body := string(readScript(t, s.file))
@@ -958,7 +947,7 @@ func TestScriptDifferentialKnownDifferences(t *testing.T) {
 	d.settle = 200 * time.Millisecond
 	tried := map[string]bool{}
 	for _, s := range realScripts {
-		if s.kind == "" || skipRW(s.kind) {
+		if s.kind == "" {
 			continue
 		}
 		for _, call := range diffCalls[s.kind] {
@@ -975,7 +964,7 @@ func TestScriptDifferentialKnownDifferences(t *testing.T) {
 		}
 	}
 	for key := range knownDifferences {
-		if kind, _, _ := strings.Cut(key, " "); !tried[key] && !skipRW(kind) {
+		if !tried[key] {
 			t.Errorf("knownDifferences lists %s, which no call of the tests makes", key)
 		}
 	}
@@ -988,9 +977,6 @@ func TestScriptDifferentialKnownDifferences(t *testing.T) {
 // every case's channel hears the script's message first on the reference,
 // and on a backend the marker published after the script.
 func TestScriptDifferentialRWNoPublish(t *testing.T) {
-	if !rwEngineBuilt {
-		t.Skip("the engine's read-write locks are not built yet")
-	}
 	d := startDifferential(t)
 	for _, c := range []struct{ file, state, message string }{
 		{"redisson-4.7.0-readlock-release.lua", stateReadMine, "0"},

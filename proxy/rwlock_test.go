@@ -222,9 +222,6 @@ func TestRedissonFairLockRefused(t *testing.T) {
 // through proxy B leaves the lock free, and not when other readers remain
 // or the writer downgrades, as on one Redis.
 func TestRedissonRWWakesWaiters(t *testing.T) {
-	if !rwEngineBuilt {
-		t.Skip("the engine's read-write locks are not built yet")
-	}
 	p := startPubsubPair(t, Config{})
 	sub := dialRESP(t, p.addrs[0])
 	sub.do("HELLO", "3")
