@@ -53,7 +53,7 @@ import (
 //     holds, and from another library's string lock, as hashKinds do.
 //     Every field of the engine's own in a hash (its name starts with a
 //     NUL byte) is left out, and so is a release's latch (rwLatchAt). Their PUBLISH is not run on the backends
-//     (TestScriptDifferentialRWNoPublish shows it); the read renewal never
+//     (TestScriptDifferentialRW shows it); the read renewal never
 //     shortens the lock nor renews another reader's holds, and a write
 //     re-entry's PTTL + lease is capped at max_ttl (knownDifferences).
 
@@ -970,14 +970,57 @@ func TestScriptDifferentialKnownDifferences(t *testing.T) {
 	}
 }
 
-// TestScriptDifferentialRWNoPublish shows the read-write lock's one
-// difference that no key shows: its unlocks and forceUnlocks publish the
-// unlock message on one Redis, and nothing on the backends, where every
-// proxy tells its own subscribers (redissonRWChannel). A subscriber to
-// every case's channel hears the script's message first on the reference,
-// and on a backend the marker published after the script.
-func TestScriptDifferentialRWNoPublish(t *testing.T) {
+// TestScriptDifferentialRW checks what the script differential does not:
+// the read-write lock's reads by command, and the one difference that no
+// key shows.
+func TestScriptDifferentialRW(t *testing.T) {
 	d := startDifferential(t)
+	t.Run("reads", func(t *testing.T) { d.checkRWReads(t) })
+	t.Run("no publish", func(t *testing.T) { d.checkRWNoPublish(t) })
+}
+
+// checkRWReads reads a read-write lock in each state as Redisson does,
+// through the proxy and on one Redis: the write lock's isLocked() (HGET
+// of "mode"), isHeldByCurrentThread(), getHoldCount() and
+// remainTimeToLive() of the read and the write lock.
+func (d *differential) checkRWReads(t *testing.T) {
+	for _, state := range rwStates {
+		prefix := fmt.Sprintf("c%d:", d.cases.Add(1))
+		k := prefix + "k"
+		for _, c := range append([]*respConn{d.reference}, d.backends...) {
+			if err := setState(c, []string{k}, state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, cmd := range [][]string{
+			{"HGET", k, "mode"}, {"HEXISTS", k, diffToken}, {"HEXISTS", k, diffToken + ":write"},
+			{"HGET", k, diffToken}, {"HGET", k, diffToken + ":write"}, {"PTTL", k},
+		} {
+			got, err := d.proxy.do(cmd...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := d.reference.do(cmd...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another library's string lock: Redis refuses the hash read,
+			// lockproxy answers that no read-write lock is there.
+			wrongType := strings.HasPrefix(want, "-WRONGTYPE") && (got == nullReply || got == ":0\r\n")
+			if why := sameReply(parseRESP(got), parseRESP(want), ttlSlack.Milliseconds()); why != "" && !wrongType {
+				t.Errorf("%s: %q: %q, Redis %q: %s", state, cmd[0]+" "+cmd[2], got, want, why)
+			}
+		}
+	}
+}
+
+// checkRWNoPublish shows the read-write lock's one difference that no key
+// shows: its unlocks and forceUnlocks publish the unlock message on one
+// Redis, and nothing on the backends, where every proxy tells its own
+// subscribers (redissonRWChannel). A subscriber to every case's channel
+// hears the script's message first on the reference, and on a backend the
+// marker published after the script.
+func (d *differential) checkRWNoPublish(t *testing.T) {
 	for _, c := range []struct{ file, state, message string }{
 		{"redisson-4.7.0-readlock-release.lua", stateReadMine, "0"},
 		{"redisson-3.27.2-writelock-release.lua", stateWriteMine, "1"},
