@@ -286,6 +286,27 @@ func renewFields(ctx context.Context, l Locker, lease string, keys, owners []str
 	return out, nil
 }
 
+// renewals renews req.Locks to the lease (ms), and returns each one's
+// outcome: nil renewed, else its "not held" or "no quorum" error. Any
+// other error is the reply for them all.
+func renewals(ctx context.Context, l Locker, lease string, req quorum.Renewal) ([]error, error) {
+	var err error
+	if req.TTL, err = redissonLease(lease); err != nil {
+		return nil, err
+	}
+	out := make([]error, len(req.Locks))
+	if len(req.Locks) == 0 {
+		return out, nil
+	}
+	for i, renewed := range l.Renew(ctx, req) {
+		if err := renewed.Err; err != nil && !notHeld(err) && !errors.Is(err, quorum.ErrNoQuorum) {
+			return nil, redissonError(err)
+		}
+		out[i] = renewed.Err
+	}
+	return out, nil
+}
+
 // runRedissonRenew is the watchdog to 3.43: KEYS[1] for the owner ARGV[2]
 // to a lease of ARGV[1] ms; 1 or 0.
 func runRedissonRenew(ctx context.Context, l *keyspace, keys, args []string) (any, error) {

@@ -439,24 +439,3 @@ const redissonRWChannelPrefix = "redisson_rwlock:"
 // writer that lost the race one more try, where waking one could leave
 // readers, who would all have entered, asleep until their wait ends.
 var redissonRWChannel = redissonLockChannel("Redisson RReadWriteLock", redissonRWChannelPrefix, "1")
-
-// renewals renews req.Locks to the lease (ms), and returns each one's
-// outcome: nil renewed, else its "not held" or "no quorum" error. Any
-// other error is the reply for them all.
-func renewals(ctx context.Context, l Locker, lease string, req quorum.Renewal) ([]error, error) {
-	var err error
-	if req.TTL, err = redissonLease(lease); err != nil {
-		return nil, err
-	}
-	out := make([]error, len(req.Locks))
-	if len(req.Locks) == 0 {
-		return out, nil
-	}
-	for i, renewed := range l.Renew(ctx, req) {
-		if err := renewed.Err; err != nil && !notHeld(err) && !errors.Is(err, quorum.ErrNoQuorum) {
-			return nil, redissonError(err)
-		}
-		out[i] = renewed.Err
-	}
-	return out, nil
-}
