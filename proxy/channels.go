@@ -90,7 +90,7 @@ func springRegistries(channel string) []string {
 
 // lockChannels are the unlock channels served; any other channel is
 // refused.
-var lockChannels = []*lockChannel{&springChannel, &redissonChannel}
+var lockChannels = []*lockChannel{&springChannel, &redissonChannel, &redissonRWChannel}
 
 // channelOf finds the library whose unlock channel name is, and the glob
 // of the lock keys it tells of; pattern says name is a PSUBSCRIBE pattern.
@@ -109,7 +109,7 @@ func channelOf(name string, pattern bool) (*lockChannel, string, bool) {
 
 // errNotLockChannel refuses a channel that no served library unlocks on.
 func errNotLockChannel(verb, name string) *argError {
-	return errorf("ERR lockproxy serves %s only for lock libraries' unlock channels (Spring Integration RedisLockRegistry: <registryKey>-channel:<registryKey>:<path>, or PSUBSCRIBE <registryKey>-channel:*; Redisson RLock: redisson_lock__channel:{<name>}), not '%s'", verb, name)
+	return errorf("ERR lockproxy serves %s only for lock libraries' unlock channels (Spring Integration RedisLockRegistry: <registryKey>-channel:<registryKey>:<path>, or PSUBSCRIBE <registryKey>-channel:*; Redisson RLock: redisson_lock__channel:{<name>}; Redisson RReadWriteLock: redisson_rwlock:{<name>}), not '%s'", verb, name)
 }
 
 func hasGlob(s string) bool { return strings.ContainsAny(s, `*?[\`) }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -47,6 +48,14 @@ import (
 //   - Redisson's RFencedLock scripts are not run here: their token is
 //     lockproxy's fencing token where Redis counts one counter up, and
 //     they need an engine with fencing on (TestRedissonWire runs them).
+//   - Redisson's read-write lock scripts (rwKinds) start from its states
+//     (docs/design/rwlock.md, §4), with the timeout keys of its read
+//     holds, and from another library's string lock, as hashKinds do.
+//     Every field of the engine's own in a hash (its name starts with a
+//     NUL byte) is left out, and so is a release's latch (rwLatchAt). Their PUBLISH is not run on the backends
+//     (TestScriptDifferentialRW shows it); the read renewal never
+//     shortens the lock nor renews another reader's holds, and a write
+//     re-entry's PTTL + lease is capped at max_ttl (knownDifferences).
 
 // Starting states of every key a script names.
 const (
@@ -67,6 +76,48 @@ const (
 
 var hashStates = []string{stateHashMine, stateHashMineTwice, stateHashOther, stateAbsent, stateOther}
 
+// Starting states of a Redisson read-write lock (the lock keys of
+// rwKinds), as Redisson's scripts leave them; "mine" is diffToken's
+// thread, "another" diffOther's. Each read hold has its timeout key.
+const (
+	stateReadMine         = "read-held by me"
+	stateReadOther        = "read-held by another"
+	stateReadSeveral      = "read-held by me twice and by another"
+	stateWriteMine        = "write-held by me"
+	stateWriteOther       = "write-held by another"
+	stateWriteMineReading = "write-held twice by me, reading once"
+	stateDowngraded       = "read-held by me after a downgrade"
+	stateReadLapsed       = "read-held by me beside another whose holds lapsed"
+	stateReadOtherLonger  = "read-held by me and by another with a longer lease"
+	stateWriteMineLong    = "write-held by me near max_ttl"
+)
+
+var rwStates = []string{
+	stateAbsent, stateReadMine, stateReadOther, stateReadSeveral, stateWriteMine, stateWriteOther, stateWriteMineReading,
+	stateDowngraded, stateReadLapsed, stateReadOtherLonger, stateWriteMineLong, stateOther,
+}
+
+// rwKinds are Redisson's read-write lock kinds, each with which of its
+// keys are locks; its other keys (channel, latch) start absent, and its
+// timeout keys as the lock's state has them.
+var rwKinds = map[string][]int{
+	"redisson-read-acquire": {0}, "redisson-read-release": {0}, "redisson-read-release-free-null": {0},
+	"redisson-write-acquire": {0}, "redisson-write-release": {0}, "redisson-write-release-free-null": {0},
+	"redisson-read-renew": {0}, "redisson-read-renew-batch": {0, 2},
+	"redisson-read-force-unlock": {0}, "redisson-write-force-unlock": {0}, "redisson-read-locked": {0},
+}
+
+// statesOf are the starting states a kind is run from.
+func statesOf(kind string) []string {
+	if _, ok := hashKinds[kind]; ok {
+		return hashStates
+	}
+	if _, ok := rwKinds[kind]; ok {
+		return rwStates
+	}
+	return diffStates
+}
+
 // hashKinds are Redisson's kinds, each with how many of its first keys
 // are locks (0: all of them); its other keys (channel, latch) start absent.
 var hashKinds = map[string]int{
@@ -74,9 +125,9 @@ var hashKinds = map[string]int{
 	"redisson-force-unlock": 1, "redisson-force-unlock-command": 1, "redisson-renew": 1, "redisson-renew-batch": 0,
 }
 
-// attemptField starts the engine's record of an acquisition attempt in a
-// hash lock.
-const attemptField = "\x00attempt:"
+// ownFieldStart starts every field of the engine's own in a hash lock (its
+// records of acquisition attempts): no client's.
+const ownFieldStart = "\x00"
 
 const (
 	diffToken = "tok-1"
@@ -145,14 +196,47 @@ var diffCalls = map[string][]diffCall{
 	"redisson-force-unlock-command":          {{[]string{"k", "ch"}, []string{"0", "publish"}}},
 	"redisson-renew":                         {{[]string{"k"}, []string{diffTTL, diffToken}}},
 	"redisson-renew-batch":                   {{[]string{"a", "b"}, []string{diffTTL, diffToken, diffToken}}, {[]string{"a"}, []string{diffTTL, diffToken}}},
+	// A key starting with "{" is named inside the braces: {k} is the key
+	// prefix of the lock k, as Redisson names it.
+	"redisson-read-acquire":            {{[]string{"k", "{k}:" + diffToken + ":rwlock_timeout"}, []string{diffTTL, diffToken, diffToken + ":write"}}},
+	"redisson-read-release":            {{rwReleaseKeys, []string{"0", diffToken, "publish", "5000"}}},
+	"redisson-read-release-free-null":  {{rwReleaseKeys, []string{"0", diffToken, "publish", "5000"}}},
+	"redisson-write-acquire":           {{[]string{"k"}, []string{diffTTL, diffToken + ":write"}}},
+	"redisson-write-release":           {{[]string{"k", "ch", "latch"}, []string{"1", diffTTL, diffToken + ":write", "publish", "5000"}}},
+	"redisson-write-release-free-null": {{[]string{"k", "ch", "latch"}, []string{"1", diffTTL, diffToken + ":write", "publish", "5000"}}},
+	"redisson-read-renew":              {{[]string{"k", "{k}"}, []string{diffTTL, diffToken}}},
+	"redisson-read-renew-batch": {
+		{[]string{"a", "{a}", "b", "{b}"}, []string{diffTTL, "1", diffToken, "1", diffToken}},
+		{[]string{"a", "{a}"}, []string{diffTTL, "2", diffToken, diffOther}},
+	},
+	"redisson-read-force-unlock":  {{[]string{"k", "ch"}, []string{"0", "publish"}}},
+	"redisson-write-force-unlock": {{[]string{"k", "ch"}, []string{"1", "publish"}}},
+	"redisson-read-locked":        {{[]string{"k"}, nil}},
 }
 
+// rwReleaseKeys are a read unlock's: the lock, channel, timeout prefix,
+// key prefix and latch.
+var rwReleaseKeys = []string{"k", "ch", "{k}:" + diffToken + ":rwlock_timeout", "{k}", "latch"}
+
 // pttlKinds reply with a PTTL (or hold one in their reply).
-var pttlKinds = map[string]bool{"owner-pttl": true, "owner-pttl-or-zero": true, "value-and-pttl": true, "multi-owner-pttl": true, "redisson-acquire": true}
+var pttlKinds = map[string]bool{
+	"owner-pttl": true, "owner-pttl-or-zero": true, "value-and-pttl": true, "multi-owner-pttl": true, "redisson-acquire": true,
+	"redisson-read-acquire": true, "redisson-write-acquire": true,
+}
 
 // signalKinds name a signal list in KEYS[2] that lockproxy does not write:
 // neither side's KEYS[2] is compared.
 var signalKinds = map[string]bool{"compare-and-delete-and-signal": true, "delete-and-signal": true}
+
+// rwLatchAt is where the read-write lock's releases name their latch,
+// which is not compared: the engine records its own outcome of the
+// release there ("0" held, "2" released with others left, "1" gone, and
+// nothing for a lock absent on a quorum), not Redisson's reply, and only
+// the engine reads it, on a retry of the same request.
+var rwLatchAt = map[string]int{
+	"redisson-read-release": 4, "redisson-read-release-free-null": 4,
+	"redisson-write-release": 2, "redisson-write-release-free-null": 2,
+}
 
 // knownDifferences are the calls where lockproxy deliberately answers
 // otherwise than one Redis (see the file comment), by kind, keys,
@@ -165,6 +249,16 @@ var knownDifferences = map[string]string{
 	// extended by these two, where their scripts refuse it.
 	`compare-and-add-or-set-pttl [k] ["tok-1" "10000" "1"] mine, no expiry`: "a key without expiry is extended",
 	`compare-and-expire-seconds [k signal] ["tok-1" "10"] mine, no expiry`:  "a key without expiry is extended",
+	// docs/design/rwlock.md, §2: over a quorum, a shorter lock would end
+	// another reader's hold before the validity it was told of.
+	`redisson-read-renew [k {k}] ["10000" "tok-1"] ` + stateReadOtherLonger:                             "a read renewal never shortens the lock, nor renews another reader's holds",
+	`redisson-read-renew-batch [a {a} b {b}] ["10000" "1" "tok-1" "1" "tok-1"] ` + stateReadOtherLonger: "a read renewal never shortens the lock",
+	`redisson-read-renew-batch [a {a}] ["10000" "2" "tok-1" "other-2"] ` + stateReadOtherLonger:         "a read renewal never shortens the lock",
+	// The renewal of a hold the quorum counts gives back its timeout keys
+	// where they lapsed: a release would otherwise sweep the hold away.
+	`redisson-read-renew-batch [a {a}] ["10000" "2" "tok-1" "other-2"] ` + stateReadLapsed: "a read renewal gives back a lapsed timeout key",
+	// The lease horizon (docs/design/horizon.md) bounds every lock's TTL.
+	`redisson-write-acquire [k] ["10000" "tok-1:write"] ` + stateWriteMineLong: "a write re-entry's PTTL + lease is capped at max_ttl",
 }
 
 func differenceKey(kind string, call diffCall, state string) string {
@@ -177,7 +271,11 @@ type differential struct {
 	// proxyAddr and referenceAddr are where to open more connections.
 	proxyAddr, referenceAddr string
 	backends                 []*respConn
+	backendAddr              string       // the first backend's
 	cases                    atomic.Int64 // unique key prefixes
+	// settle is how long the backends may take to match the reference
+	// after the reply (0: 3 s).
+	settle time.Duration
 }
 
 func startDifferential(t testing.TB) *differential {
@@ -191,7 +289,8 @@ func startDifferential(t testing.TB) *differential {
 		Backends: urls, NodeTimeout: 500 * time.Millisecond,
 		DisableRestartQuarantine: true, // fresh servers: nothing to forget
 	}, Config{})
-	d := &differential{proxy: dialRESP(t, addr), reference: dialRESP(t, servers[3].Addr()), proxyAddr: addr, referenceAddr: servers[3].Addr()}
+	d := &differential{proxy: dialRESP(t, addr), reference: dialRESP(t, servers[3].Addr()), proxyAddr: addr, referenceAddr: servers[3].Addr(),
+		backendAddr: servers[0].Addr()}
 	for _, s := range servers[:3] {
 		d.backends = append(d.backends, dialRESP(t, s.Addr()))
 	}
@@ -235,6 +334,10 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	prefix := fmt.Sprintf("c%d:", d.cases.Add(1))
 	keys := make([]string, len(call.keys))
 	for i, k := range call.keys {
+		if inner, ok := strings.CutPrefix(k, "{"); ok {
+			keys[i] = "{" + prefix + inner
+			continue
+		}
 		keys[i] = prefix + k
 	}
 	kind := classify([]byte(script))
@@ -242,6 +345,14 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	if kind != nil {
 		if n, ok := hashKinds[kind.name]; ok && n > 0 {
 			stated = keys[:min(n, len(keys))]
+		}
+		if at, ok := rwKinds[kind.name]; ok {
+			stated = nil
+			for _, i := range at {
+				if i < len(keys) {
+					stated = append(stated, keys[i])
+				}
+			}
 		}
 	}
 	all := append([]*respConn{d.reference}, d.backends...)
@@ -276,7 +387,8 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 		tolerance = ttlSlack.Milliseconds()
 	}
 	_, hashKind := hashKinds[kind.name]
-	wrongType := hashKind && strings.HasPrefix(rawRef, "-WRONGTYPE")
+	_, rwKind := rwKinds[kind.name]
+	wrongType := (hashKind || rwKind) && strings.HasPrefix(rawRef, "-WRONGTYPE")
 	if why := sameReply(parseRESP(raw), parseRESP(rawRef), tolerance); why != "" && !wrongType {
 		return false, fmt.Errorf("as %s: reply %q, Redis %q: %s", kind.name, raw, rawRef, why)
 	}
@@ -284,26 +396,29 @@ func (d *differential) run(script string, call diffCall, state string) (refused 
 	if err != nil {
 		return false, err
 	}
-	unsignalled := func(views map[string]keyView) map[string]keyView {
+	compared := func(views map[string]keyView) map[string]keyView {
 		if signalKinds[kind.name] {
 			delete(views, keys[1])
 		}
+		if at, ok := rwLatchAt[kind.name]; ok {
+			delete(views, keys[at])
+		}
 		return views
 	}
-	ref = unsignalled(ref)
+	ref = compared(ref)
 	refAt := time.Now()
 	// The last backend's write may land after the quorum's answer, and a
 	// rollback after it: wait for the backends to settle. Their TTLs are
 	// compared with the reference's as it would be at the same instant, so
 	// that waiting cannot make a longer TTL look right.
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(cmp.Or(d.settle, 3*time.Second))
 	for i, b := range d.backends {
 		for {
 			got, err := keysOf(b, prefix)
 			if err != nil {
 				return false, err
 			}
-			why := sameKeys(unsignalled(got), ref, time.Since(refAt))
+			why := sameKeys(compared(got), ref, time.Since(refAt))
 			if why == "" {
 				break
 			}
@@ -342,6 +457,12 @@ func setState(c *respConn, keys []string, state string) error {
 				return err
 			}
 			continue
+		case stateReadMine, stateReadOther, stateReadSeveral, stateWriteMine, stateWriteOther, stateWriteMineReading,
+			stateDowngraded, stateReadLapsed, stateReadOtherLonger, stateWriteMineLong:
+			if err := setRWState(c, k, state); err != nil {
+				return err
+			}
+			continue
 		default:
 			continue
 		}
@@ -370,6 +491,61 @@ func setHashState(c *respConn, k, state string) error {
 	return nil
 }
 
+// rwHold is one owner's field in a read-write lock, with its count, and
+// the PTTL in ms of each of its read holds' timeout keys (none for a
+// writer's field, and none left for lapsed holds).
+type rwHold struct {
+	field string
+	count int
+	holds []int
+}
+
+// rwStateOf is each read-write lock state: its mode, fields and the
+// lock's PTTL.
+var rwStateOf = map[string]struct {
+	mode  string
+	pttl  int
+	holds []rwHold
+}{
+	stateReadMine:  {"read", 10000, []rwHold{{diffToken, 1, []int{10000}}}},
+	stateReadOther: {"read", 10000, []rwHold{{diffOther, 1, []int{10000}}}},
+	stateReadSeveral: {"read", 10000, []rwHold{
+		{diffToken, 2, []int{10000, 10000}}, {diffOther, 1, []int{10000}}}},
+	stateWriteMine:  {"write", 10000, []rwHold{{diffToken + ":write", 1, nil}}},
+	stateWriteOther: {"write", 10000, []rwHold{{diffOther + ":write", 1, nil}}},
+	stateWriteMineReading: {"write", 10000, []rwHold{
+		{diffToken + ":write", 2, nil}, {diffToken, 1, []int{10000}}}},
+	// The read hold was taken before the write hold went: its lease is
+	// shorter than the lock's.
+	stateDowngraded: {"read", 10000, []rwHold{{diffToken, 1, []int{6000}}}},
+	stateReadLapsed: {"read", 10000, []rwHold{{diffToken, 1, []int{10000}}, {diffOther, 1, nil}}},
+	stateReadOtherLonger: {"read", 20000, []rwHold{
+		{diffToken, 1, []int{10000}}, {diffOther, 1, []int{20000}}}},
+	// Below the proxy's max_ttl (60 s) by less than a lease.
+	stateWriteMineLong: {"write", 55000, []rwHold{{diffToken + ":write", 1, nil}}},
+}
+
+// setRWState makes k a Redisson read-write lock in state, as Redisson's
+// scripts leave it: the hash, and the timeout keys of its read holds
+// under the key prefix {k}.
+func setRWState(c *respConn, k, state string) error {
+	st := rwStateOf[state]
+	cmds := [][]string{{"HSET", k, "mode", st.mode}}
+	for _, h := range st.holds {
+		cmds = append(cmds, []string{"HSET", k, h.field, strconv.Itoa(h.count)})
+		for i, pttl := range h.holds {
+			cmds = append(cmds, []string{"SET", fmt.Sprintf("{%s}:%s:rwlock_timeout:%d", k, h.field, i+1), "1", "PX", strconv.Itoa(pttl)})
+		}
+	}
+	cmds = append(cmds, []string{"PEXPIRE", k, strconv.Itoa(st.pttl)})
+	for _, cmd := range cmds {
+		if r, err := c.do(cmd...); err != nil || r != ":1\r\n" && r != "+OK\r\n" {
+			return fmt.Errorf("setting %s: %q %v", k, r, err)
+		}
+	}
+	return nil
+}
+
 // keysOf returns every key of the server but those of other cases.
 func keysOf(c *respConn, prefix string) (map[string]keyView, error) {
 	raw, err := c.do("KEYS", "*")
@@ -379,7 +555,8 @@ func keysOf(c *respConn, prefix string) (map[string]keyView, error) {
 	views := map[string]keyView{}
 	for _, k := range parseRESP(raw).array {
 		name := k.str
-		if strings.HasPrefix(name, "c") && strings.Contains(name, ":") && !strings.HasPrefix(name, prefix) {
+		if strings.HasPrefix(name, "c") && strings.Contains(name, ":") && !strings.HasPrefix(name, prefix) ||
+			strings.HasPrefix(name, "{c") && !strings.HasPrefix(name, "{"+prefix) {
 			continue // a late write of an earlier case
 		}
 		if strings.HasPrefix(name, quorum.ReservedPrefix) {
@@ -408,11 +585,11 @@ func keysOf(c *respConn, prefix string) (map[string]keyView, error) {
 }
 
 // hashView is a hash's fields and values as one text, but for the
-// engine's records of attempts.
+// engine's own fields.
 func hashView(pairs []parsedReply) string {
 	var fields []string
 	for i := 0; i+1 < len(pairs); i += 2 {
-		if !strings.HasPrefix(pairs[i].str, attemptField) {
+		if !strings.HasPrefix(pairs[i].str, ownFieldStart) {
 			fields = append(fields, pairs[i].str+"="+pairs[i+1].str)
 		}
 	}
@@ -527,9 +704,7 @@ func (d *differential) check(script, argsOf string) (refused bool, err error) {
 	}
 	states := diffStates
 	if kind := classify([]byte(script)); kind != nil {
-		if _, ok := hashKinds[kind.name]; ok {
-			states = hashStates
-		}
+		states = statesOf(kind.name)
 	}
 	for _, call := range calls {
 		for _, state := range states {
@@ -766,13 +941,17 @@ func TestScriptDifferentialMutants(t *testing.T) {
 // list allows is still one: the list must not excuse what it need not.
 func TestScriptDifferentialKnownDifferences(t *testing.T) {
 	d := startDifferential(t)
+	// A difference in the keys lasts: waiting the whole 3 s for each one
+	// to go would only cost time. The backends' last writes land within
+	// milliseconds of the reply.
+	d.settle = 200 * time.Millisecond
 	tried := map[string]bool{}
 	for _, s := range realScripts {
 		if s.kind == "" {
 			continue
 		}
 		for _, call := range diffCalls[s.kind] {
-			for _, state := range diffStates {
+			for _, state := range statesOf(s.kind) {
 				key := differenceKey(s.kind, call, state)
 				if _, known := knownDifferences[key]; !known {
 					continue
@@ -788,5 +967,92 @@ func TestScriptDifferentialKnownDifferences(t *testing.T) {
 		if !tried[key] {
 			t.Errorf("knownDifferences lists %s, which no call of the tests makes", key)
 		}
+	}
+}
+
+// TestScriptDifferentialRW checks what the script differential does not:
+// the read-write lock's reads by command, and the one difference that no
+// key shows.
+func TestScriptDifferentialRW(t *testing.T) {
+	d := startDifferential(t)
+	t.Run("reads", func(t *testing.T) { d.checkRWReads(t) })
+	t.Run("no publish", func(t *testing.T) { d.checkRWNoPublish(t) })
+}
+
+// checkRWReads reads a read-write lock in each state as Redisson does,
+// through the proxy and on one Redis: the write lock's isLocked() (HGET
+// of "mode"), isHeldByCurrentThread(), getHoldCount() and
+// remainTimeToLive() of the read and the write lock.
+func (d *differential) checkRWReads(t *testing.T) {
+	for _, state := range rwStates {
+		prefix := fmt.Sprintf("c%d:", d.cases.Add(1))
+		k := prefix + "k"
+		for _, c := range append([]*respConn{d.reference}, d.backends...) {
+			if err := setState(c, []string{k}, state); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, cmd := range [][]string{
+			{"HGET", k, "mode"}, {"HEXISTS", k, diffToken}, {"HEXISTS", k, diffToken + ":write"},
+			{"HGET", k, diffToken}, {"HGET", k, diffToken + ":write"}, {"PTTL", k},
+		} {
+			got, err := d.proxy.do(cmd...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := d.reference.do(cmd...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another library's string lock: Redis refuses the hash read,
+			// lockproxy answers that no read-write lock is there.
+			wrongType := strings.HasPrefix(want, "-WRONGTYPE") && (got == nullReply || got == ":0\r\n")
+			if why := sameReply(parseRESP(got), parseRESP(want), ttlSlack.Milliseconds()); why != "" && !wrongType {
+				t.Errorf("%s: %q: %q, Redis %q: %s", state, cmd[0]+" "+cmd[2], got, want, why)
+			}
+		}
+	}
+}
+
+// checkRWNoPublish shows the read-write lock's one difference that no key
+// shows: its unlocks and forceUnlocks publish the unlock message on one
+// Redis, and nothing on the backends, where every proxy tells its own
+// subscribers (redissonRWChannel). A subscriber to every case's channel
+// hears the script's message first on the reference, and on a backend the
+// marker published after the script.
+func (d *differential) checkRWNoPublish(t *testing.T) {
+	for _, c := range []struct{ file, state, message string }{
+		{"redisson-4.7.0-readlock-release.lua", stateReadMine, "0"},
+		{"redisson-3.27.2-writelock-release.lua", stateWriteMine, "1"},
+		{"redisson-4.7.0-writelock-forceunlock.lua", stateWriteMine, "1"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			script := string(readScript(t, c.file))
+			var subs []*respConn
+			for _, addr := range []string{d.referenceAddr, d.backendAddr} {
+				sub := dialRESP(t, addr)
+				if _, err := sub.do("PSUBSCRIBE", "c*:ch"); err != nil {
+					t.Fatal(err)
+				}
+				subs = append(subs, sub)
+			}
+			if _, err := d.run(script, diffCalls[classify([]byte(script)).name][0], c.state); err != nil {
+				t.Fatal(err)
+			}
+			channel := fmt.Sprintf("c%d:ch", d.cases.Load())
+			for i, pub := range []*respConn{d.reference, d.backends[0]} {
+				if _, err := pub.do("PUBLISH", "c-marker:ch", "marker"); err != nil {
+					t.Fatal(err)
+				}
+				want := encode("pmessage", "c*:ch", channel, c.message)
+				if i > 0 {
+					want = encode("pmessage", "c*:ch", "c-marker:ch", "marker")
+				}
+				subs[i].conn.SetDeadline(time.Now().Add(10 * time.Second))
+				if got, err := readReply(subs[i].rd); err != nil || got != want {
+					t.Errorf("server %d: heard %q (%v), want %q", i, got, err, want)
+				}
+			}
+		})
 	}
 }

@@ -47,10 +47,19 @@ func (s *Server) handleHExists(conn redcon.Conn, cmd redcon.Command) {
 
 // handleHGet serves HGET key field for hash locks (Redisson's
 // getHoldCount): the owner's holds that a quorum counts at least, as a
-// bulk string, or null when a quorum does not have the field.
+// bulk string, or null when a quorum does not have the field. HGET key
+// mode is a read-write lock's mode (RWriteLock.isLocked()), "read" or
+// "write": no owner's field is named "mode".
 func (s *Server) handleHGet(conn redcon.Conn, cmd redcon.Command) {
-	r, err := space(conn).Read(s.ctx, quorum.Read{Op: quorum.OpHashCount, Key: string(cmd.Args[1]), Token: string(cmd.Args[2])})
+	key, field := string(cmd.Args[1]), string(cmd.Args[2])
+	req := quorum.Read{Op: quorum.OpHashCount, Key: key, Token: field}
+	if field == rwModeField {
+		req = quorum.Read{Op: quorum.OpRWMode, Key: key}
+	}
+	r, err := space(conn).Read(s.ctx, req)
 	switch {
+	case err == nil && req.Op == quorum.OpRWMode:
+		conn.WriteBulkString(r.Value)
 	case err == nil:
 		conn.WriteBulkString(strconv.FormatInt(r.Count, 10))
 	case errors.Is(err, quorum.ErrNotFound):

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -269,29 +268,41 @@ func runRedissonForceUnlock(ctx context.Context, l *keyspace, keys, _ []string) 
 // tries the whole batch again at its next round, where a 0 would have
 // given up a lock that may still be held (before, it stops either way).
 func renewFields(ctx context.Context, l Locker, lease string, keys, owners []string) ([]int64, error) {
-	ttl, err := redissonLease(lease)
-	if err != nil {
-		return nil, err
-	}
 	held := make([]quorum.Held, len(keys))
 	for i := range keys {
 		held[i] = quorum.Held{Key: keys[i], Token: owners[i]}
 	}
-	out := make([]int64, len(keys))
-	var undecided error
-	for i, renewed := range l.Renew(ctx, quorum.Renewal{Locks: held, TTL: ttl, Hash: true}) {
-		switch {
-		case renewed.Err == nil:
-			out[i] = 1
-		case notHeld(renewed.Err):
-		case errors.Is(renewed.Err, quorum.ErrNoQuorum):
-			undecided = cmp.Or(undecided, renewed.Err)
-		default:
-			return nil, redissonError(renewed.Err)
-		}
+	outcomes, err := renewals(ctx, l, lease, quorum.Renewal{Locks: held, Hash: true})
+	if err != nil {
+		return nil, err
 	}
-	if undecided != nil {
-		return nil, undecided
+	out := make([]int64, len(keys))
+	for i, err := range outcomes {
+		if err != nil && !notHeld(err) {
+			return nil, err
+		}
+		out[i] = boolInt(err == nil)
+	}
+	return out, nil
+}
+
+// renewals renews req.Locks to the lease (ms), and returns each one's
+// outcome: nil renewed, else its "not held" or "no quorum" error. Any
+// other error is the reply for them all.
+func renewals(ctx context.Context, l Locker, lease string, req quorum.Renewal) ([]error, error) {
+	var err error
+	if req.TTL, err = redissonLease(lease); err != nil {
+		return nil, err
+	}
+	out := make([]error, len(req.Locks))
+	if len(req.Locks) == 0 {
+		return out, nil
+	}
+	for i, renewed := range l.Renew(ctx, req) {
+		if err := renewed.Err; err != nil && !notHeld(err) && !errors.Is(err, quorum.ErrNoQuorum) {
+			return nil, redissonError(err)
+		}
+		out[i] = renewed.Err
 	}
 	return out, nil
 }
@@ -332,34 +343,41 @@ const redissonChannelPrefix = "redisson_lock__channel:"
 // redisson_lock__channel:{name}, or redisson_lock__channel:name when the
 // name already has a "{" (Redisson's prefixName), and the payload "0"
 // (LockPubSub.UNLOCK_MESSAGE: one waiter's permit).
-var redissonChannel = lockChannel{
-	library: "Redisson RLock",
-	keyOf: func(channel string) (string, bool) {
-		name, braced, ok := redissonName(channel, redissonChannelPrefix)
-		switch {
-		case !ok:
-			return "", false
-		case braced:
-			// The lock "x" and the lock "{x}" share the channel
-			// "...:{x}": a glob matching both, each release checked
-			// against the channel (subscriber.released).
-			return "*" + globEscape(name) + "*", true
-		}
-		return globEscape(name), true
-	},
-	keysOf: func(pattern string) (string, bool) {
-		if !strings.HasPrefix(pattern, redissonChannelPrefix) {
-			return "", false
-		}
-		return "*", true
-	},
-	channels: func(key string) []string {
-		if strings.Contains(key, "{") {
-			return []string{redissonChannelPrefix + key}
-		}
-		return []string{redissonChannelPrefix + "{" + key + "}"}
-	},
-	payload: func(string) string { return "0" },
+var redissonChannel = redissonLockChannel("Redisson RLock", redissonChannelPrefix, "0")
+
+// redissonLockChannel is a Redisson lock object's unlock channel: prefix,
+// then the lock name braced as Redisson's prefixName braces it, with
+// payload.
+func redissonLockChannel(library, prefix, payload string) lockChannel {
+	return lockChannel{
+		library: library,
+		keyOf: func(channel string) (string, bool) {
+			name, braced, ok := redissonName(channel, prefix)
+			switch {
+			case !ok:
+				return "", false
+			case braced:
+				// The lock "x" and the lock "{x}" share the channel
+				// "...:{x}": a glob matching both, each release checked
+				// against the channel (subscriber.released).
+				return "*" + globEscape(name) + "*", true
+			}
+			return globEscape(name), true
+		},
+		keysOf: func(pattern string) (string, bool) {
+			if !strings.HasPrefix(pattern, prefix) {
+				return "", false
+			}
+			return "*", true
+		},
+		channels: func(key string) []string {
+			if strings.Contains(key, "{") {
+				return []string{prefix + key}
+			}
+			return []string{prefix + "{" + key + "}"}
+		},
+		payload: func(string) string { return payload },
+	}
 }
 
 // redissonRefused are Redisson's other lock objects, by the SHA1s of the
@@ -367,25 +385,20 @@ var redissonChannel = lockChannel{
 // saying why: an application that uses one learns it at its first call,
 // and which one.
 var redissonRefused = func() map[string]*refusedObject {
-	fair, rw := redissonFairLock, redissonReadWriteLock
+	fair := redissonFairLock
 	return map[string]*refusedObject{
 		"762bfafa6be221431a0b668685dd15c926483619": fair, "aa0a28d2eb7cbeb50151315a58eb75302d8dfa40": fair,
 		"ca303f8587d0942f8a0021f62338626ca4dd0118": fair, "8f6ed299ffd259f0539c20f89253998c0777ea75": fair,
 		"d20501c26a30adf6fb0fe9883bbbcc497e6157e2": fair, "367f80bd2e300e411fb0936d9b601e5bcb3fd4b6": fair,
-		"d1ddef65ad80886b5d36e023c99930044ddd653a": fair,
-		"95553a6ff11176c18e71344e89d116b06fd6f753": rw, "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f": rw,
-		"6e1b10e11ac0a3ed8e902562ecd32ce01b553039": rw, "6306ba3bf1f563b284bed52d305fce615c6664d9": rw,
-		"d29c5559782035515d32e926762830b3304b49be": rw, "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6": rw,
+		"d1ddef65ad80886b5d36e023c99930044ddd653a": fair, "047c11d7fec40d0102fe9903ff1e19e9a1dec610": fair,
+		"71ed11d4e4818119ac560b3d670a7f08256afc46": fair,
 	}
 }()
 
-// Redisson's lock objects that lockproxy refuses, and why.
-var (
-	redissonFairLock = &refusedObject{name: "Redisson's RFairLock",
-		why: "its waiters' queue (a list) and their timeouts (a sorted set scored by client clocks) would have to be one order agreed by a quorum; use RLock, whose waiters lockproxy wakes by its unlock message"}
-	redissonReadWriteLock = &refusedObject{name: "Redisson's RReadWriteLock",
-		why: "its shared read holds, each with its own lease key, and its mode field are not hash locks of one owner field, which is what lockproxy runs over a quorum"}
-)
+// redissonFairLock is Redisson's lock object that lockproxy refuses, and
+// why (docs/design/rwlock.md, §3).
+var redissonFairLock = &refusedObject{name: "Redisson's RFairLock",
+	why: "its waiters' FIFO queue (a list) and their timeouts (a sorted set scored by client clocks) would have to be one order agreed by the backends, which is consensus, not a Redlock quorum (docs/design/rwlock.md); use RLock, whose waiters lockproxy wakes by its unlock message"}
 
 // refusedObject is a library's lock object that lockproxy does not serve.
 type refusedObject struct{ name, why string }

@@ -3,6 +3,8 @@ package proxy
 import (
 	"fmt"
 	"strings"
+
+	"github.com/lockproxy/lockproxy/quorum"
 )
 
 // The lock scripts of client libraries, by what they do. Each kind lists
@@ -460,6 +462,76 @@ var scriptKinds = []*scriptKind{
 		name: "redisson-renew-batch", keys: 1, args: 2, run: runRedissonRenewBatch,
 		bodies:  []string{redissonRenewBatch},
 		digests: []string{"6a3d31570dc6f4b0bd32bcdc8e75667747c6f635"},
+	},
+	{
+		// Redisson RReadWriteLock read lock and tryLock (rwlock.go): null,
+		// or how long to wait.
+		name: "redisson-read-acquire", keys: 2, args: 3, run: runRedissonReadAcquire,
+		bodies:  []string{redissonReadAcquire},
+		digests: []string{"95553a6ff11176c18e71344e89d116b06fd6f753"},
+	},
+	{
+		// Redisson RReadWriteLock read unlock, 3.27: 1, 0 or null; 1 for a
+		// free lock.
+		name: "redisson-read-release", keys: 5, args: 4, run: redissonRWRelease{}.runRead,
+		bodies:  []string{fmt.Sprintf(redissonReadReleaseBody, "1")},
+		digests: []string{"5947c0fee6ca25ae094ec1b3e7a2559a9273d29f"},
+	},
+	{
+		// Redisson RReadWriteLock read unlock, 4.7: null for a free lock.
+		name: "redisson-read-release-free-null", keys: 5, args: 4, run: redissonRWRelease{freeIsNull: true}.runRead,
+		bodies:  []string{fmt.Sprintf(redissonReadReleaseBody, "nil")},
+		digests: []string{"6e1b10e11ac0a3ed8e902562ecd32ce01b553039"},
+	},
+	{
+		// Redisson RReadWriteLock write lock and tryLock: null, or how long
+		// to wait.
+		name: "redisson-write-acquire", keys: 1, args: 2, run: runRedissonWriteAcquire,
+		bodies:  []string{redissonWriteAcquire},
+		digests: []string{"6306ba3bf1f563b284bed52d305fce615c6664d9"},
+	},
+	{
+		// Redisson RReadWriteLock write unlock, 3.27: 1, 0 or null; 1 for a
+		// free lock.
+		name: "redisson-write-release", keys: 3, args: 5, run: redissonRWRelease{}.runWrite,
+		bodies:  []string{fmt.Sprintf(redissonWriteReleaseBody, "1")},
+		digests: []string{"d29c5559782035515d32e926762830b3304b49be"},
+	},
+	{
+		// Redisson RReadWriteLock write unlock, 4.7: null for a free lock.
+		name: "redisson-write-release-free-null", keys: 3, args: 5, run: redissonRWRelease{freeIsNull: true}.runWrite,
+		bodies:  []string{fmt.Sprintf(redissonWriteReleaseBody, "nil")},
+		digests: []string{"21f5fb0f8ddfa9be5c3e0c9757c128796add75c6"},
+	},
+	{
+		// Redisson RReadWriteLock read lock watchdog, 3.27: 1 or 0.
+		name: "redisson-read-renew", keys: 2, args: 2, run: runRedissonReadRenew,
+		bodies:  []string{redissonReadRenew},
+		digests: []string{"6563941ff57e01b8cf61e86907b80686438a2f74"},
+	},
+	{
+		// Redisson RReadWriteLock read lock watchdog, 4.7: 1 or 0 per lock.
+		name: "redisson-read-renew-batch", keys: 2, args: 2, run: runRedissonReadRenewBatch,
+		bodies:  []string{redissonReadRenewBatch},
+		digests: []string{"38d2b478dfbe264ab67c221b7e4be62245f00ba0"},
+	},
+	{
+		// Redisson RReadWriteLock forceUnlock of the read lock: 1 or 0.
+		name: "redisson-read-force-unlock", keys: 2, args: 2, run: redissonRWForceUnlock{quorum.ReadMode}.run,
+		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.ReadMode)},
+		digests: []string{"27dbe744e95c1d854a7f556cc6817030de2d0d01"},
+	},
+	{
+		// Redisson RReadWriteLock forceUnlock of the write lock: 1 or 0.
+		name: "redisson-write-force-unlock", keys: 2, args: 2, run: redissonRWForceUnlock{quorum.WriteMode}.run,
+		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.WriteMode)},
+		digests: []string{"2e2cb2a3b13e2e80e4236ef6a25beaf365dba608"},
+	},
+	{
+		// Redisson RReadWriteLock read lock isLocked(): 1 or 0.
+		name: "redisson-read-locked", keys: 1, args: 0, run: runRedissonReadLocked,
+		bodies:  []string{redissonReadLocked},
+		digests: []string{"8ad44f1ba014938c20da38206b6d496c85ec1aed"},
 	},
 	{
 		// Redisson RedissonMultiLock/RedLock with a lease time: PEXPIRE

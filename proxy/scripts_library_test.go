@@ -32,12 +32,8 @@ import (
 // Spring Integration 5.5.x obtain (6d2bc6d1…, recognised by meaning if it
 // only differs in layout) and unlock (c1ae6c89…, 20b5c372…: UNLINK or DEL
 // and PUBLISH with no owner check, refused).
-// The reasons Redisson's other lock objects are refused, as the refusal
-// gives them.
-var (
-	redissonFairReason = redissonFairLock.why
-	redissonRWReason   = redissonReadWriteLock.why
-)
+// The reason Redisson's RFairLock is refused, as the refusal gives it.
+var redissonFairReason = redissonFairLock.why
 
 var realScripts = []struct {
 	file, sha, library, kind, reason string
@@ -200,6 +196,28 @@ var realScripts = []struct {
 		library: "Redisson 3.44-4.7 lock watchdog"},
 	{file: "redisson-3.10.0-3.43.0-renew-watchdog.lua", sha: "8e19a1ddbdee9138df9f32a480c57addab4353d1", kind: "redisson-renew",
 		library: "Redisson 3.10-3.43 lock watchdog"},
+	{file: "redisson-4.7.0-readlock-acquire.lua", sha: "95553a6ff11176c18e71344e89d116b06fd6f753", kind: "redisson-read-acquire",
+		library: "Redisson 3.27-4.7 RReadWriteLock read lock"},
+	{file: "redisson-3.27.2-readlock-release.lua", sha: "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f", kind: "redisson-read-release",
+		library: "Redisson 3.27 RReadWriteLock read unlock"},
+	{file: "redisson-4.7.0-readlock-release.lua", sha: "6e1b10e11ac0a3ed8e902562ecd32ce01b553039", kind: "redisson-read-release-free-null",
+		library: "Redisson 4.7 RReadWriteLock read unlock"},
+	{file: "redisson-4.7.0-writelock-acquire.lua", sha: "6306ba3bf1f563b284bed52d305fce615c6664d9", kind: "redisson-write-acquire",
+		library: "Redisson 3.27-4.7 RReadWriteLock write lock"},
+	{file: "redisson-3.27.2-writelock-release.lua", sha: "d29c5559782035515d32e926762830b3304b49be", kind: "redisson-write-release",
+		library: "Redisson 3.27 RReadWriteLock write unlock"},
+	{file: "redisson-4.7.0-writelock-release.lua", sha: "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6", kind: "redisson-write-release-free-null",
+		library: "Redisson 4.7 RReadWriteLock write unlock"},
+	{file: "redisson-3.27.2-readlock-renew-watchdog.lua", sha: "6563941ff57e01b8cf61e86907b80686438a2f74", kind: "redisson-read-renew",
+		library: "Redisson 3.27 RReadWriteLock read lock watchdog"},
+	{file: "redisson-4.7.0-readlock-renew-watchdog-multikey.lua", sha: "38d2b478dfbe264ab67c221b7e4be62245f00ba0", kind: "redisson-read-renew-batch",
+		library: "Redisson 4.7 RReadWriteLock read lock watchdog"},
+	{file: "redisson-4.7.0-readlock-forceunlock.lua", sha: "27dbe744e95c1d854a7f556cc6817030de2d0d01", kind: "redisson-read-force-unlock",
+		library: "Redisson 3.27-4.7 RReadWriteLock read lock forceUnlock"},
+	{file: "redisson-4.7.0-writelock-forceunlock.lua", sha: "2e2cb2a3b13e2e80e4236ef6a25beaf365dba608", kind: "redisson-write-force-unlock",
+		library: "Redisson 3.27-4.7 RReadWriteLock write lock forceUnlock"},
+	{file: "redisson-4.7.0-readlock-islocked.lua", sha: "8ad44f1ba014938c20da38206b6d496c85ec1aed", kind: "redisson-read-locked",
+		library: "Redisson 3.27-4.7 RReadWriteLock read lock isLocked"},
 
 	{file: "redisson-3.27.2-fairlock-acquire.lua", sha: "762bfafa6be221431a0b668685dd15c926483619", library: "Redisson 3.27 RFairLock lock",
 		reason: redissonFairReason},
@@ -215,18 +233,10 @@ var realScripts = []struct {
 		reason: redissonFairReason},
 	{file: "redisson-4.7.0-fairlock-leave-queue.lua", sha: "d1ddef65ad80886b5d36e023c99930044ddd653a", library: "Redisson 3.27-4.7 RFairLock tryLock giving up its place",
 		reason: redissonFairReason},
-	{file: "redisson-4.7.0-readlock-acquire.lua", sha: "95553a6ff11176c18e71344e89d116b06fd6f753", library: "Redisson 3.27-4.7 RReadWriteLock read lock",
-		reason: redissonRWReason},
-	{file: "redisson-3.27.2-readlock-release.lua", sha: "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f", library: "Redisson 3.27 RReadWriteLock read unlock",
-		reason: redissonRWReason},
-	{file: "redisson-4.7.0-readlock-release.lua", sha: "6e1b10e11ac0a3ed8e902562ecd32ce01b553039", library: "Redisson 4.7 RReadWriteLock read unlock",
-		reason: redissonRWReason},
-	{file: "redisson-4.7.0-writelock-acquire.lua", sha: "6306ba3bf1f563b284bed52d305fce615c6664d9", library: "Redisson 3.27-4.7 RReadWriteLock write lock",
-		reason: redissonRWReason},
-	{file: "redisson-3.27.2-writelock-release.lua", sha: "d29c5559782035515d32e926762830b3304b49be", library: "Redisson 3.27 RReadWriteLock write unlock",
-		reason: redissonRWReason},
-	{file: "redisson-4.7.0-writelock-release.lua", sha: "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6", library: "Redisson 4.7 RReadWriteLock write unlock",
-		reason: redissonRWReason},
+	{file: "redisson-3.27.2-fairlock-forceunlock.lua", sha: "047c11d7fec40d0102fe9903ff1e19e9a1dec610", library: "Redisson 3.27 RFairLock forceUnlock",
+		reason: redissonFairReason},
+	{file: "redisson-4.7.0-fairlock-forceunlock.lua", sha: "71ed11d4e4818119ac560b3d670a7f08256afc46", library: "Redisson 4.7 RFairLock forceUnlock",
+		reason: redissonFairReason},
 	{file: "symfony-lock-7.2-dev-probe-support-time.lua", sha: "c481d49b4a48e48a9eeacd5d51655b5fcbb19925", library: "Symfony Lock RedisStore 5.4-7.x TIME probe",
 		reason: "probes TIME inside scripts to choose between the sorted-set scripts' variants"},
 	{file: "symfony-lock-7.2-dev-save-time.lua", sha: "6fdee501a3714553b74c0d67687b921b90b05d18", library: "Symfony Lock RedisStore 5.4-7.x save",
@@ -617,6 +627,17 @@ var kindCases = map[string][]scriptCase{
 		{name: "an owner missing", keys: []string{"a", "b"}, args: []string{"30000", "u:1"},
 			want: "-ERR lockproxy runs Redisson's watchdog with a lease and an owner for each of its 2 keys (got 2 arguments)\r\n"},
 	},
+	"redisson-read-acquire":            redissonReadAcquireCases,
+	"redisson-write-acquire":           redissonWriteAcquireCases,
+	"redisson-read-release":            redissonReadReleaseCases(":1\r\n"),
+	"redisson-read-release-free-null":  redissonReadReleaseCases(nullReply),
+	"redisson-write-release":           redissonWriteReleaseCases(":1\r\n"),
+	"redisson-write-release-free-null": redissonWriteReleaseCases(nullReply),
+	"redisson-read-renew":              redissonReadRenewCases,
+	"redisson-read-renew-batch":        redissonReadRenewBatchCases,
+	"redisson-read-force-unlock":       redissonRWForceUnlockCases("0", quorum.ReadMode),
+	"redisson-write-force-unlock":      redissonRWForceUnlockCases("1", quorum.WriteMode),
+	"redisson-read-locked":             redissonReadLockedCases,
 	"pexpire-any": {
 		{name: "set", keys: []string{"k"}, args: []string{"5000", ""}, answer: returns(true), want: ":1\r\n", calls: []string{"expire k 5s"}},
 		{name: "not set", keys: []string{"k"}, args: []string{"5000", ""}, answer: returns(false), want: ":0\r\n", calls: []string{"expire k 5s"}},

@@ -101,15 +101,23 @@ func (f *fakeLocker) Unlock(ctx context.Context, req quorum.Unlock) (quorum.Resu
 }
 
 // Renew makes one call per lock, answered on its own: "renewfields" for a
-// hash lock, "renew" for another.
+// hash lock, "renewreads" for a read hold (its key and prefix), "renew"
+// for another.
 func (f *fakeLocker) Renew(ctx context.Context, req quorum.Renewal) []quorum.Renewed {
 	op := "renew"
-	if req.Hash {
+	switch {
+	case req.Hash:
 		op = "renewfields"
+	case req.Read:
+		op = "renewreads"
 	}
 	out := make([]quorum.Renewed, len(req.Locks))
 	for i, l := range req.Locks {
-		_, out[i].Err = f.do(call{ctx, op, l.Key, l.Token, req.TTL})
+		key := l.Key
+		if l.Prefix != "" {
+			key += "," + l.Prefix
+		}
+		_, out[i].Err = f.do(call{ctx, op, key, l.Token, req.TTL})
 		if out[i].Err == nil {
 			out[i].Validity = req.TTL
 		}
@@ -135,8 +143,13 @@ func (f *fakeLocker) Read(ctx context.Context, req quorum.Read) (quorum.Reading,
 	return r, err
 }
 
+// Write answers with a bool; a mode shows after the operation's name.
 func (f *fakeLocker) Write(ctx context.Context, req quorum.Write) (bool, error) {
-	v, err := f.do(call{ctx, opName(req.Op), req.Key, "", req.TTL})
+	op := opName(req.Op)
+	if req.Mode != "" {
+		op += "/" + req.Mode
+	}
+	v, err := f.do(call{ctx, op, req.Key, "", req.TTL})
 	b, _ := v.(bool)
 	return b, err
 }
