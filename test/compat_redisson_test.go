@@ -69,7 +69,7 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 				phases.Go(func() {
 					// RReadWriteLock's suite after RLock's watchdog, in its JVM.
 					t.Run("watchdog_then_rw", func(t *testing.T) {
-						out := runRedisson(t, dir, r.module, slices.Concat(short, redissonRW(redissonRWHoldMs, false)), "watchdog", s.Addr(), s.Addr(), "4000")
+						out := runRedisson(t, dir, r.module, slices.Concat(short, redissonRW(false)), "watchdog", s.Addr(), s.Addr(), "4000")
 						checkRedissonRW(t, out, false)
 					})
 				})
@@ -149,7 +149,7 @@ func TestRedissonThroughProxies(t *testing.T) {
 		// quarter of it.
 		run("backends_up_then_rw/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
-			out := runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, slices.Concat(redissonDeliveries, redissonRW(redissonRWHoldMs, true)), nil, c.servers[0].Kill)
+			out := runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, slices.Concat(redissonDeliveries, redissonRW(true)), nil, c.servers[0].Kill)
 			checkRedissonRW(t, out, true)
 		})
 		run("backend_killed/"+r.version, func(t *testing.T) {
