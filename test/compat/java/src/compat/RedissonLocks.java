@@ -459,13 +459,8 @@ public final class RedissonLocks {
         RLock lock = a.getLock(WATCHDOG), onB = b.getLock(WATCHDOG);
         lock.lock();
         long start = System.nanoTime();
-        // A waiter on B for the whole holding: subscribed longer than
-        // Redisson's 30 s pingConnectionInterval, so its subscribed connection
-        // is also pinged, and it must still hear the unlock at the end.
-        Waiter w = parkedWaiter(onB);
-        Thread waiter = w.thread();
-        AtomicLong got = w.got();
-        AtomicReference<Throwable> failed = w.failed();
+        // Read before the waiter parks, which on a loaded machine took
+        // more than half a 3 s lease.
         long ttl = lock.remainTimeToLive(), renewals = 0, hidden = 0, every = lease / 3;
         Contract.check("lock() without a lease holds for the watchdog's lease", ttl > lease / 2 && ttl <= lease, ttl);
         // Holding past the lease is the scenario itself, not a wait for an
@@ -474,6 +469,13 @@ public final class RedissonLocks {
         // its gap as one: those it may hide are counted apart, so that
         // the check asks only for what the samples could see.
         long sampled = System.nanoTime();
+        // A waiter on B for the whole holding: subscribed longer than
+        // Redisson's 30 s pingConnectionInterval, so its subscribed connection
+        // is also pinged, and it must still hear the unlock at the end.
+        Waiter w = parkedWaiter(onB);
+        Thread waiter = w.thread();
+        AtomicLong got = w.got();
+        AtomicReference<Throwable> failed = w.failed();
         while (ms(start) < holdMs) {
             Thread.sleep(Math.min(500, Math.max(1, holdMs - ms(start))));
             long now = lock.remainTimeToLive();
