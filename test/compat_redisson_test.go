@@ -45,12 +45,17 @@ const redissonHoldMs = 35_000
 // version against one real redis-server: what Redisson does without the
 // proxy, so that a failure through the proxy is the proxy's. The watchdog's
 // lease is cut to 3 s here (the program's logic is the same, the wait
-// shorter); through the proxy it is Redisson's default.
+// shorter); through the proxy it is Redisson's default. RReadWriteLock's
+// program (compat.RedissonRWLocks) passes here, and fails by its checker
+// with its two clients on two independent redis-servers, and with every
+// read hold taken as a write hold.
 func TestRedissonProgramsOnRedis(t *testing.T) {
 	clientTest(t)
 	start := time.Now()
 	dir := javaBuild(t)
 	s := redistest.Start(t)
+	// The read-write checker's negative control: one server per client.
+	controlA, controlB := redistest.Start(t), redistest.Start(t)
 	short := []string{"-Dcompat.redisson.watchdogMs=3000"}
 	var wg sync.WaitGroup
 	for _, r := range redissonVersions {
@@ -59,10 +64,14 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 			t.Run(r.version, func(t *testing.T) {
 				var phases sync.WaitGroup
 				phases.Go(func() {
-					t.Run("suite", func(t *testing.T) { runRedissonSuite(t, dir, r.module, s.Addr(), s.Addr(), nil, nil) })
+					t.Run("suite", func(t *testing.T) { runRedissonSuite(t, dir, r.module, s.Addr(), s.Addr(), nil, nil, nil) })
 				})
 				phases.Go(func() {
-					t.Run("watchdog", func(t *testing.T) { runRedisson(t, dir, r.module, short, "watchdog", s.Addr(), s.Addr(), "4000") })
+					// RReadWriteLock's suite after RLock's watchdog, in its JVM.
+					t.Run("watchdog_then_rw", func(t *testing.T) {
+						out := runRedisson(t, dir, r.module, slices.Concat(short, redissonRW(false)), "watchdog", s.Addr(), s.Addr(), "4000")
+						checkRedissonRW(t, out, false)
+					})
 				})
 				phases.Go(func() {
 					t.Run("killed_holder", func(t *testing.T) { redissonKilledHolder(t, dir, r.module, s.Addr(), short, s.Client(t)) })
@@ -73,6 +82,19 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 				phases.Go(func() {
 					t.Run("fenced_lock", func(t *testing.T) { runRedisson(t, dir, r.module, nil, "fenced", s.Addr(), s.Addr(), "6", "3") })
 				})
+				// The read-write killed holder only shows the test's timing
+				// on one Redis, and the checker's controls are the same
+				// code for both versions: the newest's suffice here.
+				if r == redissonVersions[0] {
+					phases.Go(func() {
+						t.Run("rw_killed_holder", func(t *testing.T) {
+							redissonRWKilledHolder(t, dir, r.module, s.Addr(), s.Addr(), s.Client(t))
+						})
+					})
+					phases.Go(func() {
+						t.Run("rw_checker_control", func(t *testing.T) { redissonRWControl(t, dir, r.module, controlA.Addr(), controlB.Addr()) })
+					})
+				}
 				phases.Wait()
 			})
 		})
@@ -88,8 +110,11 @@ func TestRedissonProgramsOnRedis(t *testing.T) {
 // empty under restart quarantine; the watchdog holding a lock past its
 // lease; a JVM killed while holding; RFencedLock through two fencing
 // proxies, its tokens strictly increasing across both clients and both
-// proxies; and Redisson's lock objects that lockproxy does not serve (or,
-// RFencedLock, not without fencing), refused by name. Every part has its own proxies
+// proxies; Redisson's lock objects that lockproxy does not serve (or,
+// RFencedLock, not without fencing), refused by name; and RReadWriteLock's
+// checked contention (all backends up, and one killed midway), a write
+// waiter woken by a read unlock, its watchdog, and a killed holder's read
+// and write locks. Every part has its own proxies
 // (pubsub counts and quarantine are per cluster) and all run at once: the
 // watchdog's and the quarantine's waits dominate, not the work.
 func TestRedissonThroughProxies(t *testing.T) {
@@ -118,14 +143,19 @@ func TestRedissonThroughProxies(t *testing.T) {
 	// catches one, and CPU-starved proxies stretch those milliseconds.
 	var restartedEmpty []func()
 	for i, r := range redissonVersions {
-		run("backends_up/"+r.version, func(t *testing.T) {
+		// RReadWriteLock's suite after RLock's, in its JVM: the checked
+		// contention, the reads, the wake-up and the watchdog's three
+		// leases, then the contention again with one backend killed at a
+		// quarter of it.
+		run("backends_up_then_rw/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
-			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
+			out := runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, slices.Concat(redissonDeliveries, redissonRW(true)), nil, c.servers[0].Kill)
+			checkRedissonRW(t, out, true)
 		})
 		run("backend_killed/"+r.version, func(t *testing.T) {
 			c, b := twoProxies(t, 5)
 			c.servers[0].Kill()
-			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil)
+			runRedissonSuite(t, dir, r.module, c.proxy.Addr, b.Addr, redissonDeliveries, nil, nil)
 		})
 		restartedEmpty = append(restartedEmpty, func() {
 			t.Run("backend_restarted_empty/"+r.version, func(t *testing.T) {
@@ -147,7 +177,7 @@ func TestRedissonThroughProxies(t *testing.T) {
 				// that within tryLock's 20 s wait, where the default 30 s
 				// would not.
 				props := append(slices.Clone(redissonDeliveries), "-Dcompat.redisson.watchdogMs=10000")
-				runRedissonSuite(t, dir, r.module, proxies[0].Addr, proxies[1].Addr, props, restarted.Restart)
+				runRedissonSuite(t, dir, r.module, proxies[0].Addr, proxies[1].Addr, props, restarted.Restart, nil)
 				// The restarted backend answered throughout but did not count:
 				// the suite ran inside its quarantine.
 				for _, p := range proxies {
@@ -168,6 +198,13 @@ func TestRedissonThroughProxies(t *testing.T) {
 	run("killed_holder/"+newest.version, func(t *testing.T) {
 		redissonKilledHolder(t, dir, newest.module, w.proxy.Addr, nil, w.proxy.Client(t))
 	})
+	// A killed holder's RReadWriteLock read and write locks, taken through
+	// the other proxy once their lease runs out.
+	for _, r := range redissonVersions {
+		run("rw_killed_holder/"+r.version, func(t *testing.T) {
+			redissonRWKilledHolder(t, dir, r.module, w.proxy.Addr, wb.Addr, w.proxy.Client(t))
+		})
+	}
 	// The lock objects lockproxy does not serve are refused by name. Only
 	// the newest version shows it: 3.2x replaces every error reply to a
 	// script with "Unexpected exception while processing command" (its
@@ -200,10 +237,16 @@ var redissonDeliveries = []string{"-Dcompat.redisson.deliveries=true"}
 // woken, a client that never connects) then fails with what it printed,
 // rather than holding the whole test binary until go test's timeout.
 func redissonJava(t *testing.T, dir, module string, props []string, args ...string) *exec.Cmd {
+	return redissonJavaMain(t, dir, module, "compat.RedissonLocks", props, args...)
+}
+
+// redissonJavaMain is redissonJava for the program main, a class of the
+// Redisson modules.
+func redissonJavaMain(t *testing.T, dir, module, main string, props []string, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(t.Context(), redissonJVMLimit)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, "java", slices.Concat(javaFlags, props,
-		[]string{"-cp", javaClasspath(dir, module), "compat.RedissonLocks"}, args)...)
+		[]string{"-cp", javaClasspath(dir, module), main}, args)...)
 	cmd.WaitDelay = 5 * time.Second // output pipes held by nothing else
 	return cmd
 }
@@ -212,9 +255,9 @@ func redissonJava(t *testing.T, dir, module string, props []string, args ...stri
 // watchdog's, holds 35 s and takes about 45.
 const redissonJVMLimit = 3 * time.Minute
 
-// runRedisson runs compat.RedissonLocks with args to its end and logs what
-// it printed.
-func runRedisson(t *testing.T, dir, module string, props []string, args ...string) {
+// runRedisson runs compat.RedissonLocks with args to its end, logs what
+// it printed and returns it.
+func runRedisson(t *testing.T, dir, module string, props []string, args ...string) string {
 	t.Helper()
 	start := time.Now()
 	out, err := redissonJava(t, dir, module, props, args...).CombinedOutput()
@@ -222,37 +265,37 @@ func runRedisson(t *testing.T, dir, module string, props []string, args ...strin
 	if err != nil {
 		t.Fatalf("%s: %v", args[0], err)
 	}
+	return string(out)
 }
 
 // runRedissonSuite runs the suite with client A on a and client B on b,
-// and checks the holders' log. midway, if not nil, runs once a quarter of
-// the holdings are in the log: the fault the rest of the run goes through.
-func runRedissonSuite(t *testing.T, dir, module, a, b string, props []string, midway func()) {
+// checks the holders' log, and returns what it printed. midway, if not nil,
+// runs once a quarter of the holdings are in the log: the fault the rest of
+// the run goes through. rwFault, if not nil, runs at the read-write suite's
+// cue (props from redissonRW, with fault), as midway for its last contention.
+func runRedissonSuite(t *testing.T, dir, module, a, b string, props []string, midway, rwFault func()) string {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "holders.log")
 	holdings := 2 * redissonThreads * redissonRounds
 	cmd := redissonJava(t, dir, module, props, "suite", a, b, log,
 		fmt.Sprint(redissonRounds), fmt.Sprint(redissonThreads), fmt.Sprint(redissonWakeRounds))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	run := startRedisson(t, cmd)
 	if midway != nil {
-		if err := awaitHoldings(log, holdings/4, exited); err != nil {
-			t.Fatalf("%v before a quarter of its holdings were logged, so the fault never came:\n%s", err, out.String())
+		if err := awaitHoldings(log, holdings/4, run.exited); err != nil {
+			t.Fatalf("%v before a quarter of its holdings were logged, so the fault never came:\n%s", err, run.output())
 		}
 		midway()
 	}
-	err := <-exited
-	t.Logf("suite in %v:\n%s", time.Since(start).Round(100*time.Millisecond), out.String())
+	if rwFault != nil {
+		run.atQuarter(t, rwFault)
+	}
+	err := run.wait()
+	t.Logf("suite in %v:\n%s", time.Since(run.start).Round(100*time.Millisecond), run.output())
 	if err != nil {
 		t.Fatalf("suite: %v", err)
 	}
 	checkLockLog(t, log, holdings)
+	return run.output()
 }
 
 // awaitHoldings polls the holders' log until it has n holdings, and

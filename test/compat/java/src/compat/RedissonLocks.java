@@ -47,8 +47,9 @@ import org.redisson.config.Config;
  * killed; the test then watches the lease run out.
  * objects: RFencedLock, RFairLock and RReadWriteLock, each step announced
  * by an "EXISTS marker:OBJECT-OP" (for reading a MONITOR of them).
- * refused: each of those objects' lock() must throw, naming the object (a
- * lockproxy refuses them by name).
+ * refused: RFencedLock's and RFairLock's lock() must throw, naming the
+ * object (a lockproxy without fencing refuses them by name; RReadWriteLock
+ * it serves, compat.RedissonRWLocks).
  * fenced: RFencedLock through two addresses (lockproxies with fencing on):
  * ROUNDS holdings alternating between the clients, by lockAndGetToken() and
  * tryLockAndGetToken(), each token above the last holder's, a re-entry
@@ -58,7 +59,9 @@ import org.redisson.config.Config;
  *
  * Properties: compat.redisson.watchdogMs sets lockWatchdogTimeout (else
  * Redisson's default, 30 s); compat.redisson.deliveries=true makes the wake
- * phase also read ADDR_B's INFO pubsub, a lockproxy's pubsub_messages_delivered.
+ * phase also read ADDR_B's INFO pubsub, a lockproxy's pubsub_messages_delivered;
+ * compat.redisson.rw makes suite and watchdog run RReadWriteLock's suite
+ * after their own phases, in the same JVM (compat.RedissonRWLocks).
  */
 public final class RedissonLocks {
     // Redisson's version, from its jar: in the lock names, so that runs of
@@ -92,8 +95,10 @@ public final class RedissonLocks {
                 scenario(a, b);
                 System.out.println("scenario took " + ms(start) + " ms");
                 wake(a, b, args[2], Integer.parseInt(args[6]));
+                RedissonRWLocks.suiteIfAsked(args[1], args[2]);
             } else if (args.length == 4 && args[0].equals("watchdog")) {
                 watchdog(connect(args[1]), connect(args[2]), Long.parseLong(args[3]));
+                RedissonRWLocks.suiteIfAsked(args[1], args[2]);
             } else if (args.length == 2 && args[0].equals("hold")) {
                 hold(connect(args[1]));
             } else if (args.length == 2 && args[0].equals("objects")) {
@@ -190,7 +195,7 @@ public final class RedissonLocks {
         }
     }
 
-    private static final AtomicLong splits = new AtomicLong(), hidden = new AtomicLong();
+    static final AtomicLong splits = new AtomicLong(), hidden = new AtomicLong();
 
     /**
      * Runs take again after a NOQUORUM: through two proxies, contenders can
@@ -198,7 +203,7 @@ public final class RedissonLocks {
      * NOQUORUM (docs/guarantees.md), which Redisson throws as a
      * RedisException; an application tries again.
      */
-    private static <T> T throughSplits(Callable<T> take) throws Exception {
+    static <T> T throughSplits(Callable<T> take) throws Exception {
         for (int hiddenInARow = 0;; ) {
             try {
                 return take.call();
@@ -454,13 +459,8 @@ public final class RedissonLocks {
         RLock lock = a.getLock(WATCHDOG), onB = b.getLock(WATCHDOG);
         lock.lock();
         long start = System.nanoTime();
-        // A waiter on B for the whole holding: subscribed longer than
-        // Redisson's 30 s pingConnectionInterval, so its subscribed connection
-        // is also pinged, and it must still hear the unlock at the end.
-        Waiter w = parkedWaiter(onB);
-        Thread waiter = w.thread();
-        AtomicLong got = w.got();
-        AtomicReference<Throwable> failed = w.failed();
+        // Read before the waiter parks, which on a loaded machine took
+        // more than half a 3 s lease.
         long ttl = lock.remainTimeToLive(), renewals = 0, hidden = 0, every = lease / 3;
         Contract.check("lock() without a lease holds for the watchdog's lease", ttl > lease / 2 && ttl <= lease, ttl);
         // Holding past the lease is the scenario itself, not a wait for an
@@ -469,6 +469,13 @@ public final class RedissonLocks {
         // its gap as one: those it may hide are counted apart, so that
         // the check asks only for what the samples could see.
         long sampled = System.nanoTime();
+        // A waiter on B for the whole holding: subscribed longer than
+        // Redisson's 30 s pingConnectionInterval, so its subscribed connection
+        // is also pinged, and it must still hear the unlock at the end.
+        Waiter w = parkedWaiter(onB);
+        Thread waiter = w.thread();
+        AtomicLong got = w.got();
+        AtomicReference<Throwable> failed = w.failed();
         while (ms(start) < holdMs) {
             Thread.sleep(Math.min(500, Math.max(1, holdMs - ms(start))));
             long now = lock.remainTimeToLive();
@@ -622,14 +629,9 @@ public final class RedissonLocks {
     }
 
     private static void refused(RedissonClient a) {
-        String[][] objects = {{"RFencedLock", "fenced"}, {"RFairLock", "fair"}, {"RReadWriteLock", "rw-read"}, {"RReadWriteLock", "rw-write"}};
+        String[][] objects = {{"RFencedLock", "fenced"}, {"RFairLock", "fair"}};
         for (String[] o : objects) {
-            RLock lock = switch (o[1]) {
-                case "fenced" -> a.getFencedLock(name(o[1]));
-                case "fair" -> a.getFairLock(name(o[1]));
-                case "rw-read" -> a.getReadWriteLock(name("rw")).readLock();
-                default -> a.getReadWriteLock(name("rw")).writeLock();
-            };
+            RLock lock = o[1].equals("fenced") ? a.getFencedLock(name(o[1])) : a.getFairLock(name(o[1]));
             Throwable e = Contract.expectThrows(o[0] + " " + o[1] + " lock() is refused", lock::lock);
             Contract.check("... naming " + o[0], String.valueOf(e.getMessage()).contains(o[0]), e);
         }
