@@ -34,7 +34,8 @@
 //   - The lock libraries' ways of waiting and holding: scripts_library.go
 //     (their lock scripts, a row each, recognised by internal/luaform,
 //     which reads Lua as Redis's Lua 5.1 does) and scripts_run.go (what
-//     each row runs), redisson.go (Redisson's RLock), session.go (locks
+//     each row runs), redisson.go (Redisson's RLock), rwlock.go (its
+//     RReadWriteLock), session.go (locks
 //     that live with the connection), pubsub.go and channels.go (unlock
 //     channels), blpop.go (python-redis-lock's signal lists), tracking.go
 //     (client-side caching).

@@ -38,7 +38,9 @@
 //     retry waits for the rollbacks of its token), unlock.go, read.go, and
 //     write.go (Delete and Expire); hashlock.go (Redisson's RLock:
 //     re-entrant hash locks, with their own scripts, rollback and release
-//     rule, and their fencing tokens kept in the hash); fence.go (fencing
+//     rule, and their fencing tokens kept in the hash); rwlock.go
+//     (Redisson's RReadWriteLock: read and write holds of one hash, no
+//     backend holding a writer beside another owner); fence.go (fencing
 //     tokens) and seed.go (re-seeding a fencing counter a backend may have
 //     lost); inspect.go (List: a page of the listing of held locks). The
 //     Lua they run is in lua/, embedded by scripts.go.

@@ -305,6 +305,7 @@ func TestReleasesHeardAtQuorum(t *testing.T) {
 	got := make(chan string, 16)
 	stop := watcher.Releases("early:*", func(key, token string) { got <- token })
 	defer stop()
+	awaitWatchedEverywhere(t, watcher, "early:*")
 	// The copies of one release, as release.lua publishes them, from the
 	// backends one by one.
 	notice := releasedPrefix + "early:k"
@@ -345,6 +346,9 @@ func TestReleasesStragglers(t *testing.T) {
 	got := make(chan string, 16)
 	stop := watcher.Releases("late:*", func(key, token string) { got <- token })
 	defer stop()
+	// Releases returns once a quorum carries the pattern; the notices
+	// below come from chosen backends, which must all carry it.
+	awaitWatchedEverywhere(t, watcher, "late:*")
 	publish := func(token string, from ...int) {
 		t.Helper()
 		payload := newReleaseID() + token
@@ -455,4 +459,18 @@ func TestAwaitHolderRenews(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("await after the release: %v", err)
 	}
+}
+
+// awaitWatchedEverywhere waits until every backend of e has confirmed its
+// subscription to the release pattern.
+func awaitWatchedEverywhere(t *testing.T, e *Engine, pattern string) {
+	t.Helper()
+	redistest.Eventually(t, func() string {
+		e.waits.mu.Lock()
+		defer e.waits.mu.Unlock()
+		if wt := e.waits.watches[releasedPrefix+pattern]; wt == nil || len(wt.confirmed) < len(e.nodes) {
+			return "not every backend carries the watch yet"
+		}
+		return ""
+	})
 }

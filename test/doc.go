@@ -38,7 +38,8 @@
 //     tracking: rueidis, go-redis).
 //   - Client libraries: compat_test.go (the contract each client program
 //     serves), compat_go_test.go, compat_java_test.go,
-//     compat_redisson_test.go, redisson_wire_test.go, compat_node_test.go,
+//     compat_redisson_test.go, compat_rwlock_test.go (Redisson's
+//     RReadWriteLock), redisson_wire_test.go, compat_node_test.go,
 //     compat_langs_test.go (Python, Ruby, PHP, Perl from Debian),
 //     compat_pyvenv_test.go (PyPI libraries), compat_cli_test.go, and
 //     cluster_test.go (cluster-mode clients).
