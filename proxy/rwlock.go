@@ -21,8 +21,8 @@ import (
 // lock's watchdog is RLock's (scripts_library.go), its isLocked() an
 // HGET of "mode" (keys.go).
 
-// The script bodies, as Redisson 3.27 and 4.7 send them (testdata/scripts
-// has each byte for byte).
+// The script bodies, as Redisson 3.10.0 to 4.7.0 send them (testdata/scripts
+// has each byte for byte, named by the releases that send it).
 const (
 	// Read lock and tryLock. KEYS name, timeout prefix; ARGV lease,
 	// reader field, the same thread's writer field.
