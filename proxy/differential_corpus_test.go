@@ -1,6 +1,11 @@
 package proxy
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lockproxy/lockproxy/quorum"
+)
 
 // nearMiss is a script of the differential corpus: what it is, the kind
 // whose arguments it is called with, and whether lockproxy serves it.
@@ -212,5 +217,26 @@ elseif`), spring, false},
 		{"shebang", "#!lua\n" + baseRelease, del, false},
 		{"redis aliased", "local redis = redis " + baseRelease, del, false},
 		{"call aliased", "local call = redis.call\n" + strings.ReplaceAll(baseRelease, "redis.call", "call"), del, false},
+
+		// Redisson's read-write lock before 3.24 and its watchdogs of 3.44
+		// to 4.3: one step from a layout that is served, and served only
+		// where it still means that layout.
+		{"rw read unlock: a free lock answers 0", one(rwReadReleasePublish, "return 1; end;", "return 0; end;"), "redisson-read-release-publish", false},
+		{"rw read unlock: one publish as an argument", one(rwReadReleasePublish, "redis.call('publish'", "redis.call(ARGV[3]"), "redisson-read-release-command", false},
+		{"rw read unlock: the other key prefix", one(rwReadReleasePublish, "KEYS[4] .. ':'", "KEYS[3] .. ':'"), "redisson-read-release-publish", false},
+		{"rw write unlock: no downgrade", one(rwWriteReleasePublish, "'mode', 'read'", "'mode', 'write'"), "redisson-write-release-publish", false},
+		{"rw write unlock: ';' after return", one(rwWriteReleasePublish, "return 0;", "return 0;;"), "redisson-write-release-publish", false},
+		{"rw read re-entry: the shorter TTL", one(redissonReadAcquire, "math.max", "math.min"), "redisson-read-acquire", false},
+		{"rw read re-entry: the lease, reindented", strings.ReplaceAll(redissonReadAcquireLease, "\t", "  "), "redisson-read-acquire-lease", true},
+		{"rw forceUnlock: another mode", one(fmt.Sprintf(redissonRWForceUnlockBody, quorum.ReadMode, "'publish'"), "'read'", "'write' or true"), "redisson-read-force-unlock-publish", false},
+		{"rw watchdog: the lock's own key as prefix", one(fmt.Sprintf(redissonReadRenewPairsBody, "c"), "KEYS[i+1] ..", "KEYS[i] .."), "redisson-read-renew-pairs", false},
+		{"rw watchdog: the field by the pair's index", one(fmt.Sprintf(redissonReadRenewPairsBody, "c"), "ARGV[j]", "ARGV[i]"), "redisson-read-renew-pairs", false},
 	}
 }
+
+// Redisson's read-write unlocks to 3.21.3, the bases of the corpus's rw
+// near misses.
+var (
+	rwReadReleasePublish  = fmt.Sprintf(redissonReadReleaseUnlatchedBody, "'publish'")
+	rwWriteReleasePublish = fmt.Sprintf(redissonWriteReleaseUnlatchedBody, "'publish'")
+)

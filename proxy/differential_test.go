@@ -54,7 +54,9 @@ import (
 //     Every field of the engine's own in a hash (its name starts with a
 //     NUL byte) is left out, and so is a release's latch (rwLatchAt). Their PUBLISH is not run on the backends
 //     (TestScriptDifferentialRW shows it); the read renewal never
-//     shortens the lock nor renews another reader's holds, and a write
+//     shortens the lock nor renews another reader's holds, nor does a
+//     read re-entry of 3.10-3.11, 3.44-3.52's watchdog renews what it
+//     meant to where its script fails or names other keys, and a write
 //     re-entry's PTTL + lease is capped at max_ttl (knownDifferences).
 
 // Starting states of every key a script names.
@@ -105,6 +107,10 @@ var rwKinds = map[string][]int{
 	"redisson-write-acquire": {0}, "redisson-write-release": {0}, "redisson-write-release-free-null": {0},
 	"redisson-read-renew": {0}, "redisson-read-renew-batch": {0, 2},
 	"redisson-read-force-unlock": {0}, "redisson-write-force-unlock": {0}, "redisson-read-locked": {0},
+	"redisson-read-acquire-lease": {0}, "redisson-read-release-publish": {0}, "redisson-read-release-command": {0},
+	"redisson-write-release-publish": {0}, "redisson-write-release-command": {0},
+	"redisson-read-force-unlock-publish": {0}, "redisson-write-force-unlock-publish": {0},
+	"redisson-read-renew-pairs": {0, 2}, "redisson-read-renew-pairs-hidden": {0, 2},
 }
 
 // statesOf are the starting states a kind is run from.
@@ -212,6 +218,23 @@ var diffCalls = map[string][]diffCall{
 	"redisson-read-force-unlock":  {{[]string{"k", "ch"}, []string{"0", "publish"}}},
 	"redisson-write-force-unlock": {{[]string{"k", "ch"}, []string{"1", "publish"}}},
 	"redisson-read-locked":        {{[]string{"k"}, nil}},
+	// The layouts before 3.24 (no latch; 'publish' to 3.21.3, then the
+	// command as an argument) and the watchdogs of 3.44.0 to 4.3.1.
+	"redisson-read-acquire-lease":         {{[]string{"k", "{k}:" + diffToken + ":rwlock_timeout"}, []string{diffTTL, diffToken, diffToken + ":write"}}},
+	"redisson-read-release-publish":       {{rwReleaseKeys[:4], []string{"0", diffToken}}},
+	"redisson-read-release-command":       {{rwReleaseKeys[:4], []string{"0", diffToken, "publish"}}},
+	"redisson-write-release-publish":      {{[]string{"k", "ch"}, []string{"1", diffTTL, diffToken + ":write"}}},
+	"redisson-write-release-command":      {{[]string{"k", "ch"}, []string{"1", diffTTL, diffToken + ":write", "publish"}}},
+	"redisson-read-force-unlock-publish":  {{[]string{"k", "ch"}, []string{"0"}}},
+	"redisson-write-force-unlock-publish": {{[]string{"k", "ch"}, []string{"1"}}},
+	"redisson-read-renew-pairs": {
+		{[]string{"a", "{a}", "b", "{b}"}, []string{diffTTL, diffToken, diffToken}},
+		{[]string{"a", "{a}"}, []string{diffTTL, diffToken}},
+	},
+	"redisson-read-renew-pairs-hidden": {
+		{[]string{"a", "{a}", "b", "{b}"}, []string{diffTTL, diffToken, diffToken}},
+		{[]string{"a", "{a}"}, []string{diffTTL, diffToken}},
+	},
 }
 
 // rwReleaseKeys are a read unlock's: the lock, channel, timeout prefix,
@@ -221,7 +244,7 @@ var rwReleaseKeys = []string{"k", "ch", "{k}:" + diffToken + ":rwlock_timeout", 
 // pttlKinds reply with a PTTL (or hold one in their reply).
 var pttlKinds = map[string]bool{
 	"owner-pttl": true, "owner-pttl-or-zero": true, "value-and-pttl": true, "multi-owner-pttl": true, "redisson-acquire": true,
-	"redisson-read-acquire": true, "redisson-write-acquire": true,
+	"redisson-read-acquire": true, "redisson-write-acquire": true, "redisson-read-acquire-lease": true,
 }
 
 // signalKinds name a signal list in KEYS[2] that lockproxy does not write:
@@ -257,6 +280,23 @@ var knownDifferences = map[string]string{
 	// The renewal of a hold the quorum counts gives back its timeout keys
 	// where they lapsed: a release would otherwise sweep the hold away.
 	`redisson-read-renew-batch [a {a}] ["10000" "2" "tok-1" "other-2"] ` + stateReadLapsed: "a read renewal gives back a lapsed timeout key",
+	// Redisson 3.10.0 to 3.11.0: a read re-entry set the lease as the
+	// lock's TTL, shortening it below another's hold; the engine keeps the
+	// longer, as 3.11.1 on does.
+	`redisson-read-acquire-lease [k {k}:tok-1:rwlock_timeout] ["10000" "tok-1" "tok-1:write"] ` + stateReadOtherLonger: "a read re-entry never shortens the lock",
+	`redisson-read-acquire-lease [k {k}:tok-1:rwlock_timeout] ["10000" "tok-1" "tok-1:write"] ` + stateWriteMineLong:   "a read re-entry never shortens the lock",
+	// Redisson 3.44.0 to 4.3.1 renew as 3.27 does, one reader per lock.
+	`redisson-read-renew-pairs [a {a} b {b}] ["10000" "tok-1" "tok-1"] ` + stateReadOtherLonger:        "a read renewal never shortens the lock, nor renews another reader's holds",
+	`redisson-read-renew-pairs [a {a}] ["10000" "tok-1"] ` + stateReadOtherLonger:                      "a read renewal never shortens the lock, nor renews another reader's holds",
+	`redisson-read-renew-pairs-hidden [a {a} b {b}] ["10000" "tok-1" "tok-1"] ` + stateReadOtherLonger: "a read renewal never shortens the lock, nor renews another reader's holds",
+	`redisson-read-renew-pairs-hidden [a {a}] ["10000" "tok-1"] ` + stateReadOtherLonger:               "a read renewal never shortens the lock, nor renews another reader's holds",
+	// 3.44.0 to 3.52.0 name hold c's timeout key KEYS[c+1] (the inner
+	// loop's i hides the pair's): the second lock's under the first's
+	// prefix, and past #KEYS a Lua error. The engine renews the reader's
+	// own holds, as 4.0.0 meant to.
+	`redisson-read-renew-pairs-hidden [a {a} b {b}] ["10000" "tok-1" "tok-1"] ` + stateDowngraded: "a read renewal renews the second lock's holds",
+	`redisson-read-renew-pairs-hidden [a {a}] ["10000" "tok-1"] ` + stateReadSeveral:              "a read renewal of a reader with two holds does not fail",
+	`redisson-read-renew-pairs-hidden [a {a}] ["10000" "tok-1"] ` + stateWriteMineReading:         "a read renewal of a writer with two holds does not fail",
 	// The lease horizon (docs/design/horizon.md) bounds every lock's TTL.
 	`redisson-write-acquire [k] ["10000" "tok-1:write"] ` + stateWriteMineLong: "a write re-entry's PTTL + lease is capped at max_ttl",
 }
@@ -1025,6 +1065,10 @@ func (d *differential) checkRWNoPublish(t *testing.T) {
 		{"redisson-4.7.0-readlock-release.lua", stateReadMine, "0"},
 		{"redisson-3.27.2-writelock-release.lua", stateWriteMine, "1"},
 		{"redisson-4.7.0-writelock-forceunlock.lua", stateWriteMine, "1"},
+		// Before 3.22 the command is the literal 'publish'.
+		{"redisson-3.10.0-3.21.3-readlock-release.lua", stateReadMine, "0"},
+		{"redisson-3.10.0-3.21.3-writelock-release.lua", stateWriteMine, "1"},
+		{"redisson-3.10.0-3.21.3-readlock-forceunlock.lua", stateReadMine, "0"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
 			script := string(readScript(t, c.file))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/lockproxy/lockproxy/quorum"
 )
@@ -20,8 +21,8 @@ import (
 // lock's watchdog is RLock's (scripts_library.go), its isLocked() an
 // HGET of "mode" (keys.go).
 
-// The script bodies, as Redisson 3.27 and 4.7 send them (testdata/scripts
-// has each byte for byte).
+// The script bodies, as Redisson 3.10.0 to 4.7.0 send them (testdata/scripts
+// has each byte for byte, named by the releases that send it).
 const (
 	// Read lock and tryLock. KEYS name, timeout prefix; ARGV lease,
 	// reader field, the same thread's writer field.
@@ -40,6 +41,51 @@ const (
 			redis.call('pexpire', KEYS[1], math.max(remainTime, ARGV[1])); return nil;
 		end;
 		return redis.call('pttl', KEYS[1]);`
+	// Read lock and tryLock, 3.10.0 to 3.11.0: a re-entry sets the lock's
+	// TTL to the lease, even below another reader's hold (3.11.1 keeps
+	// the longer of the two, as the engine does).
+	redissonReadAcquireLease = `
+		local mode = redis.call('hget', KEYS[1], 'mode');
+		if (mode == false) then
+			redis.call('hset', KEYS[1], 'mode', 'read'); redis.call('hset', KEYS[1], ARGV[2], 1);
+			redis.call('set', KEYS[2] .. ':1', 1); redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]);
+			redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
+		end;
+		if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+			local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1);
+			local key = KEYS[2] .. ':' .. ind;
+			redis.call('set', key, 1); redis.call('pexpire', key, ARGV[1]);
+			redis.call('pexpire', KEYS[1], ARGV[1]); return nil;
+		end;
+		return redis.call('pttl', KEYS[1]);`
+	// Read unlock before 3.24, without the latch; %s publishes: 'publish'
+	// to 3.21.3, ARGV[3] in 3.22 and 3.23. A free lock answers 1. KEYS
+	// name, channel, timeout prefix, key prefix; ARGV message, reader
+	// field (, publish command).
+	redissonReadReleaseUnlatchedBody = `
+		local mode = redis.call('hget', KEYS[1], 'mode');
+		if (mode == false) then redis.call(%[1]s, KEYS[2], ARGV[1]); return 1; end;
+		local lockExists = redis.call('hexists', KEYS[1], ARGV[2]);
+		if (lockExists == 0) then return nil; end;
+		local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1);
+		if (counter == 0) then redis.call('hdel', KEYS[1], ARGV[2]); end;
+		redis.call('del', KEYS[3] .. ':' .. (counter+1));
+		if (redis.call('hlen', KEYS[1]) > 1) then
+			local maxRemainTime = -3;
+			local keys = redis.call('hkeys', KEYS[1]);
+			for n, key in ipairs(keys) do
+				counter = tonumber(redis.call('hget', KEYS[1], key));
+				if type(counter) == 'number' then
+					for i=counter, 1, -1 do
+						local remainTime = redis.call('pttl', KEYS[4] .. ':' .. key .. ':rwlock_timeout:' .. i);
+						maxRemainTime = math.max(remainTime, maxRemainTime);
+					end;
+				end;
+			end;
+			if maxRemainTime > 0 then redis.call('pexpire', KEYS[1], maxRemainTime); return 0; end;
+			if mode == 'write' then return 0; end;
+		end;
+		redis.call('del', KEYS[1]); redis.call(%[1]s, KEYS[2], ARGV[1]); return 1;`
 	// Read unlock; %s is what a free lock answers: 1 (3.27) or nil (4.7).
 	// KEYS name, channel, timeout prefix, key prefix, latch; ARGV message,
 	// reader field, publish command, latch TTL.
@@ -114,6 +160,30 @@ const (
 			end;
 		end;
 		return nil;`
+	// Write unlock before 3.24, without the latch; %s publishes as in the
+	// read unlock before 3.24. KEYS name, channel; ARGV message, lease,
+	// writer field (, publish command).
+	redissonWriteReleaseUnlatchedBody = `
+		local mode = redis.call('hget', KEYS[1], 'mode');
+		if (mode == false) then redis.call(%[1]s, KEYS[2], ARGV[1]); return 1; end;
+		if (mode == 'write') then
+			local lockExists = redis.call('hexists', KEYS[1], ARGV[3]);
+			if (lockExists == 0) then return nil;
+			else
+				local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+				if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0;
+				else
+					redis.call('hdel', KEYS[1], ARGV[3]);
+					if (redis.call('hlen', KEYS[1]) == 1) then
+						redis.call('del', KEYS[1]); redis.call(%[1]s, KEYS[2], ARGV[1]);
+					else
+						redis.call('hset', KEYS[1], 'mode', 'read');
+					end;
+					return 1;
+				end;
+			end;
+		end;
+		return nil;`
 	// The read lock's watchdog, 3.27: KEYS name, key prefix; ARGV lease,
 	// reader field.
 	redissonReadRenew = `
@@ -158,11 +228,41 @@ const (
 			else table.insert(result, 0); end;
 		end;
 		return result;`
-	// forceUnlock of the lock whose mode is %s. KEYS name, channel; ARGV
-	// message, publish command.
+	// The read lock's watchdog from 3.44.0 to 4.3.1 (ReadLockTask): KEYS
+	// pairs of a name and its key prefix; ARGV the lease, then one reader
+	// field per pair. It is 3.27's script per pair; %s counts the holds of
+	// the inner loop, which names KEYS[i+1]: "c" from 4.0.0, while 3.44.0
+	// to 3.52.0 use "i", whose inner i hides the pair's, so that a hold
+	// count above 1 names another key, or none (a Lua error).
+	redissonReadRenewPairsBody = `
+		local result = {}
+		local j = 1
+		for i = 1, #KEYS, 2 do
+			j = j + 1;
+			local counter = redis.call('hget', KEYS[i], ARGV[j]);
+			if (counter ~= false) then
+				redis.call('pexpire', KEYS[i], ARGV[1]);
+				if (redis.call('hlen', KEYS[i]) > 1) then
+					local keys = redis.call('hkeys', KEYS[i]);
+					for n, key in ipairs(keys) do
+						counter = tonumber(redis.call('hget', KEYS[i], key));
+						if type(counter) == 'number' then
+							for %[1]s=counter, 1, -1 do
+								redis.call('pexpire', KEYS[i+1] .. ':' .. key .. ':rwlock_timeout:' .. %[1]s, ARGV[1]);
+							end;
+						end;
+					end;
+				end;
+				table.insert(result, 1);
+			else table.insert(result, 0); end;
+		end;
+		return result;`
+	// forceUnlock of the lock whose mode is %[1]s; %[2]s publishes:
+	// 'publish' to 3.21.3, ARGV[2] from 3.22.0. KEYS name, channel; ARGV
+	// message (, publish command).
 	redissonRWForceUnlockBody = `
-		if (redis.call('hget', KEYS[1], 'mode') == '%s') then
-			redis.call('del', KEYS[1]); redis.call(ARGV[2], KEYS[2], ARGV[1]); return 1;
+		if (redis.call('hget', KEYS[1], 'mode') == '%[1]s') then
+			redis.call('del', KEYS[1]); redis.call(%[2]s, KEYS[2], ARGV[1]); return 1;
 		end;
 		return 0;`
 	// The read lock's isLocked(): KEYS name.
@@ -244,10 +344,20 @@ func runRedissonWriteAcquire(ctx context.Context, l *keyspace, keys, args []stri
 	return redissonRefusal(res, err)
 }
 
-// redissonRWRelease is one of the read-write lock's release scripts: what
-// it answers for a lock a quorum had no trace of, 1 in 3.27 and null in
-// 4.7 (their only difference).
-type redissonRWRelease struct{ freeIsNull bool }
+// redissonRWRelease is one of the read-write lock's release scripts:
+// whether it has the unlock latch (from 3.24), and what it answers for a
+// lock a quorum had no trace of, null from 3.44, else 1.
+type redissonRWRelease struct{ latched, freeIsNull bool }
+
+// latch is the release's latch and its TTL, the key at and the argument
+// ttlAt, or none before 3.24.
+func (r redissonRWRelease) latch(keys, args []string, at, ttlAt int) (string, time.Duration, error) {
+	if !r.latched {
+		return "", 0, nil
+	}
+	ttl, err := parseTTL([]byte(args[ttlAt]), false, "set")
+	return keys[at], ttl, err
+}
 
 // free is the answer for a lock absent on a quorum.
 func (r redissonRWRelease) free() any {
@@ -283,12 +393,12 @@ func (r redissonRWRelease) runRead(ctx context.Context, l *keyspace, keys, args 
 		return nil, errorf("ERR lockproxy runs Redisson's read unlock with a timeout prefix of the key prefix %q, then :<reader>%s, the reader being %q (got %q)",
 			keys[3], timeoutSuffix, reader, keys[2])
 	}
-	latchTTL, err := parseTTL([]byte(args[3]), false, "set")
+	latch, latchTTL, err := r.latch(keys, args, 4, 3)
 	if err != nil {
 		return nil, err
 	}
 	res, err := l.Unlock(ctx, quorum.Unlock{Op: quorum.OpReadRelease, Keys: []string{keys[0], keys[3]}, Token: reader,
-		Latch: keys[4], LatchTTL: latchTTL})
+		Latch: latch, LatchTTL: latchTTL})
 	return r.answer(res, err, res.Released && res.Emptied)
 }
 
@@ -305,12 +415,12 @@ func (r redissonRWRelease) runWrite(ctx context.Context, l *keyspace, keys, args
 	if err != nil {
 		return nil, err
 	}
-	latchTTL, err := parseTTL([]byte(args[4]), false, "set")
+	latch, latchTTL, err := r.latch(keys, args, 2, 4)
 	if err != nil {
 		return nil, err
 	}
 	res, err := l.Unlock(ctx, quorum.Unlock{Op: quorum.OpWriteRelease, Keys: keys[:1], Token: owner, TTL: lease,
-		Latch: keys[2], LatchTTL: latchTTL})
+		Latch: latch, LatchTTL: latchTTL})
 	return r.answer(res, err, res.Released)
 }
 
@@ -356,12 +466,40 @@ func runRedissonReadRenewBatch(ctx context.Context, l *keyspace, keys, args []st
 		}
 		next += 1 + int(m)
 	}
-	outcomes, err := renewals(ctx, l, args[0], quorum.Renewal{Read: true, Locks: held})
+	return renewReaders(ctx, l, args[0], held, lockOf, len(keys)/2)
+}
+
+// runRedissonReadRenewPairs is the read lock's watchdog from 3.44.0 to
+// 4.3.1: for each pair of KEYS, a lock and its key prefix, the one reader
+// ARGV names for it, to a lease of ARGV[1] ms; per lock 1 or 0, as
+// runRedissonReadRenewBatch. 3.44.0 to 3.52.0 send a script that, for a
+// reader with more than one hold, renews keys of other names or fails
+// (redissonReadRenewPairsBody); the engine renews that reader's holds.
+func runRedissonReadRenewPairs(ctx context.Context, l *keyspace, keys, args []string) (any, error) {
+	if len(keys)%2 != 0 || len(args) != 1+len(keys)/2 {
+		return nil, errorf("ERR lockproxy runs Redisson's read lock watchdog with pairs of keys, a lock and its key prefix, and a lease and a reader for each pair (got %d keys, %d arguments)",
+			len(keys), len(args))
+	}
+	held := make([]quorum.Held, len(keys)/2)
+	lockOf := make([]int, len(keys)/2)
+	for j := range held {
+		held[j] = quorum.Held{Key: keys[2*j], Token: args[1+j], Prefix: keys[2*j+1]}
+		lockOf[j] = j
+	}
+	return renewReaders(ctx, l, args[0], held, lockOf, len(held))
+}
+
+// renewReaders renews the read holds held, each of the lock lockOf says
+// among locks, to lease: per lock 1 when any of its readers was renewed,
+// else 0; a lock none of whose readers was renewed, and one of them
+// undecided, makes the reply that error.
+func renewReaders(ctx context.Context, l *keyspace, lease string, held []quorum.Held, lockOf []int, locks int) (any, error) {
+	outcomes, err := renewals(ctx, l, lease, quorum.Renewal{Read: true, Locks: held})
 	if err != nil {
 		return nil, err
 	}
-	renewed := make([]bool, len(keys)/2)
-	undecided := make([]error, len(keys)/2)
+	renewed := make([]bool, locks)
+	undecided := make([]error, locks)
 	for i, err := range outcomes {
 		switch j := lockOf[i]; {
 		case err == nil:

@@ -471,17 +471,37 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"95553a6ff11176c18e71344e89d116b06fd6f753"},
 	},
 	{
+		// The same, 3.10.0 to 3.11.0: a re-entry sets the lease as the
+		// lock's TTL, where the engine keeps the longer.
+		name: "redisson-read-acquire-lease", keys: 2, args: 3, run: runRedissonReadAcquire,
+		bodies:  []string{redissonReadAcquireLease},
+		digests: []string{"3e6597e1d1157c59ac0d6efa2ba7e92ef418c41e"},
+	},
+	{
 		// Redisson RReadWriteLock read unlock, 3.27: 1, 0 or null; 1 for a
 		// free lock.
-		name: "redisson-read-release", keys: 5, args: 4, run: redissonRWRelease{}.runRead,
+		name: "redisson-read-release", keys: 5, args: 4, run: redissonRWRelease{latched: true}.runRead,
 		bodies:  []string{fmt.Sprintf(redissonReadReleaseBody, "1")},
 		digests: []string{"5947c0fee6ca25ae094ec1b3e7a2559a9273d29f"},
 	},
 	{
 		// Redisson RReadWriteLock read unlock, 4.7: null for a free lock.
-		name: "redisson-read-release-free-null", keys: 5, args: 4, run: redissonRWRelease{freeIsNull: true}.runRead,
+		name: "redisson-read-release-free-null", keys: 5, args: 4, run: redissonRWRelease{latched: true, freeIsNull: true}.runRead,
 		bodies:  []string{fmt.Sprintf(redissonReadReleaseBody, "nil")},
 		digests: []string{"6e1b10e11ac0a3ed8e902562ecd32ce01b553039"},
+	},
+	{
+		// Redisson RReadWriteLock read unlock, 3.22.0 to 3.23.5: no latch;
+		// ARGV[3] publishes.
+		name: "redisson-read-release-command", keys: 4, args: 3, run: redissonRWRelease{}.runRead,
+		bodies:  []string{fmt.Sprintf(redissonReadReleaseUnlatchedBody, "ARGV[3]")},
+		digests: []string{"92a54c31a4dc3b46f81e24a6dd5bb7d677c6f882"},
+	},
+	{
+		// Redisson RReadWriteLock read unlock, 3.10.0 to 3.21.3.
+		name: "redisson-read-release-publish", keys: 4, args: 2, run: redissonRWRelease{}.runRead,
+		bodies:  []string{fmt.Sprintf(redissonReadReleaseUnlatchedBody, "'publish'")},
+		digests: []string{"f5469be4bfe5232d519471092634b3ee84e5ee6f"},
 	},
 	{
 		// Redisson RReadWriteLock write lock and tryLock: null, or how long
@@ -493,15 +513,28 @@ var scriptKinds = []*scriptKind{
 	{
 		// Redisson RReadWriteLock write unlock, 3.27: 1, 0 or null; 1 for a
 		// free lock.
-		name: "redisson-write-release", keys: 3, args: 5, run: redissonRWRelease{}.runWrite,
+		name: "redisson-write-release", keys: 3, args: 5, run: redissonRWRelease{latched: true}.runWrite,
 		bodies:  []string{fmt.Sprintf(redissonWriteReleaseBody, "1")},
 		digests: []string{"d29c5559782035515d32e926762830b3304b49be"},
 	},
 	{
 		// Redisson RReadWriteLock write unlock, 4.7: null for a free lock.
-		name: "redisson-write-release-free-null", keys: 3, args: 5, run: redissonRWRelease{freeIsNull: true}.runWrite,
+		name: "redisson-write-release-free-null", keys: 3, args: 5, run: redissonRWRelease{latched: true, freeIsNull: true}.runWrite,
 		bodies:  []string{fmt.Sprintf(redissonWriteReleaseBody, "nil")},
 		digests: []string{"21f5fb0f8ddfa9be5c3e0c9757c128796add75c6"},
+	},
+	{
+		// Redisson RReadWriteLock write unlock, 3.22.0 to 3.23.5: no latch;
+		// ARGV[4] publishes.
+		name: "redisson-write-release-command", keys: 2, args: 4, run: redissonRWRelease{}.runWrite,
+		bodies:  []string{fmt.Sprintf(redissonWriteReleaseUnlatchedBody, "ARGV[4]")},
+		digests: []string{"319a1cdf1b56c767a0a9adf2224250bf811f110c"},
+	},
+	{
+		// Redisson RReadWriteLock write unlock, 3.10.0 to 3.21.3.
+		name: "redisson-write-release-publish", keys: 2, args: 3, run: redissonRWRelease{}.runWrite,
+		bodies:  []string{fmt.Sprintf(redissonWriteReleaseUnlatchedBody, "'publish'")},
+		digests: []string{"baa634f6184acc1b8f145e810a0e0e00967a3cbe"},
 	},
 	{
 		// Redisson RReadWriteLock read lock watchdog, 3.27: 1 or 0.
@@ -516,16 +549,42 @@ var scriptKinds = []*scriptKind{
 		digests: []string{"38d2b478dfbe264ab67c221b7e4be62245f00ba0"},
 	},
 	{
+		// Redisson RReadWriteLock read lock watchdog, 4.0.0 to 4.3.1: one
+		// reader per lock; 1 or 0 per lock.
+		name: "redisson-read-renew-pairs", keys: 2, args: 2, run: runRedissonReadRenewPairs,
+		bodies:  []string{fmt.Sprintf(redissonReadRenewPairsBody, "c")},
+		digests: []string{"d6564f42b98d6eece0e940a478ee248f80b8a90a"},
+	},
+	{
+		// The same, 3.44.0 to 3.52.0, whose inner loop hides the pair's
+		// index: the engine renews what the script meant to.
+		name: "redisson-read-renew-pairs-hidden", keys: 2, args: 2, run: runRedissonReadRenewPairs,
+		bodies:  []string{fmt.Sprintf(redissonReadRenewPairsBody, "i")},
+		digests: []string{"1affef780a01e1406cb1968c62918f618d10d6a3"},
+	},
+	{
 		// Redisson RReadWriteLock forceUnlock of the read lock: 1 or 0.
 		name: "redisson-read-force-unlock", keys: 2, args: 2, run: redissonRWForceUnlock{quorum.ReadMode}.run,
-		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.ReadMode)},
+		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.ReadMode, "ARGV[2]")},
 		digests: []string{"27dbe744e95c1d854a7f556cc6817030de2d0d01"},
+	},
+	{
+		// The same, 3.10.0 to 3.21.3.
+		name: "redisson-read-force-unlock-publish", keys: 2, args: 1, run: redissonRWForceUnlock{quorum.ReadMode}.run,
+		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.ReadMode, "'publish'")},
+		digests: []string{"23f9bc91439172625235ce2ee06d6647f08a7e27"},
 	},
 	{
 		// Redisson RReadWriteLock forceUnlock of the write lock: 1 or 0.
 		name: "redisson-write-force-unlock", keys: 2, args: 2, run: redissonRWForceUnlock{quorum.WriteMode}.run,
-		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.WriteMode)},
+		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.WriteMode, "ARGV[2]")},
 		digests: []string{"2e2cb2a3b13e2e80e4236ef6a25beaf365dba608"},
+	},
+	{
+		// The same, 3.10.0 to 3.21.3.
+		name: "redisson-write-force-unlock-publish", keys: 2, args: 1, run: redissonRWForceUnlock{quorum.WriteMode}.run,
+		bodies:  []string{fmt.Sprintf(redissonRWForceUnlockBody, quorum.WriteMode, "'publish'")},
+		digests: []string{"23639b0b2d18d26ce352e148ff4ac5b8e984b696"},
 	},
 	{
 		// Redisson RReadWriteLock read lock isLocked(): 1 or 0.

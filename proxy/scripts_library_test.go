@@ -197,27 +197,45 @@ var realScripts = []struct {
 	{file: "redisson-3.10.0-3.43.0-renew-watchdog.lua", sha: "8e19a1ddbdee9138df9f32a480c57addab4353d1", kind: "redisson-renew",
 		library: "Redisson 3.10-3.43 lock watchdog"},
 	{file: "redisson-4.7.0-readlock-acquire.lua", sha: "95553a6ff11176c18e71344e89d116b06fd6f753", kind: "redisson-read-acquire",
-		library: "Redisson 3.27-4.7 RReadWriteLock read lock"},
+		library: "Redisson 3.11.1-4.7 RReadWriteLock read lock"},
 	{file: "redisson-3.27.2-readlock-release.lua", sha: "5947c0fee6ca25ae094ec1b3e7a2559a9273d29f", kind: "redisson-read-release",
-		library: "Redisson 3.27 RReadWriteLock read unlock"},
+		library: "Redisson 3.24-3.43 RReadWriteLock read unlock"},
 	{file: "redisson-4.7.0-readlock-release.lua", sha: "6e1b10e11ac0a3ed8e902562ecd32ce01b553039", kind: "redisson-read-release-free-null",
-		library: "Redisson 4.7 RReadWriteLock read unlock"},
+		library: "Redisson 3.44-4.7 RReadWriteLock read unlock"},
 	{file: "redisson-4.7.0-writelock-acquire.lua", sha: "6306ba3bf1f563b284bed52d305fce615c6664d9", kind: "redisson-write-acquire",
-		library: "Redisson 3.27-4.7 RReadWriteLock write lock"},
+		library: "Redisson 3.10-4.7 RReadWriteLock write lock"},
 	{file: "redisson-3.27.2-writelock-release.lua", sha: "d29c5559782035515d32e926762830b3304b49be", kind: "redisson-write-release",
-		library: "Redisson 3.27 RReadWriteLock write unlock"},
+		library: "Redisson 3.24-3.43 RReadWriteLock write unlock"},
 	{file: "redisson-4.7.0-writelock-release.lua", sha: "21f5fb0f8ddfa9be5c3e0c9757c128796add75c6", kind: "redisson-write-release-free-null",
-		library: "Redisson 4.7 RReadWriteLock write unlock"},
+		library: "Redisson 3.44-4.7 RReadWriteLock write unlock"},
 	{file: "redisson-3.27.2-readlock-renew-watchdog.lua", sha: "6563941ff57e01b8cf61e86907b80686438a2f74", kind: "redisson-read-renew",
-		library: "Redisson 3.27 RReadWriteLock read lock watchdog"},
+		library: "Redisson 3.10-3.43 RReadWriteLock read lock watchdog"},
 	{file: "redisson-4.7.0-readlock-renew-watchdog-multikey.lua", sha: "38d2b478dfbe264ab67c221b7e4be62245f00ba0", kind: "redisson-read-renew-batch",
-		library: "Redisson 4.7 RReadWriteLock read lock watchdog"},
+		library: "Redisson 4.6.1-4.7 RReadWriteLock read lock watchdog"},
 	{file: "redisson-4.7.0-readlock-forceunlock.lua", sha: "27dbe744e95c1d854a7f556cc6817030de2d0d01", kind: "redisson-read-force-unlock",
-		library: "Redisson 3.27-4.7 RReadWriteLock read lock forceUnlock"},
+		library: "Redisson 3.22-4.7 RReadWriteLock read lock forceUnlock"},
 	{file: "redisson-4.7.0-writelock-forceunlock.lua", sha: "2e2cb2a3b13e2e80e4236ef6a25beaf365dba608", kind: "redisson-write-force-unlock",
-		library: "Redisson 3.27-4.7 RReadWriteLock write lock forceUnlock"},
+		library: "Redisson 3.22-4.7 RReadWriteLock write lock forceUnlock"},
 	{file: "redisson-4.7.0-readlock-islocked.lua", sha: "8ad44f1ba014938c20da38206b6d496c85ec1aed", kind: "redisson-read-locked",
-		library: "Redisson 3.27-4.7 RReadWriteLock read lock isLocked"},
+		library: "Redisson 3.24-4.7 RReadWriteLock read lock isLocked (before 3.24, HGET of mode)"},
+	{file: "redisson-3.10.0-3.11.0-readlock-acquire.lua", sha: "3e6597e1d1157c59ac0d6efa2ba7e92ef418c41e", kind: "redisson-read-acquire-lease",
+		library: "Redisson 3.10.0-3.11.0 RReadWriteLock read lock"},
+	{file: "redisson-3.10.0-3.21.3-readlock-release.lua", sha: "f5469be4bfe5232d519471092634b3ee84e5ee6f", kind: "redisson-read-release-publish",
+		library: "Redisson 3.10-3.21 RReadWriteLock read unlock"},
+	{file: "redisson-3.22.0-3.23.5-readlock-release.lua", sha: "92a54c31a4dc3b46f81e24a6dd5bb7d677c6f882", kind: "redisson-read-release-command",
+		library: "Redisson 3.22-3.23 RReadWriteLock read unlock"},
+	{file: "redisson-3.10.0-3.21.3-writelock-release.lua", sha: "baa634f6184acc1b8f145e810a0e0e00967a3cbe", kind: "redisson-write-release-publish",
+		library: "Redisson 3.10-3.21 RReadWriteLock write unlock"},
+	{file: "redisson-3.22.0-3.23.5-writelock-release.lua", sha: "319a1cdf1b56c767a0a9adf2224250bf811f110c", kind: "redisson-write-release-command",
+		library: "Redisson 3.22-3.23 RReadWriteLock write unlock"},
+	{file: "redisson-3.10.0-3.21.3-readlock-forceunlock.lua", sha: "23f9bc91439172625235ce2ee06d6647f08a7e27", kind: "redisson-read-force-unlock-publish",
+		library: "Redisson 3.10-3.21 RReadWriteLock read lock forceUnlock"},
+	{file: "redisson-3.10.0-3.21.3-writelock-forceunlock.lua", sha: "23639b0b2d18d26ce352e148ff4ac5b8e984b696", kind: "redisson-write-force-unlock-publish",
+		library: "Redisson 3.10-3.21 RReadWriteLock write lock forceUnlock"},
+	{file: "redisson-4.0.0-4.3.1-readlock-renew-watchdog-multikey.lua", sha: "d6564f42b98d6eece0e940a478ee248f80b8a90a", kind: "redisson-read-renew-pairs",
+		library: "Redisson 4.0-4.3 RReadWriteLock read lock watchdog"},
+	{file: "redisson-3.44.0-3.52.0-readlock-renew-watchdog-multikey.lua", sha: "1affef780a01e1406cb1968c62918f618d10d6a3", kind: "redisson-read-renew-pairs-hidden",
+		library: "Redisson 3.44-3.52 RReadWriteLock read lock watchdog"},
 
 	{file: "redisson-3.27.2-fairlock-acquire.lua", sha: "762bfafa6be221431a0b668685dd15c926483619", library: "Redisson 3.27 RFairLock lock",
 		reason: redissonFairReason},
@@ -638,6 +656,16 @@ var kindCases = map[string][]scriptCase{
 	"redisson-read-force-unlock":       redissonRWForceUnlockCases("0", quorum.ReadMode),
 	"redisson-write-force-unlock":      redissonRWForceUnlockCases("1", quorum.WriteMode),
 	"redisson-read-locked":             redissonReadLockedCases,
+	// The layouts before 3.24 and the watchdogs of 3.44 to 4.3.
+	"redisson-read-acquire-lease":         redissonReadAcquireCases,
+	"redisson-read-release-publish":       redissonUnlatchedReadReleaseCases(nil),
+	"redisson-read-release-command":       redissonUnlatchedReadReleaseCases([]string{"PUBLISH"}),
+	"redisson-write-release-publish":      redissonUnlatchedWriteReleaseCases(nil),
+	"redisson-write-release-command":      redissonUnlatchedWriteReleaseCases([]string{"PUBLISH"}),
+	"redisson-read-force-unlock-publish":  redissonRWForceUnlockPublishCases(quorum.ReadMode),
+	"redisson-write-force-unlock-publish": redissonRWForceUnlockPublishCases(quorum.WriteMode),
+	"redisson-read-renew-pairs":           redissonReadRenewPairsCases,
+	"redisson-read-renew-pairs-hidden":    redissonReadRenewPairsCases,
 	"pexpire-any": {
 		{name: "set", keys: []string{"k"}, args: []string{"5000", ""}, answer: returns(true), want: ":1\r\n", calls: []string{"expire k 5s"}},
 		{name: "not set", keys: []string{"k"}, args: []string{"5000", ""}, answer: returns(false), want: ":0\r\n", calls: []string{"expire k 5s"}},
@@ -926,3 +954,67 @@ func stopClock(t *testing.T) {
 
 // stoppedAt is the Unix time in ms that is ms after the stopped clock.
 func stoppedAt(ms int64) string { return strconv.FormatInt(stopped.UnixMilli()+ms, 10) }
+
+// redissonUnlatchedReadReleaseCases are the read unlock's before 3.24,
+// with no latch, and a free lock's 1; publish is the command argument
+// from 3.22.
+func redissonUnlatchedReadReleaseCases(publish []string) []scriptCase {
+	keys := rwReadRelease[:4]
+	args := append([]string{"0", "u:1"}, publish...)
+	call := []string{"readrelease rw,{rw} u:1"}
+	return []scriptCase{
+		{name: "released, the lock gone", keys: keys, args: args,
+			answer: returns(quorum.Result{Released: true, Emptied: true}), want: ":1\r\n", calls: call},
+		{name: "released, other readers left", keys: keys, args: args, answer: returns(quorum.Result{Released: true}), want: ":0\r\n", calls: call},
+		{name: "still held", keys: keys, args: args, answer: returns(quorum.Result{HoldCount: 1}), want: ":0\r\n", calls: call},
+		{name: "not the owner", keys: keys, args: args, answer: fails(quorum.ErrNotHeld), want: nullReply, calls: call},
+		{name: "free", keys: keys, args: args, answer: fails(quorum.ErrAbsent), want: ":1\r\n", calls: call},
+		{name: "timeout prefix of another reader", keys: []string{"rw", "redisson_rwlock:{rw}", "{rw}:u:2:rwlock_timeout", "{rw}"}, args: args,
+			want: "-ERR lockproxy runs Redisson's read unlock with a timeout prefix of the key prefix \"{rw}\", then :<reader>:rwlock_timeout, the reader being \"u:1\" (got \"{rw}:u:2:rwlock_timeout\")\r\n"},
+	}
+}
+
+// redissonUnlatchedWriteReleaseCases are the write unlock's before 3.24,
+// as above.
+func redissonUnlatchedWriteReleaseCases(publish []string) []scriptCase {
+	keys := rwWriteRelease[:2]
+	args := append([]string{"1", "30000", "u:1:write"}, publish...)
+	call := []string{"writerelease rw u:1 30s"}
+	return []scriptCase{
+		{name: "released", keys: keys, args: args, answer: returns(quorum.Result{Released: true, Emptied: true}), want: ":1\r\n", calls: call},
+		{name: "downgraded", keys: keys, args: args, answer: returns(quorum.Result{Released: true}), want: ":1\r\n", calls: call},
+		{name: "still held", keys: keys, args: args, answer: returns(quorum.Result{HoldCount: 1}), want: ":0\r\n", calls: call},
+		{name: "not the owner", keys: keys, args: args, answer: fails(quorum.ErrNotHeld), want: nullReply, calls: call},
+		{name: "free", keys: keys, args: args, answer: fails(quorum.ErrAbsent), want: ":1\r\n", calls: call},
+		{name: "reader field", keys: keys, args: append([]string{"1", "30000", "u:1"}, publish...),
+			want: "-ERR lockproxy runs Redisson's write lock with a writer field of <owner>:write (got \"u:1\")\r\n"},
+	}
+}
+
+// redissonRWForceUnlockPublishCases are forceUnlock's to 3.21.3, whose
+// only argument is the message.
+func redissonRWForceUnlockPublishCases(mode string) []scriptCase {
+	msg := map[string]string{quorum.ReadMode: "0", quorum.WriteMode: "1"}[mode]
+	call := []string{"rwdelete/" + mode + " rw"}
+	return []scriptCase{
+		{name: "deleted", keys: rwForce, args: []string{msg}, answer: returns(true), want: ":1\r\n", calls: call},
+		{name: "not in that mode", keys: rwForce, args: []string{msg}, answer: returns(false), want: ":0\r\n", calls: call},
+	}
+}
+
+// redissonReadRenewPairsCases are the read watchdog's from 3.44.0 to
+// 4.3.1: one reader per lock.
+var redissonReadRenewPairsCases = []scriptCase{
+	{name: "one", keys: []string{"rw", "{rw}"}, args: []string{"30000", "u:1"}, want: "*1\r\n:1\r\n", calls: []string{"renewreads rw,{rw} u:1 30s"}},
+	{name: "each lock on its reader", keys: []string{"a", "{a}", "b", "{b}"}, args: []string{"30000", "u:1", "u:2"},
+		answer: byHold(map[string]func(call) (any, error){"a,{a} u:1": fails(quorum.ErrNotHeld)}),
+		want:   "*2\r\n:0\r\n:1\r\n", calls: []string{"renewreads a,{a} u:1 30s", "renewreads b,{b} u:2 30s"}},
+	{name: "a lock undecided", keys: []string{"a", "{a}", "b", "{b}"}, args: []string{"30000", "u:1", "u:1"},
+		answer: byHold(map[string]func(call) (any, error){"b,{b} u:1": noQuorum}),
+		want:   noQuorumReply, calls: []string{"renewreads a,{a} u:1 30s", "renewreads b,{b} u:1 30s"}},
+	{name: "a reader short", keys: []string{"a", "{a}", "b", "{b}"}, args: []string{"30000", "u:1"},
+		want: "-ERR lockproxy runs Redisson's read lock watchdog with pairs of keys, a lock and its key prefix, and a lease and a reader for each pair (got 4 keys, 2 arguments)\r\n"},
+	{name: "odd keys", keys: []string{"a", "{a}", "b"}, args: []string{"30000", "u:1"},
+		want: "-ERR lockproxy runs Redisson's read lock watchdog with pairs of keys, a lock and its key prefix, and a lease and a reader for each pair (got 3 keys, 2 arguments)\r\n"},
+	{name: "lease zero", keys: []string{"a", "{a}"}, args: []string{"0", "u:1"}, want: "-ERR invalid expire time in 'pexpire' command\r\n"},
+}
