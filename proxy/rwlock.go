@@ -540,14 +540,7 @@ func arg(args []string, i int) string {
 type redissonRWForceUnlock struct{ mode string }
 
 func (f redissonRWForceUnlock) run(ctx context.Context, l *keyspace, keys, _ []string) (any, error) {
-	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpRWDelete, Key: keys[0], Mode: f.mode})
-	switch {
-	case err != nil:
-		return nil, err
-	case deleted:
-		return int64(1), nil
-	}
-	return int64(0), nil
+	return deletedReply(l.Write(ctx, quorum.Write{Op: quorum.OpRWDelete, Key: keys[0], Mode: f.mode}))
 }
 
 // runRedissonReadLocked is the read lock's isLocked(): 1 when a quorum

@@ -339,7 +339,12 @@ func runDeleteAllLocks(ctx context.Context, l *keyspace, _, _ []string) (any, er
 // deleteWhoever deletes key whoever holds it, as DEL would: 1 when a
 // quorum held it, else 0.
 func deleteWhoever(ctx context.Context, l Locker, key string) (any, error) {
-	deleted, err := l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key})
+	return deletedReply(l.Write(ctx, quorum.Write{Op: quorum.OpDelete, Key: key}))
+}
+
+// deletedReply is a script's answer to an administrative delete: 1 when a
+// quorum deleted, else 0, or the error.
+func deletedReply(deleted bool, err error) (any, error) {
 	switch {
 	case err != nil:
 		return nil, err

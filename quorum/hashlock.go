@@ -231,57 +231,100 @@ func (e *Engine) hashRelease(ctx context.Context, key, field string, lease time.
 	if err := e.checkTTL(lease); err != nil {
 		return Result{}, err
 	}
-	keys := []string{key}
-	if latch != "" {
-		if latchTTL <= 0 {
-			return Result{}, &TTLError{TTL: latchTTL, Max: e.cfg.MaxTTL}
-		}
-		keys = append(keys, latch)
+	keys, err := e.releaseKeys(key, latch, latchTTL)
+	if err != nil {
+		return Result{}, err
 	}
 	id := newReleaseID()
 	f := fanout(e, e.checkedCommand(hashReleaseScript, keys, field, lease.Milliseconds(), latchTTL.Milliseconds(), id), decodeHashRelease)
-
-	t := releaseTally{total: len(e.nodes), quorum: e.quorum}
-	var held []vote[hashLeft]
-	var failures []*NodeError
-	heard := 0
-	if f.waitFor(ctx, decisive(t.total, t.quorum)) {
-		for heard < t.total && t.outcome() == undecidedRelease {
-			v, ok := f.next(ctx)
-			if !ok {
-				break
-			}
-			heard++
-			switch {
-			case v.err != nil:
-				failures = append(failures, v.err.(*NodeError))
-			case v.val.kind == leftHeld:
-				held = append(held, v)
-				t.held++
-			case v.val.kind == leftReleased:
-				t.released++
-			default:
-				t.notOwner++
-			}
-		}
-	}
-	switch t.final() {
+	r := e.collectRelease(ctx, f)
+	switch r.final() {
 	case stillHeld:
-		counts := make([]int64, len(held))
-		for i, v := range held {
-			counts[i] = v.val.count
-		}
-		slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
-		return Result{HoldCount: counts[t.quorum-1]}, nil
+		return Result{HoldCount: r.holdCount()}, nil
 	case lockReleased:
-		e.dropHashLock(ctx, key, field, id, latch, latchTTL, held, f, t.total-heard)
+		e.dropHeld(ctx, keys[:1], field, r.held, f, r.total-r.heard, func(ctx context.Context, n *node, count int64) {
+			n.run(ctx, hashDropScript, keys, field, strconv.FormatInt(count, 10), id, latchTTL.Milliseconds())
+		})
 		e.released(key, id)
 		return Result{Released: true}, nil
 	case notOwned:
 		return Result{}, ErrNotHeld
 	}
-	err := &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: failures, Split: t.split()}
-	return Result{}, cut(ctx, err)
+	return Result{}, cut(ctx, r.noQuorum())
+}
+
+// releaseKeys are a release's keys: the lock's, then its latch's where
+// it has one, which needs a positive latchTTL.
+func (e *Engine) releaseKeys(key, latch string, latchTTL time.Duration) ([]string, error) {
+	if latch == "" {
+		return []string{key}, nil
+	}
+	if latchTTL <= 0 {
+		return nil, &TTLError{TTL: latchTTL, Max: e.cfg.MaxTTL}
+	}
+	return []string{key, latch}, nil
+}
+
+// releaseVotes are the answers to a hash lock's release (hashRelease,
+// rwRelease), read until its outcome is decided.
+type releaseVotes struct {
+	releaseTally
+	held     []vote[hashLeft] // the backends that still hold the field
+	failures []*NodeError
+	heard    int
+	// went and noLock count the read-write lock's answers (rwRelease):
+	// released and the whole lock gone; no read-write lock there at all.
+	went, noLock int
+}
+
+// collectRelease reads f's answers while its outcome is undecided, by
+// hashRelease's rule.
+func (e *Engine) collectRelease(ctx context.Context, f *flight[hashLeft]) releaseVotes {
+	r := releaseVotes{releaseTally: releaseTally{total: len(e.nodes), quorum: e.quorum}}
+	if !f.waitFor(ctx, decisive(r.total, r.quorum)) {
+		return r
+	}
+	for r.heard < r.total && r.outcome() == undecidedRelease {
+		v, ok := f.next(ctx)
+		if !ok {
+			break
+		}
+		r.heard++
+		switch {
+		case v.err != nil:
+			r.failures = append(r.failures, v.err.(*NodeError))
+		case v.val.kind == leftHeld:
+			r.held = append(r.held, v)
+			r.releaseTally.held++
+		case v.val.kind == leftReleased, v.val.kind == leftWent:
+			r.released++
+			if v.val.kind == leftWent {
+				r.went++
+			}
+		default:
+			r.notOwner++
+			if v.val.kind == leftNoLock {
+				r.noLock++
+			}
+		}
+	}
+	return r
+}
+
+// holdCount is the count a quorum of the backends still holding the
+// field has at least.
+func (r releaseVotes) holdCount() int64 {
+	counts := make([]int64, len(r.held))
+	for i, v := range r.held {
+		counts[i] = v.val.count
+	}
+	slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
+	return counts[r.quorum-1]
+}
+
+func (r releaseVotes) noQuorum() *NoQuorumError {
+	t := r.releaseTally
+	return &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: r.failures, Split: t.split()}
 }
 
 // split says what the answers were, for a release left undecided: which
@@ -342,36 +385,32 @@ func (t releaseTally) final() int {
 	return notOwned
 }
 
-// dropHashLock deletes the hash lock key where the owner still holds it
-// after a release that a quorum decided was its last: on the backends of
-// held, before it returns (within a backend timeout), and on the pending
-// backends still to answer the release, as soon as they do. It keeps the
-// owner's next acquisition through this engine waiting until it is done,
-// as a rollback does (rollbacks.go), so that it never deletes a hold
-// taken after the release; lua/hash_drop.lua deletes only the count the
-// backend answered the release with, for a hold taken through another
-// engine.
-func (e *Engine) dropHashLock(ctx context.Context, key, field, id, latch string, latchTTL time.Duration, held []vote[hashLeft], f *flight[hashLeft], pending int) {
+// dropHeld ends the owner's hold where it is still held after a release
+// that a quorum decided was its last: drop runs on the backends of held,
+// before dropHeld returns (within a backend timeout), and on the pending
+// backends still to answer the release, as soon as they do, each with the
+// count it answered. It keeps the owner's next acquisition through this
+// engine waiting until it is done, as a rollback does (rollbacks.go), so
+// that it never ends a hold taken after the release; the drop scripts
+// (lua/hash_drop.lua, lua/rw_drop.lua) end only the count the backend
+// answered the release with, for a hold taken through another engine.
+func (e *Engine) dropHeld(ctx context.Context, keys []string, field string, held []vote[hashLeft], f *flight[hashLeft], pending int, drop func(ctx context.Context, n *node, count int64)) {
 	if len(held) == 0 && pending == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeouts*e.cfg.NodeTimeout)
-	keys := []string{key}
-	if latch != "" {
-		keys = append(keys, latch)
-	}
-	end := e.rollbacks.start(keys[:1], field)
-	drop := func(v vote[hashLeft]) {
+	end := e.rollbacks.start(keys, field)
+	dropHold := func(v vote[hashLeft]) {
 		if v.err == nil && v.val.kind == leftHeld {
-			e.nodes[v.node].run(ctx, hashDropScript, keys, field, strconv.FormatInt(v.val.count, 10), id, latchTTL.Milliseconds())
+			drop(ctx, e.nodes[v.node], v.val.count)
 		}
 	}
 	var now, later sync.WaitGroup
 	for _, v := range held {
-		now.Go(func() { drop(v) })
+		now.Go(func() { dropHold(v) })
 	}
 	for range pending {
-		later.Go(func() { drop(<-f.votes) })
+		later.Go(func() { dropHold(<-f.votes) })
 	}
 	e.awaitCleanup(&now, &later, cancel, end)
 }

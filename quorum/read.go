@@ -106,7 +106,12 @@ func holdersOf(states []keyState, value string) []keyState {
 // when no value is held by a quorum, even counting the backends that did not
 // answer as holders, and a *NoQuorumError when those could make one.
 func (e *Engine) get(ctx context.Context, key string) (string, error) {
-	v := e.read(ctx, key)
+	return e.quorumValue(e.read(ctx, key))
+}
+
+// quorumValue is the value a quorum of the backends v looked at hold, as
+// get says.
+func (e *Engine) quorumValue(v views) (string, error) {
 	holders := mostHeld(v.states)
 	if len(holders) >= e.quorum {
 		return holders[0].value, nil

@@ -1,14 +1,11 @@
 package quorum
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
@@ -130,101 +127,38 @@ func (e *Engine) writeRelease(ctx context.Context, key, owner string, lease time
 }
 
 func (e *Engine) rwRelease(ctx context.Context, key, prefix, owner, mode string, lease time.Duration, latch string, latchTTL time.Duration) (Result, error) {
-	keys := []string{key}
-	if latch != "" {
-		if latchTTL <= 0 {
-			return Result{}, &TTLError{TTL: latchTTL, Max: e.cfg.MaxTTL}
-		}
-		keys = append(keys, latch)
+	keys, err := e.releaseKeys(key, latch, latchTTL)
+	if err != nil {
+		return Result{}, err
 	}
 	id := newReleaseID()
 	f := fanout(e, e.checkedCommand(rwReleaseScript, keys, mode, owner, lease.Milliseconds(), prefix, latchTTL.Milliseconds(), id), decodeRWRelease)
-
-	t := releaseTally{total: len(e.nodes), quorum: e.quorum}
-	var held []vote[hashLeft]
-	var failures []*NodeError
-	heard, went, noLock := 0, 0, 0
-	if f.waitFor(ctx, decisive(t.total, t.quorum)) {
-		for heard < t.total && t.outcome() == undecidedRelease {
-			v, ok := f.next(ctx)
-			if !ok {
-				break
-			}
-			heard++
-			switch {
-			case v.err != nil:
-				failures = append(failures, v.err.(*NodeError))
-			case v.val.kind == leftHeld:
-				held = append(held, v)
-				t.held++
-			case v.val.kind == leftReleased, v.val.kind == leftWent:
-				t.released++
-				if v.val.kind == leftWent {
-					went++
-				}
-			default:
-				t.notOwner++
-				if v.val.kind == leftNoLock {
-					noLock++
-				}
-			}
-		}
-	}
-	switch t.final() {
+	r := e.collectRelease(ctx, f)
+	switch r.final() {
 	case stillHeld:
-		counts := make([]int64, len(held))
-		for i, v := range held {
-			counts[i] = v.val.count
-		}
-		slices.SortFunc(counts, func(a, b int64) int { return cmp.Compare(b, a) })
-		return Result{HoldCount: counts[t.quorum-1]}, nil
+		return Result{HoldCount: r.holdCount()}, nil
 	case lockReleased:
-		e.dropRWHold(ctx, key, prefix, owner, mode, id, latch, latchTTL, held, f, t.total-heard)
-		emptied := went >= t.quorum
+		field := owner
+		if mode == WriteMode {
+			field += WriterSuffix
+		}
+		// The backends that still hold the field missed a release; the
+		// drop (lua/rw_drop.lua) takes off that owner's hold alone.
+		e.dropHeld(ctx, keys[:1], field, r.held, f, r.total-r.heard, func(ctx context.Context, n *node, count int64) {
+			n.run(ctx, rwDropScript, keys, mode, owner, prefix, strconv.FormatInt(count, 10), id, latchTTL.Milliseconds())
+		})
+		emptied := r.went >= r.quorum
 		if emptied {
 			e.released(key, id)
 		}
 		return Result{Released: true, Emptied: emptied}, nil
 	case notOwned:
-		if noLock >= t.quorum {
+		if r.noLock >= r.quorum {
 			return Result{}, ErrAbsent
 		}
 		return Result{}, ErrNotHeld
 	}
-	err := &NoQuorumError{Counted: t.released + t.notOwner + t.held, Agreed: t.held, Needed: t.quorum, Total: t.total, Nodes: failures, Split: t.split()}
-	return Result{}, cut(ctx, err)
-}
-
-// dropRWHold drops the owner's hold where it is still held after a
-// release that a quorum decided was its last, as dropHashLock does for a
-// hash lock, leaving other owners' holds (lua/rw_drop.lua).
-func (e *Engine) dropRWHold(ctx context.Context, key, prefix, owner, mode, id, latch string, latchTTL time.Duration, held []vote[hashLeft], f *flight[hashLeft], pending int) {
-	if len(held) == 0 && pending == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeouts*e.cfg.NodeTimeout)
-	keys := []string{key}
-	if latch != "" {
-		keys = append(keys, latch)
-	}
-	field := owner
-	if mode == WriteMode {
-		field += WriterSuffix
-	}
-	end := e.rollbacks.start(keys[:1], field)
-	drop := func(v vote[hashLeft]) {
-		if v.err == nil && v.val.kind == leftHeld {
-			e.nodes[v.node].run(ctx, rwDropScript, keys, mode, owner, prefix, strconv.FormatInt(v.val.count, 10), id, latchTTL.Milliseconds())
-		}
-	}
-	var now, later sync.WaitGroup
-	for _, v := range held {
-		now.Go(func() { drop(v) })
-	}
-	for range pending {
-		later.Go(func() { drop(<-f.votes) })
-	}
-	e.awaitCleanup(&now, &later, cancel, end)
+	return Result{}, cut(ctx, r.noQuorum())
 }
 
 // rwMode is the mode a quorum of backends has of the read-write lock key:
@@ -238,14 +172,7 @@ func (e *Engine) rwMode(ctx context.Context, key string) (string, error) {
 		mode, err := r.Bulk()
 		return keyState{exists: true, hasValue: true, value: mode}, err
 	})
-	holders := mostHeld(v.states)
-	if len(holders) >= e.quorum {
-		return holders[0].value, nil
-	}
-	if err := e.undecided(v, len(holders)); err != nil {
-		return "", err
-	}
-	return "", ErrNotFound
+	return e.quorumValue(v)
 }
 
 // readLocked reports whether a quorum of backends has the read-write lock

@@ -391,22 +391,7 @@ func redissonKilledHolder(t *testing.T, dir, module, addr string, props []string
 	ctx := t.Context()
 	// The watchdog renews every lease/3; kill after a renewal, so that the
 	// lease that runs out is one the watchdog set, not the acquisition's.
-	last := cli.PTTL(ctx, key).Val()
-	deadline := time.Now().Add(lease/3 + 10*time.Second)
-	for {
-		ttl, err := cli.PTTL(ctx, key).Result()
-		if err != nil || ttl <= 0 {
-			t.Fatalf("PTTL %s while its holder runs: %v %v", key, ttl, err)
-		}
-		if ttl > last+100*time.Millisecond {
-			break
-		}
-		last = ttl
-		if time.Now().After(deadline) {
-			t.Fatalf("the watchdog did not renew %s within %v of the lock (PTTL %v)", key, lease/3+10*time.Second, ttl)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitRenewal(t, cli, key, lease)
 	ttl := cli.PTTL(ctx, key).Val()
 	cmd.Process.Kill()
 	killed := time.Now()
@@ -429,5 +414,28 @@ func redissonKilledHolder(t *testing.T, dir, module, addr string, props []string
 		lease, ttl, freed.Round(time.Millisecond))
 	if freed < ttl-time.Second || freed > ttl+2*time.Second {
 		t.Fatalf("the killed holder's lock freed %v after the kill, want when its lease ran out, %v after it", freed, ttl)
+	}
+}
+
+// awaitRenewal polls key's PTTL through cli until it rises: the holder's
+// watchdog, which renews every lease/3, has just renewed it.
+func awaitRenewal(t *testing.T, cli *redis.Client, key string, lease time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	last := cli.PTTL(ctx, key).Val()
+	deadline := time.Now().Add(lease/3 + 10*time.Second)
+	for {
+		ttl, err := cli.PTTL(ctx, key).Result()
+		if err != nil || ttl <= 0 {
+			t.Fatalf("PTTL %s while its holder runs: %v %v", key, ttl, err)
+		}
+		if ttl > last+100*time.Millisecond {
+			return
+		}
+		last = ttl
+		if time.Now().After(deadline) {
+			t.Fatalf("the watchdog did not renew %s within %v of the lock (PTTL %v)", key, lease/3+10*time.Second, ttl)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -132,22 +132,7 @@ func redissonRWKilledHolder(t *testing.T, dir, module, holderAddr, takerAddr str
 	// ones the watchdog set, not the acquisitions'.
 	ctx := t.Context()
 	for _, key := range names {
-		last := cli.PTTL(ctx, key).Val()
-		deadline := time.Now().Add(lease/3 + 10*time.Second)
-		for {
-			ttl, err := cli.PTTL(ctx, key).Result()
-			if err != nil || ttl <= 0 {
-				t.Fatalf("PTTL %s while its holder runs: %v %v", key, ttl, err)
-			}
-			if ttl > last+100*time.Millisecond {
-				break
-			}
-			last = ttl
-			if time.Now().After(deadline) {
-				t.Fatalf("the watchdog did not renew %s within %v of the lock (PTTL %v)", key, lease/3+10*time.Second, ttl)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		awaitRenewal(t, cli, key, lease)
 	}
 	awaitLine(t, taker.lines, "ready", "rwtake")
 	ttls := map[string]time.Duration{}
