@@ -115,6 +115,11 @@ func TestClaimsAfterMajorityLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEngine(t, two)
+	// Connected before the step: a backend that connects just after the
+	// step's tick is not sampled at its time, and step would wait for it.
+	for i := range c.servers {
+		c.connectedOf(t, e, i)
+	}
 	bound := defaultMaxTTL + e.drift(defaultMaxTTL)
 	c.step(t, bound, e) // the epoch wait
 	waitAllCount(t, e)
