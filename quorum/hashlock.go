@@ -72,9 +72,7 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 	if err := e.checkTTL(lease); err != nil {
 		return Result{}, err
 	}
-	id := make([]byte, attemptIDBytes)
-	rand.Read(id)
-	attempt := hex.EncodeToString(id)
+	attempt := newAttemptID()
 	keys := []string{key}
 	var holder leastTTL
 	op := lockOp{
@@ -94,13 +92,7 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 		}
 	} else {
 		op.cmd = e.checkedCommand(hashAcquireScript, keys, field, lease.Milliseconds(), attempt)
-		op.decode = func(_ *node, r backend.Reply) (ack, error) {
-			granted, n, err := pairOfIntegers(r)
-			if err == nil && granted == 0 {
-				holder.note(heldFor(n))
-			}
-			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
-		}
+		op.decode = decodeHashGrant(&holder)
 	}
 	op.copies = copyHash
 	res, err := e.lockOp(ctx, op)
@@ -108,6 +100,26 @@ func (e *Engine) hashAcquire(ctx context.Context, key, field string, lease time.
 		res.HolderTTL = holder.get()
 	}
 	return res, err
+}
+
+// newAttemptID is a new acquisition attempt's id, which its rollback
+// matches.
+func newAttemptID() string {
+	id := make([]byte, attemptIDBytes)
+	rand.Read(id)
+	return hex.EncodeToString(id)
+}
+
+// decodeHashGrant reads an acquisition's answer, {1, count} granted or
+// {0, PTTL} refused, noting the refusing holder's PTTL in holder.
+func decodeHashGrant(holder *leastTTL) func(*node, backend.Reply) (ack, error) {
+	return func(_ *node, r backend.Reply) (ack, error) {
+		granted, n, err := pairOfIntegers(r)
+		if err == nil && granted == 0 {
+			holder.note(heldFor(n))
+		}
+		return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
+	}
 }
 
 // decodeHashFenced reads the answer of lua/hash_acquire_fenced.lua: {1,

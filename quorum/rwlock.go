@@ -2,8 +2,6 @@ package quorum
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"strconv"
 	"time"
@@ -53,9 +51,7 @@ func (e *Engine) rwAcquire(ctx context.Context, key, prefix, owner, mode string,
 	if err := e.checkTTL(lease); err != nil {
 		return Result{}, err
 	}
-	id := make([]byte, attemptIDBytes)
-	rand.Read(id)
-	attempt := hex.EncodeToString(id)
+	attempt := newAttemptID()
 	keys := []string{key}
 	field, copies := owner, copyRead
 	if mode == WriteMode {
@@ -68,13 +64,7 @@ func (e *Engine) rwAcquire(ctx context.Context, key, prefix, owner, mode string,
 		ttl:     lease,
 		refused: ErrNotAcquired,
 		cmd:     e.checkedCommand(rwAcquireScript, keys, mode, owner, lease.Milliseconds(), attempt, prefix, e.cfg.MaxTTL.Milliseconds()),
-		decode: func(_ *node, r backend.Reply) (ack, error) {
-			granted, n, err := pairOfIntegers(r)
-			if err == nil && granted == 0 {
-				holder.note(heldFor(n))
-			}
-			return ack{yes: granted == 1, fresh: granted == 1, count: n}, err
-		},
+		decode:  decodeHashGrant(&holder),
 		undo: func(ctx context.Context, n *node, _ ack) {
 			n.run(ctx, rwUndoScript, keys, mode, owner, attempt, prefix)
 		},
