@@ -27,6 +27,28 @@ local function isWriter(field)
 	return string.sub(field, -6) == ":write"
 end
 
+-- fieldOf is owner's field in the lock for mode: the reader's is the
+-- owner, the writer's the owner and ":write".
+local function fieldOf(mode, owner)
+	if mode == "read" then
+		return owner
+	end
+	return owner .. ":write"
+end
+
+-- takeOne takes one hold off the owner's field (the field goes at 0), and
+-- a reader's with its timeout key; it returns the count left.
+local function takeOne(key, field, owner, prefix)
+	local count = redis.call("hincrby", key, field, -1)
+	if count <= 0 then
+		redis.call("hdel", key, field)
+	end
+	if not isWriter(field) then
+		redis.call("del", timeoutKey(prefix, owner, count + 1))
+	end
+	return count
+end
+
 -- longestHold is the longest PTTL of the read holds' timeout keys left.
 local function longestHold(prefix, owners)
 	local longest = -2

@@ -9,7 +9,7 @@
 -- acquisition's, and is left alone. 1 dropped, 0 not.
 local key, latch, owner = KEYS[1], KEYS[2], ARGV[2]
 local reader = ARGV[1] == "read"
-local field = reader and owner or owner .. ":write"
+local field = fieldOf(ARGV[1], owner)
 if redis.pcall("hget", key, field) ~= ARGV[4] then
 	return 0
 end

@@ -9,7 +9,7 @@
 -- owner. 1 done, 0 not.
 local key, owner, left, want = KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local reader = ARGV[4] == "read"
-local field = reader and owner or owner .. ":write"
+local field = fieldOf(ARGV[4], owner)
 local kind = redis.call("type", key)["ok"]
 local have = 0
 if kind == "hash" then

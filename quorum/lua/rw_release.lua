@@ -15,7 +15,7 @@
 -- retry) answers as the release did: "0" held, "2" released, "1" went.
 local key, latch, owner = KEYS[1], KEYS[2], ARGV[2]
 local reader = ARGV[1] == "read"
-local field = reader and owner or owner .. ":write"
+local field = fieldOf(ARGV[1], owner)
 local function done(kind, count)
 	if latch then
 		redis.call("set", latch, kind == 1 and "0" or kind == 2 and "2" or "1", "px", ARGV[5])
@@ -43,12 +43,8 @@ end
 if not reader and mode ~= "write" or not redis.call("hget", key, field) then
 	return {0, 0}
 end
-local count = redis.call("hincrby", key, field, -1)
-if count <= 0 then
-	redis.call("hdel", key, field)
-end
+local count = takeOne(key, field, owner, ARGV[4])
 if reader then
-	redis.call("del", timeoutKey(ARGV[4], owner, count + 1))
 	if settleRead(key, ARGV[4], ARGV[6], field) then
 		return done(3, 0)
 	end

@@ -8,18 +8,14 @@
 -- not.
 local key, owner = KEYS[1], ARGV[2]
 local reader = ARGV[1] == "read"
-local field = reader and owner or owner .. ":write"
+local field = fieldOf(ARGV[1], owner)
 local marker = "\0attempt:" .. field
 if redis.call("type", key)["ok"] ~= "hash" or redis.call("hget", key, marker) ~= ARGV[3] then
 	return 0
 end
 redis.call("hdel", key, marker)
-local count = redis.call("hincrby", key, field, -1)
-if count <= 0 then
-	redis.call("hdel", key, field)
-end
+local count = takeOne(key, field, owner, ARGV[4])
 if reader then
-	redis.call("del", timeoutKey(ARGV[4], owner, count + 1))
 	settleRead(key, ARGV[4], "", field)
 elseif count <= 0 then
 	settleWrite(key, "", field)
