@@ -71,7 +71,8 @@ func TestDatabases(t *testing.T) {
 	do(db0, "*0\r\n", "KEYS", "*")
 	do(db3, "*0\r\n", "KEYS", "*")
 	for i, b := range r.backends {
-		if got := r.must(t, b, "KEYS", "*job*"); got != "*0\r\n" {
+		// lockproxy's own keys (the waiter's mark) are not the databases'.
+		if got := r.must(t, b, "KEYS", "[^{]*job*"); got != "*0\r\n" {
 			t.Errorf("backend %d after FLUSHALL: %q", i, got)
 		}
 	}

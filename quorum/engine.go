@@ -236,6 +236,9 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e.startLog = &startLog{next: cfg.Logger.Handler()}
+	if len(measureOff) > 0 {
+		cfg.Logger.Warn("this build is made for measuring: it leaves out what these features keep safe; do not run it for locks", "without", measureOff.String())
+	}
 	defer e.startLog.flush(0) // those of a failed start too
 	e.values = valuesOf(cfg.Fencing)
 	e.set = newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)

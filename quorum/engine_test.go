@@ -96,6 +96,22 @@ func uniqueKey(t *testing.T) string {
 
 // values returns what each backend holds for key ("" when absent); a killed
 // or paused backend reads as "?".
+// listen subscribes to key's release notices on backend i, marked as
+// waited for there as a waiting engine marks it (lua/notice.lua), and
+// returns once the subscription is confirmed.
+func (c *cluster) listen(t *testing.T, i int, key string) *redis.PubSub {
+	t.Helper()
+	if err := c.direct[i].Set(t.Context(), waitingPrefix+key, "1", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sub := c.direct[i].Subscribe(t.Context(), releasedPrefix+key)
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(t.Context()); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	return sub
+}
+
 func (c *cluster) values(t *testing.T, key string) []string {
 	t.Helper()
 	out := make([]string, len(c.direct))

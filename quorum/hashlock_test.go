@@ -84,11 +84,7 @@ func TestHashLockReentry(t *testing.T) {
 	for name, e := range map[string]*Engine{"plain": c.engine, "fencing": newEngine(t, fencedCfg)} {
 		t.Run(name, func(t *testing.T) {
 			key, field := uniqueKey(t), "uuid:1"
-			sub := c.direct[0].Subscribe(t.Context(), "{lockproxy}:released:"+key)
-			t.Cleanup(func() { sub.Close() })
-			if _, err := sub.Receive(t.Context()); err != nil { // the subscription's confirmation
-				t.Fatal(err)
-			}
+			sub := c.listen(t, 0, key)
 
 			var fences []int64
 			for range 2 {
@@ -201,11 +197,7 @@ func TestHashLockDivergedCounts(t *testing.T) {
 		if err != nil || res.Released || res.HoldCount != 1 {
 			t.Fatalf("first release: %+v, %v; want still held, the quorum's count 1", res, err)
 		}
-		sub := c.direct[0].Subscribe(t.Context(), "{lockproxy}:released:"+key)
-		defer sub.Close()
-		if _, err := sub.Receive(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		sub := c.listen(t, 0, key)
 		res, err = hashRelease(c.engine, t, key, field, "")
 		if err != nil || !res.Released {
 			t.Fatalf("second release: %+v, %v; want released", res, err)

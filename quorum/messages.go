@@ -65,7 +65,7 @@ func (e *Engine) Relay(ctx context.Context, topic, message string) error {
 // is called from the engine's goroutines and must not block; it may be
 // called once more while stop runs.
 func (e *Engine) Relayed(pattern string, fn func(topic, message string)) (stop func()) {
-	return e.watchPattern(relayPrefix+pattern, 1, fn)
+	return e.watchPattern(relayPrefix+pattern, 1, "", fn)
 }
 
 // relayed hears one backend's copy of a relayed message.

@@ -113,11 +113,7 @@ func TestRWLockGrants(t *testing.T) {
 		t.Errorf("the refused writers left something: %s", msg)
 	}
 
-	sub := c.direct[0].Subscribe(t.Context(), "{lockproxy}:released:"+key)
-	t.Cleanup(func() { sub.Close() })
-	if _, err := sub.Receive(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	sub := c.listen(t, 0, key)
 	if res, err := readRelease(c.engine, t, key, "a:1", ""); err != nil || !res.Released || res.Emptied {
 		t.Fatalf("first reader's release: %+v, %v; want released, not emptied", res, err)
 	}
@@ -195,11 +191,7 @@ func TestRWLockDowngrade(t *testing.T) {
 	if res, err := writeRelease(c.engine, t, key, "w:1"); err != nil || res.Released || res.HoldCount != 1 {
 		t.Fatalf("first write release of two: %+v, %v; want still held once", res, err)
 	}
-	sub := c.direct[0].Subscribe(t.Context(), "{lockproxy}:released:"+key)
-	t.Cleanup(func() { sub.Close() })
-	if _, err := sub.Receive(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	sub := c.listen(t, 0, key)
 	if res, err := writeRelease(c.engine, t, key, "w:1"); err != nil || !res.Released || res.Emptied {
 		t.Fatalf("last write release beside the own read: %+v, %v; want released, not emptied", res, err)
 	}

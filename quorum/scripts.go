@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/lockproxy/lockproxy/quorum/internal/backend"
 )
@@ -30,6 +31,7 @@ var (
 	adoptScript           = luaScript("adopt")
 	expireScript          = checkedScript("expire")
 	settleScript          = luaScript("settle")
+	markScript            = luaScript("mark")
 
 	// The scripts of hash locks (Redisson's RLock, hashlock.go).
 	hashAcquireScript   = checkedScript("hash_acquire")
@@ -64,8 +66,8 @@ var (
 	acquireAllFencedScript      = fencedScript("acquire_all_fenced", "mint")
 	extendOrAcquireFencedScript = fencedScript("extend_or_acquire_fenced", "mint")
 	acquireOrRenewFencedScript  = fencedScript("acquire_or_renew_fenced", "mint")
-	fenceRaiseScript            = backend.NewScript(fencedValues.expand(luaSource("fence_raise")))
-	fenceReadScript             = backend.NewScript(fencedValues.expand(luaSource("fence_read")))
+	fenceRaiseScript            = newScript(fencedValues.expand(luaSource("fence_raise")))
+	fenceReadScript             = newScript(fencedValues.expand(luaSource("fence_read")))
 	fenceFillScript             = fencedScript("fence_fill")
 
 	plainValues  = newValueScripts(false)
@@ -73,7 +75,7 @@ var (
 
 	allScripts = []*backend.Script{
 		acquireScript, releaseStampedScript, acquireAllScript, extendOrAcquireScript,
-		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, claimScript, expireScript, settleScript,
+		acquireOrRenewScript, identityScript, fenceSeedScript, deleteScript, claimScript, expireScript, settleScript, markScript,
 		acquireFencedScript, releaseFencedScript, acquireAllFencedScript,
 		extendOrAcquireFencedScript, acquireOrRenewFencedScript, fenceRaiseScript, fenceReadScript, fenceFillScript,
 		plainValues.release, plainValues.releaseAll, plainValues.extend, plainValues.extendAll,
@@ -107,9 +109,9 @@ type valueScripts struct {
 
 func newValueScripts(fenced bool) *valueScripts {
 	v := &valueScripts{fenced: fenced}
-	script := func(name string) *backend.Script { return backend.NewScript(v.expand(luaSource(name))) }
+	script := func(name string) *backend.Script { return newScript(v.expand(luaSource(name))) }
 	checked := func(name string) *backend.Script {
-		return backend.NewScript(leaseSource + v.expand(luaSource(name)))
+		return newScript(leaseSource + v.expand(luaSource(name)))
 	}
 	v.release, v.releaseAll, v.read, v.inspect = script("release"), script("release_all"), script("read"), script("inspect")
 	v.extend, v.extendAll, v.extendBy = checked("extend"), checked("extend_all"), checked("extend_by")
@@ -165,7 +167,20 @@ func valuesOf(fencing bool) *valueScripts {
 var luaFiles embed.FS
 
 // luaScript is lua/name.lua.
-func luaScript(name string) *backend.Script { return backend.NewScript(luaSource(name)) }
+func luaScript(name string) *backend.Script { return newScript(luaSource(name)) }
+
+// noticeSource defines notify(key, payload[, wanted]), the release notice
+// that only marked keys publish.
+var noticeSource = luaSource("notice")
+
+// newScript is the script of src, after lua/notice.lua where src calls
+// notify, and with the cuts of a build made for measuring (cost.go).
+func newScript(src string) *backend.Script {
+	if strings.Contains(src, "notify(") {
+		src = noticeSource + src
+	}
+	return backend.NewScript(cutCosts(src, measureOff))
+}
 
 // leaseSource starts every script that takes or extends locks: the set
 // check, and horizon(key).
@@ -173,7 +188,7 @@ var leaseSource = luaSource("setcheck") + luaSource("horizon")
 
 // checkedScript is lua/name.lua after leaseSource.
 func checkedScript(name string) *backend.Script {
-	return backend.NewScript(leaseSource + luaSource(name))
+	return newScript(leaseSource + luaSource(name))
 }
 
 // rwScript is lua/name.lua after lua/rw.lua, and after leaseSource when
@@ -183,7 +198,7 @@ func rwScript(name string, checked bool) *backend.Script {
 	if checked {
 		src = leaseSource + src
 	}
-	return backend.NewScript(src)
+	return newScript(src)
 }
 
 // fencedScript is lua/name.lua after leaseSource and the named helpers
@@ -194,7 +209,7 @@ func fencedScript(name string, helpers ...string) *backend.Script {
 	for _, h := range helpers {
 		src += luaSource(h)
 	}
-	return backend.NewScript(src + fencedValues.expand(luaSource(name)))
+	return newScript(src + fencedValues.expand(luaSource(name)))
 }
 
 // luaSource reads lua/name.lua; a missing file is a build mistake, caught

@@ -115,6 +115,7 @@ var realClockUses = map[string]string{
 	"sendClocked":  "a fencing token's floor: the wall clock, on one scale for every proxy",
 	"logNow":       "the time of a start-up line logged, as slog stamps every line",
 	"endLater":     "how long the late backends' start-up lines are gathered, which decides nothing",
+	"keepMarks":    "the renewals of the waiting marks, whose TTLs run on the backends' clocks",
 }
 
 // TestEngineTimeIsStepped: every read of the time in the engine, and every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,8 +20,9 @@ import (
 // held key joins the key's queue in this engine; only the queue's head
 // tries, and only when the key may have become free: a release notice
 // (any proxy's release publishes one on each backend where it deleted the
-// key, and this engine subscribes to the key's channel on every backend
-// while it has waiters for it), or the holder's time running out (a timer
+// key and found the key marked as waited for; this engine marks the key
+// and subscribes to its channel on every backend while it has waiters for
+// it), or the holder's time running out (a timer
 // at the quorum's PTTL, for a holder that died without releasing). The N
 // copies of one release's notice are one wake-up: they carry the released
 // token, and a token already seen for the key in the last second is not
@@ -37,6 +39,20 @@ var ErrTimeout = errors.New("quorum: the wait ended before a release")
 // releasedPrefix starts the channel on which the backends publish the
 // releases of a key: releasedPrefix + key, with the released token.
 const releasedPrefix = ReservedPrefix + "released:"
+
+// The marks that have releases publish their notices (lua/notice.lua): a
+// release publishes only where its key is marked waited for, or
+// listeningKey marks every key (a watch by pattern). Locks nobody waits
+// for then cost no notice, and no proxy reads notices it did not ask for.
+const (
+	waitingPrefix = ReservedPrefix + "waiting:"
+	listeningKey  = ReservedPrefix + "listening"
+	// markTTL is how long a mark lasts unless renewed; keepMarks renews
+	// them every markRenew, so that one late or failed renewal loses none.
+	// A mark outlives its last waiter by up to markTTL: some notices more.
+	markTTL   = 30 * time.Second
+	markRenew = 10 * time.Second
+)
 
 const (
 	// noticeDedupe is how long a released token stays known per key: its
@@ -82,6 +98,10 @@ type waitQueue struct {
 	// channel; confirmed says which.
 	subscribed chan struct{}
 	confirmed  map[int]bool
+	// marked is closed once the key's waiting mark was written on every
+	// backend that answered within the backend timeout (markOnce).
+	marked   chan struct{}
+	markOnce sync.Once
 }
 
 // releaseSeen is what a queue knows of one release.
@@ -143,6 +163,8 @@ func (e *Engine) subscribe() {
 		}
 		return out
 	}
+	e.running.Add(1)
+	go e.keepMarks()
 	for i := range e.nodes {
 		sub, err := backend.NewSubscriber(backend.SubscriberConfig{
 			URL: e.cfg.Backends[i], TLS: e.cfg.TLSConfig, Timeout: e.cfg.NodeTimeout,
@@ -289,7 +311,7 @@ func (w *waits) join(key string) (*waitQueue, *waiter) {
 	q := w.queues[key]
 	if q == nil {
 		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{},
-			released: map[string]*releaseSeen{}}
+			released: map[string]*releaseSeen{}, marked: make(chan struct{})}
 		w.queues[key] = q
 		for _, s := range w.subs {
 			if s != nil {
@@ -389,10 +411,18 @@ func (e *Engine) getInLine(ctx context.Context, key string, wait time.Duration) 
 		p.deadline, p.stop = t.Chan(), func() { t.Stop() }
 	}
 	p.q, p.me = e.waits.join(key)
-	// A release between this engine's first try and its subscription
-	// would go unheard: the first try waits for a quorum of backends to
-	// carry the channel (a release publishes on a quorum), for at most a
-	// backend timeout.
+	// A release between this engine's first try and its subscription, or
+	// its mark, would go unheard: the first try waits for a quorum of
+	// backends to carry the channel (a release publishes on a quorum), for
+	// at most a backend timeout, and for the mark on every backend that
+	// answers in one. A release that ran on a backend before either is
+	// there ran before the try too, which then finds the key free there.
+	p.q.markOnce.Do(func() {
+		go func() {
+			e.mark(waitingPrefix + key)
+			close(p.q.marked)
+		}()
+	})
 	settle := time.NewTimer(e.cfg.NodeTimeout)
 	select {
 	case <-p.q.subscribed:
@@ -400,6 +430,10 @@ func (e *Engine) getInLine(ctx context.Context, key string, wait time.Duration) 
 	case <-ctx.Done():
 	}
 	settle.Stop()
+	select {
+	case <-p.q.marked:
+	case <-ctx.Done():
+	}
 	select {
 	case <-p.me.turn:
 		return p, true
@@ -565,4 +599,57 @@ func (e *Engine) awaitRelease(ctx context.Context, key string, wait time.Duratio
 		}
 		e.waits.setFreeAt(p.q, e.clock.Now().Add(e.freedAfter(left)))
 	}
+}
+
+// mark writes the marks keys (lua/notice.lua) on every backend, and
+// returns once each answered, or the backend timeout passed.
+func (e *Engine) mark(keys ...string) {
+	f := fanoutKeeping(e, backend.ScriptCommand(markScript, keys, markTTL.Milliseconds()),
+		func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
+	collectAll(context.Background(), f, len(e.nodes))
+}
+
+// markBatch is how many marks one renewal command carries at most.
+const markBatch = 512
+
+// keepMarks renews the marks of the keys this engine has waiters for, and
+// of its watches by pattern, every markRenew until Close. It renews by the
+// real clock, whose time the backends' mark TTLs run on.
+func (e *Engine) keepMarks() {
+	defer e.running.Done()
+	tick := time.NewTicker(markRenew)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.closed:
+			return
+		case <-tick.C:
+		}
+		keys := e.waits.marks()
+		for len(keys) > 0 {
+			n := min(len(keys), markBatch)
+			// Not waited for: a renewal that fails is made again at the
+			// next tick, long before the mark runs out.
+			fanoutKeeping(e, backend.ScriptCommand(markScript, keys[:n], markTTL.Milliseconds()),
+				func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
+			keys = keys[n:]
+		}
+	}
+}
+
+// marks are the marks that this engine's waiters and watches need.
+func (w *waits) marks() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var keys []string
+	for key := range w.queues {
+		keys = append(keys, waitingPrefix+key)
+	}
+	for _, wt := range w.watches {
+		if wt.mark != "" {
+			keys = append(keys, wt.mark)
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }

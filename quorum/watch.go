@@ -1,6 +1,7 @@
 package quorum
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,12 @@ type watch struct {
 	// pattern; confirmed says which.
 	subscribed chan struct{}
 	confirmed  map[int]bool
+	// mark is the mark that has the backends publish what it watches
+	// (lua/notice.lua), "" for none; marked is closed once it was written
+	// on every backend that answered within the backend timeout.
+	mark     string
+	marked   chan struct{}
+	markOnce sync.Once
 }
 
 // Releases calls fn(key, token) for each release or delete of a key that
@@ -61,20 +68,31 @@ type watch struct {
 // and its release fail, and its waiters sleep out its lease). Woken once
 // the release is everywhere, it takes the lock everywhere.
 func (e *Engine) Releases(pattern string, fn func(key, token string)) (stop func()) {
-	return e.watchPattern(releasedPrefix+pattern, e.quorum, fn)
+	return e.watchPattern(releasedPrefix+pattern, e.quorum, releasesMark(pattern), fn)
+}
+
+// releasesMark is the mark that has the backends publish the releases of
+// the keys pattern matches: one key's waiting mark where it names one key
+// (a Redisson client waiting), else the mark of every key.
+func releasesMark(pattern string) string {
+	if strings.ContainsAny(pattern, `*?[\`) {
+		return listeningKey
+	}
+	return waitingPrefix + pattern
 }
 
 // watchPattern adds fn to the callers of backendPattern, subscribing the
 // backends to it if fn is the first, and waits (at most the backend
-// timeout) until a quorum of them carry it. fn hears each notice once
-// copies backends told it.
-func (e *Engine) watchPattern(backendPattern string, copies int, fn func(name, payload string)) (stop func()) {
+// timeout) until a quorum of them carry it, and until mark ("" none) is
+// written on every backend that answers. fn hears each notice once copies
+// backends told it.
+func (e *Engine) watchPattern(backendPattern string, copies int, mark string, fn func(name, payload string)) (stop func()) {
 	w := &e.waits
 	w.mu.Lock()
 	wt := w.watches[backendPattern]
 	if wt == nil {
 		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]*sighting{}, copies: copies,
-			subscribed: make(chan struct{}), confirmed: map[int]bool{}}
+			subscribed: make(chan struct{}), confirmed: map[int]bool{}, mark: mark, marked: make(chan struct{})}
 		w.watches[backendPattern] = wt
 		for _, s := range w.subs {
 			if s != nil {
@@ -86,12 +104,21 @@ func (e *Engine) watchPattern(backendPattern string, copies int, fn func(name, p
 	wt.next++
 	wt.fns[id] = fn
 	w.mu.Unlock()
+	wt.markOnce.Do(func() {
+		go func() {
+			if mark != "" {
+				e.mark(mark)
+			}
+			close(wt.marked)
+		}()
+	})
 	settle := time.NewTimer(e.cfg.NodeTimeout)
 	select {
 	case <-wt.subscribed:
 	case <-settle.C:
 	}
 	settle.Stop()
+	<-wt.marked
 	var once sync.Once
 	return func() {
 		once.Do(func() {

@@ -3,6 +3,6 @@
 -- token: 1 deleted, 0 absent.
 local deleted = redis.call("del", KEYS[1])
 if deleted == 1 then
-	redis.pcall("publish", "{lockproxy}:released:" .. KEYS[1], ARGV[1])
+	notify(KEYS[1], ARGV[1])
 end
 return deleted

@@ -12,7 +12,7 @@ if count ~= ARGV[2] then
 	return 0
 end
 redis.call("del", KEYS[1])
-redis.pcall("publish", "{lockproxy}:released:" .. KEYS[1], ARGV[3] .. ARGV[1])
+notify(KEYS[1], ARGV[3] .. ARGV[1])
 if KEYS[2] then
 	redis.call("set", KEYS[2], "1", "px", ARGV[4])
 end

@@ -35,7 +35,7 @@ if count > 0 then
 	return {1, count}
 end
 redis.call("del", KEYS[1])
-redis.pcall("publish", "{lockproxy}:released:" .. KEYS[1], ARGV[4] .. ARGV[1])
+notify(KEYS[1], ARGV[4] .. ARGV[1])
 if latch then
 	redis.call("set", latch, "1", "px", ARGV[3])
 end

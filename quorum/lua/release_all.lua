@@ -6,7 +6,7 @@ for _, key in ipairs(KEYS) do
 	local value = redis.call("get", key)
 	if holds(value, ARGV[1]) then
 		deleted = deleted + redis.call("del", key)
-		redis.pcall("publish", "{lockproxy}:released:" .. key, ARGV[2] .. ARGV[1])
+		notify(key, ARGV[2] .. ARGV[1])
 	end
 end
 return deleted

@@ -69,7 +69,7 @@ end
 local function gone(key, id, field)
 	redis.call("del", key)
 	if id ~= "" then
-		redis.pcall("publish", "{lockproxy}:released:" .. key, id .. field)
+		notify(key, id .. field)
 	end
 	return true
 end

@@ -6,7 +6,12 @@
 -- its data set, or a server that cannot carry a record, as the embedded
 -- ones) any may: the lock lands, and the proxies count the backend's vote
 -- once its record names their set (admit.Allows says the same).
-local recorded = redis.call("get", "{lockproxy}:set")
+--
+-- The same read fetches the lease horizon for lua/horizon.lua: one command
+-- where two would double what these checks cost a lock cycle
+-- (docs/cost.md).
+local lease = redis.call("mget", "{lockproxy}:set", "{lockproxy}:horizon")
+local recorded = lease[1]
 if recorded and string.sub(recorded, 1, #ARGV[#ARGV]) ~= ARGV[#ARGV] then
 	return redis.error_reply("LOCKPROXY_SET " .. recorded)
 end
