@@ -94,6 +94,7 @@ type costRow struct {
 	BackendsCPU        *float64 `json:"backends_cpu_us"`
 	ScriptUs           *float64 `json:"script_us"`
 	ProxyCPU           *float64 `json:"proxy_cpu_us"`
+	NoticesSent        *float64 `json:"notices_sent"`
 	NoticesReceived    *float64 `json:"notices_received"`
 }
 
@@ -125,7 +126,7 @@ func (r *report) costRows() []costRow {
 			row.CyclesPerSec, _ = median(cps)
 			if b := x.Backend; b != nil {
 				row.CommandsPerBackend, row.Breakdown = ptr(b.Commands), b.breakdown()
-				row.ScriptUs, row.NoticesReceived = ptr(b.ScriptUs), b.NoticesReceived
+				row.ScriptUs, row.NoticesSent, row.NoticesReceived = ptr(b.ScriptUs), ptr(b.NoticesSent), b.NoticesReceived
 			}
 			if x.CPU != nil {
 				row.BackendsCPU, row.ProxyCPU = x.CPU.Backends, x.CPU.Proxy
@@ -154,21 +155,21 @@ func (r *report) printCostTable(out io.Writer) {
 	if len(r.CostTable) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\nCost per feature (builds of this tree with one feature's per-cycle work off, %s; %d rounds of %s in turns; per lock cycle; backends CPU over all %d; notices received by the variant's own proxy)\n",
+	fmt.Fprintf(out, "\nCost per feature (builds of this tree with one feature's per-cycle work off, %s; %d rounds of %s in turns; per lock cycle; backends CPU, script time and notices sent (PUBLISH) over all %d backends; notices received by the variant's own proxy)\n",
 		measureWithoutVar, r.Params.Rounds, r.Params.Duration, len(r.Params.Backends))
 	for i, x := range r.CostTable {
 		if i == 0 || x.Mode != r.CostTable[i-1].Mode || x.Workers != r.CostTable[i-1].Workers {
 			fmt.Fprintf(out, "\n%s, %d workers:\n\n", x.Mode, x.Workers)
-			fmt.Fprintln(out, "| variant | cycles/s (median) | × full, by round | backend commands per backend | backends CPU µs | script µs | proxy CPU µs | notices received | commands per backend, by name |")
-			fmt.Fprintln(out, "|---|--:|--:|--:|--:|--:|--:|--:|---|")
+			fmt.Fprintln(out, "| variant | cycles/s (median) | × full, by round | backend commands per backend | backends CPU µs | script µs | proxy CPU µs | notices sent | notices received | commands per backend, by name |")
+			fmt.Fprintln(out, "|---|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 		}
 		ratio := fmt.Sprintf("%.3f [%.3f–%.3f]", x.ToFull.Median, x.ToFull.Min, x.ToFull.Max)
 		if x.System == "proxy" {
 			ratio = "1"
 		}
-		fmt.Fprintf(out, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s |\n", variantLabel(x.System), x.CyclesPerSec, ratio,
+		fmt.Fprintf(out, "| %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %s |\n", variantLabel(x.System), x.CyclesPerSec, ratio,
 			decOrUnknown(x.CommandsPerBackend, 2), usOrUnknown(x.BackendsCPU), usOrUnknown(x.ScriptUs), usOrUnknown(x.ProxyCPU),
-			decOrUnknown(x.NoticesReceived, 2), x.Breakdown)
+			decOrUnknown(x.NoticesSent, 2), decOrUnknown(x.NoticesReceived, 2), x.Breakdown)
 	}
 }
 

@@ -129,7 +129,7 @@ func TestCostRows(t *testing.T) {
 	figures := func(system string, cps []float64, commands, proxyCPU float64) result {
 		return result{System: system, Mode: "uncontended", Workers: 32, Rounds: rounds(cps...),
 			CPU:     &cpuPerCycle{Proxy: ptr(proxyCPU), Backends: ptr(40)},
-			Backend: &backendPerCycle{Backends: 5, Commands: commands, ByCommand: map[string]float64{"evalsha": 2, "set": commands - 2}, ScriptUs: 30, NoticesReceived: ptr(1)}}
+			Backend: &backendPerCycle{Backends: 5, Commands: commands, ByCommand: map[string]float64{"evalsha": 2, "set": commands - 2}, ScriptUs: 30, NoticesSent: 5, NoticesReceived: ptr(1)}}
 	}
 	r := &report{Params: params{CostTable: true, Rounds: 3, Duration: "2s", Backends: make([]string, 5)}}
 	r.Results = []result{
@@ -162,9 +162,9 @@ func TestCostRows(t *testing.T) {
 	r.printCostTable(&out)
 	text := out.String()
 	for _, want := range []string{
-		"| full build | 1000 | 1 | 6.00 | 40.0 | 30.0 | 60.0 | 1.00 | set 4, evalsha 2 |",
-		"| without notice | 990 | 1.100 [0.900–1.100] | 5.00 | 40.0 | 30.0 | 55.0 | 1.00 | set 3, evalsha 2 |",
-		"| baseline (-baseline-bin) | 1200 | 1.200 [1.091–1.333] | 3.00 | 40.0 | 30.0 | 50.0 | ? | evalsha 2, set 1 |",
+		"| full build | 1000 | 1 | 6.00 | 40.0 | 30.0 | 60.0 | 5.00 | 1.00 | set 4, evalsha 2 |",
+		"| without notice | 990 | 1.100 [0.900–1.100] | 5.00 | 40.0 | 30.0 | 55.0 | 5.00 | 1.00 | set 3, evalsha 2 |",
+		"| baseline (-baseline-bin) | 1200 | 1.200 [1.091–1.333] | 3.00 | 40.0 | 30.0 | 50.0 | 5.00 | ? | evalsha 2, set 1 |",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the table has no line\n%s\n%s", want, text)
