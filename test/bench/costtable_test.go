@@ -171,3 +171,21 @@ func TestCostRows(t *testing.T) {
 		}
 	}
 }
+
+func TestCostTableFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-cost-table", "-systems", "proxy", "-baseline-bin", "/bin/true"})
+	if err != nil || !o.costTable {
+		t.Fatalf("-cost-table -systems proxy -baseline-bin: %v, cost table %v", err, o != nil && o.costTable)
+	}
+	for _, args := range [][]string{
+		{"-cost-table", "-proxy-bin", "/bin/true"},           // the table is of this tree
+		{"-cost-table", "-proxy", "h:1", "-backends", "h:2"}, // likewise
+		{"-cost-table", "-systems", "direct,redsync"},        // no full build to compare with
+		{"-cost-table", "-open-loop", "1000"},                // a table of the closed loop only
+		{"-cost-table", "-waiting"},
+	} {
+		if _, err := parseFlags(args); err == nil {
+			t.Errorf("%q accepted", args)
+		}
+	}
+}
