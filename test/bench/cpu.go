@@ -21,21 +21,22 @@ const clockTick = time.Second / 100
 // on the machine: the bench's workers, the proxy, and the backends. A pid
 // of 0 (proxy) or nil pids (backends) is a process the bench did not start.
 type cpuClock struct {
-	proxy    int
-	fenced   int // the proxy of -fencing
-	baseline int // the proxy of -baseline-bin
+	proxy  int
+	fenced int // the proxy of -fencing
+	// others are the proxies of -baseline-bin and -cost-table, by the
+	// name of their system.
+	others   map[string]int
 	backends []int
 }
 
 // of is the clock of system's rounds: its proxy column is the fenced
-// proxy's for proxy-fenced, the baseline's for baseline, the plain one's
-// for the others.
+// proxy's for proxy-fenced, that of the system's own for baseline and the
+// variants of -cost-table, the plain one's for the others.
 func (c cpuClock) of(system string) cpuClock {
-	switch system {
-	case "proxy-fenced":
+	if system == "proxy-fenced" {
 		c.proxy = c.fenced
-	case "baseline":
-		c.proxy = c.baseline
+	} else if pid, ok := c.others[system]; ok {
+		c.proxy = pid
 	}
 	return c
 }

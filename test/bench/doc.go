@@ -18,13 +18,18 @@
 // Everything shares the machine's cores, so it also reports where their
 // CPU went per lock cycle: the bench's own (the clients), the proxy's and
 // the redis-servers', read around every round from getrusage and
-// /proc/PID/stat; the parts the bench did not start show as "?".
+// /proc/PID/stat; the parts the bench did not start show as "?". Beside
+// it, what a cycle asks of the backends, read the same way around each
+// system's rounds alone: the commands each backend runs (INFO
+// commandstats, a script's own commands counted as well as the script,
+// by command name), the scripts' time, the release notices sent (PUBLISH)
+// and those the system's own proxy received (its INFO release_notices).
 //
 // Usage:
 //
 //	go run ./test/bench [-duration 2s] [-rounds 3] [-concurrency 1,8,32,128] [-json FILE]
 //		[-profile DIR] [-soak 10m] [-soak-workers 32] [-fencing] [-systems LIST]
-//		[-open-loop RATES]
+//		[-open-loop RATES] [-baseline-bin BIN] [-cost-table]
 //
 // By default it starts 5 redis-servers and builds and starts lockproxy
 // itself, and kills them on exit (Ctrl-C too). It needs redis-server in PATH
@@ -48,6 +53,26 @@
 // of one run, as only ratios within one run mean much on a shared machine.
 // -systems proxy,proxy-fenced leaves out direct and redsync, for a
 // shorter run.
+//
+// -baseline-bin BIN starts that lockproxy binary (a previous release's)
+// with the plain one's flags over the same backends and measures it as the
+// system baseline in turns with the others: proxy over baseline, round by
+// round, for before-and-after figures of one run.
+//
+// -cost-table (issue 40's budget per lock cycle) builds this tree once more
+// per feature with that feature's per-cycle work off (go build -ldflags
+// "-X github.com/lockproxy/lockproxy/quorum.measureWithout=FEATURE", for
+// setcheck, stamp, horizon, notice, topup, and all of them), starts each as
+// a system of its own (without-FEATURE) with the plain one's flags over the
+// same backends, measures them in turns with the full build (proxy) and
+// -baseline-bin's, and prints a markdown table: cycles/s and the ratio to
+// the full build by round, and per cycle the backend commands, the
+// backends' CPU and scripts' time, the proxy's CPU, and the notices
+// received. -baseline-bin's and -cost-table's systems are measured
+// whatever -systems says, so -systems proxy -cost-table is the short run.
+// The other proxies stay up while one is measured: what they do idle (a
+// health check, a notice they listen for) lands in its rounds' backend
+// figures.
 //
 // -soak DURATION (for the acceptance "no memory growth over a 10-minute run":
 // -soak 10m -concurrency 32) then runs the proxy alone, uncontended, with
@@ -84,9 +109,10 @@
 // load.go (closed-loop load and its latency samples), floor.go (the bare
 // socket work of a cycle, the floor the table compares with), openloop.go,
 // sessions.go, waiting.go and soak.go (the other benches), memory.go (idle
-// connections' memory), cpu.go (CPU from /proc), pprof.go (the proxy's
-// profiles), procs.go (the processes it starts), report.go (the figures
-// and the printed tables).
+// connections' memory), cpu.go (CPU from /proc), backendstats.go (the
+// backends' commands and the notices), costtable.go (-cost-table's builds
+// and table), pprof.go (the proxy's profiles), procs.go (the processes it
+// starts), report.go (the figures and the printed tables).
 //
 // It builds on Linux alone: its CPU figures come from /proc, its children
 // die with it through Pdeathsig, and its floor and open-loop pacing use

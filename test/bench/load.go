@@ -35,6 +35,10 @@ type cell struct {
 	cpu                    cpuTimes // during the rounds, not between them
 	acquire, release       []int64  // nanoseconds
 	errSamples             []string
+	// backend is what the rounds asked of the backends; backendErr the
+	// first reading that failed, which makes it unknown.
+	backend    backendWork
+	backendErr error
 	// Each round's own figures, in order, for ratios between two systems
 	// taken round by round (each pair ran back to back).
 	rounds []roundFigures
@@ -80,6 +84,8 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 	for i, sys := range ss.list {
 		runRound(ctx, o, sys, setting{false, o.concurrency[len(o.concurrency)-1]}, 300*time.Millisecond, fmt.Sprintf("warm%d", i))
 	}
+	stats := newBackendReader(o.backends)
+	defer stats.close()
 	total := o.rounds * len(settings) * len(ss.list)
 	fmt.Fprintf(out, "measuring %d rounds of %s (about %s)\n", total, o.duration, (time.Duration(total) * o.duration).Round(time.Second))
 	// Rounds outermost: each setting's rounds spread over the whole run.
@@ -97,9 +103,21 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 				if at := o.pprofOf(sys.name); r == 0 && at != "" && o.profileDir != "" {
 					profiled = pprofClient{at}.profileRound(ctx, o.profileDir, sys.name, st, o.duration)
 				}
+				c := cells[st][i]
+				// Outside the CPU readings: INFO is the bench's work.
+				statsBefore, statsErr := stats.read(ctx, sys.proxy)
 				before := clock.of(sys.name).read()
 				t, elapsed := runRound(ctx, o, sys, st, o.duration, fmt.Sprintf("r%d", r))
 				used := clock.of(sys.name).read().sub(before)
+				if statsErr == nil {
+					var statsAfter backendReading
+					if statsAfter, statsErr = stats.read(ctx, sys.proxy); statsErr == nil {
+						c.backend.add(statsAfter.sub(statsBefore))
+					}
+				}
+				if statsErr != nil && c.backendErr == nil {
+					c.backendErr = statsErr
+				}
 				if profiled != nil {
 					// Before the next turn, which the profile must not cover.
 					path, err := profiled()
@@ -108,7 +126,6 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 					}
 					rep.Profiles = append(rep.Profiles, path)
 				}
-				c := cells[st][i]
 				c.elapsed += elapsed
 				c.cpu.add(used)
 				var cycles int64
@@ -137,7 +154,7 @@ func measure(ctx context.Context, o *options, ss *systems, clock cpuClock, rep *
 	}
 	for _, st := range settings {
 		for i, sys := range ss.list {
-			rep.Results = append(rep.Results, cells[st][i].result(sys.name, st, rep.Machine.CPUs))
+			rep.Results = append(rep.Results, cells[st][i].result(sys, st, rep.Machine.CPUs))
 		}
 	}
 	return nil

@@ -49,6 +49,10 @@ type options struct {
 	// baselineBin is a second lockproxy binary, measured as the system
 	// baseline in turns with proxy; empty: none.
 	baselineBin string
+	// costTable builds a variant of the proxy per feature with that
+	// feature's per-cycle work off (costtable.go) and measures each as one
+	// more system.
+	costTable bool
 	// unix: the started proxies' clients connect on a Unix socket.
 	unix    bool
 	systems []string // the systems to measure; empty: all
@@ -89,6 +93,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.soak, "soak", 0, "after the table, run the proxy alone this long and sample its memory; 0 skips it")
 	fs.IntVar(&o.soakWorkers, "soak-workers", 32, "workers of the -soak run, uncontended")
 	fs.StringVar(&o.baselineBin, "baseline-bin", "", "also start this lockproxy binary (an earlier build) with the same flags and measure it (baseline) in turns with the proxy, for before-and-after figures from the same run")
+	fs.BoolVar(&o.costTable, "cost-table", false, "also build this tree once per feature with that feature's per-cycle work off (quorum.measureWithout=setcheck, stamp, horizon, notice, topup, all), start each over the same backends, measure them in turns with the proxy, and print the cost per feature as a markdown table")
 	fs.BoolVar(&o.unix, "unix", false, "clients reach the started proxies on a Unix socket (unix_socket) instead of loopback TCP, as a sidecar's may")
 	fs.BoolVar(&o.fencing, "fencing", false, "also start a lockproxy with -fencing and measure it (proxy-fenced) in turns with the plain one")
 	fs.BoolVar(&o.waitingOn, "waiting", false, "run the waiting bench instead of the table: polling against LOCK.ACQUIRE ... WAIT on one key, and wake-up latency across two proxies")
@@ -97,7 +102,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.waiting.hold, "wait-hold", time.Millisecond, "-waiting: how long each grant is held before its release")
 	fs.IntVar(&o.waiting.wakes, "wait-wakes", 200, "-waiting: wake-ups measured across proxies")
 	openLoop := fs.String("open-loop", "", "run the open-loop bench instead of the table: comma-separated offered rates of lock cycles per second (e.g. 1000,5000,10000,20000), each cycle on its own key at its due time, latency from that time")
-	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, baseline, proxy-fenced); empty: all")
+	only := fs.String("systems", "", "comma-separated systems to measure (direct, redsync, proxy, proxy-fenced, baseline); empty: all. -baseline-bin's and -cost-table's are measured whatever it says")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -175,6 +180,12 @@ func parseFlags(args []string) (*options, error) {
 		return nil, errors.New("-unix is for the proxies the bench starts: it cannot be used with -proxy")
 	case o.baselineBin != "" && o.proxyAddr != "":
 		return nil, errors.New("-baseline-bin starts both proxies itself: it cannot be used with -proxy")
+	case o.costTable && (o.proxyAddr != "" || o.proxyBin != ""):
+		return nil, errors.New("-cost-table builds the proxy of this tree and its variants: it cannot be used with -proxy or -proxy-bin")
+	case o.costTable && len(o.systems) > 0 && !slices.Contains(o.systems, "proxy"):
+		return nil, errors.New("-cost-table compares with the full build, the system proxy: keep it in -systems")
+	case o.costTable && (o.waitingOn || o.sessions > 0 || len(o.openLoop) > 0):
+		return nil, errors.New("-cost-table is a table of the closed-loop bench: it cannot be used with -waiting, -sessions or -open-loop")
 	case slices.Contains(o.systems, "baseline") && o.baselineBin == "":
 		return nil, errors.New("-systems baseline needs -baseline-bin")
 	case slices.Contains(o.systems, "proxy-fenced") && !o.fencing:
@@ -240,11 +251,20 @@ func run(args []string, out io.Writer) error {
 		}
 		return nil
 	}
-	var baseline string
+	var others []namedProxy
 	if o.baselineBin != "" {
-		if baseline, err = startBaselineProxy(ctx, o, env); err != nil {
+		baseline, err := startBaselineProxy(ctx, o, env)
+		if err != nil {
 			return err
 		}
+		others = append(others, namedProxy{"baseline", baseline})
+	}
+	if o.costTable {
+		variants, err := startVariants(ctx, o, env)
+		if err != nil {
+			return err
+		}
+		others = append(others, variants...)
 	}
 	var fenced string
 	if o.fencing {
@@ -268,7 +288,7 @@ func run(args []string, out io.Writer) error {
 		// Pools as large as the cycles that may be under way at once.
 		maxWorkers = max(maxWorkers, openLoopInFlight)
 	}
-	systems := newSystems(o.backends, proxy, baseline, fenced, env.sockets, maxWorkers, o.ttl, o.systems)
+	systems := newSystems(o.backends, proxy, fenced, others, env.sockets, maxWorkers, o.ttl, o.systems)
 	defer systems.close()
 	if len(o.openLoop) > 0 {
 		r, err := runOpenLoop(ctx, o, systems, env.cpuClock(), out)
@@ -287,7 +307,7 @@ func run(args []string, out io.Writer) error {
 			Duration: o.duration.String(), Rounds: o.rounds, Concurrency: o.concurrency,
 			TTL: o.ttl.String(), RetryDelay: o.retryDelay.String(), ContendedKeys: o.contendKeys,
 			Backends: o.backends, Proxy: proxy, ProxyArgs: o.proxyArgs, FencedProxy: fenced,
-			ProfileDir: o.profileDir, PprofAddr: o.pprofAddr,
+			ProfileDir: o.profileDir, PprofAddr: o.pprofAddr, CostTable: o.costTable,
 		},
 	}
 	if env.proxy != nil {
@@ -376,8 +396,11 @@ func proxyFlags(o *options) []string {
 // the flags of the plain one.
 func startBaselineProxy(ctx context.Context, o *options, e *env) (string, error) {
 	addr, c, err := e.startProxy(ctx, o.baselineBin, o.backends, proxyFlags(o))
-	e.baseline = c
-	return addr, err
+	if err != nil {
+		return "", err
+	}
+	e.addOther("baseline", c)
+	return addr, nil
 }
 
 // startFencedProxy starts the proxy of -fencing: the same binary and flags

@@ -26,9 +26,10 @@ type env struct {
 	proxy *exec.Cmd
 	// fenced is the proxy of -fencing; nil without it.
 	fenced *exec.Cmd
-	// baseline is the proxy of -baseline-bin; nil without it.
-	baseline *exec.Cmd
-	bin      string // the lockproxy built, once
+	// others are the proxies of -baseline-bin and -cost-table, by the
+	// name of their system.
+	others map[string]*exec.Cmd
+	bin    string // the lockproxy built, once
 	// unix makes every proxy started serve a Unix socket too, which
 	// sockets maps its TCP address to.
 	unix    bool
@@ -164,10 +165,20 @@ func (e *env) cpuClock() cpuClock {
 	if e.fenced != nil {
 		c.fenced = e.fenced.Process.Pid
 	}
-	if e.baseline != nil {
-		c.baseline = e.baseline.Process.Pid
+	c.others = make(map[string]int, len(e.others))
+	for name, p := range e.others {
+		c.others[name] = p.Process.Pid
 	}
 	return c
+}
+
+// addOther records the proxy of system name, one of -baseline-bin's or
+// -cost-table's.
+func (e *env) addOther(name string, c *exec.Cmd) {
+	if e.others == nil {
+		e.others = make(map[string]*exec.Cmd)
+	}
+	e.others[name] = c
 }
 
 // waitPing waits until addr answers PING, c exits, or 10s pass.
@@ -206,6 +217,25 @@ func (e *env) buildProxy(ctx context.Context) (string, error) {
 	if e.bin != "" {
 		return e.bin, nil
 	}
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	dir, err := e.tempDir()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "lockproxy")
+	if err := goBuild(ctx, root, []string{"build", "-o", bin, "."}); err != nil {
+		return "", err
+	}
+	e.bin = bin
+	return bin, nil
+}
+
+// moduleRoot is the directory of the lockproxy module the bench runs in,
+// from go env GOMOD.
+func moduleRoot(ctx context.Context) (string, error) {
 	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -214,19 +244,17 @@ func (e *env) buildProxy(ctx context.Context) (string, error) {
 	if mod == "" || mod == os.DevNull {
 		return "", errors.New("not inside the lockproxy module: run from the repository or pass -proxy-bin")
 	}
-	root := filepath.Dir(mod)
-	dir, err := e.tempDir()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "lockproxy")
-	c := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	return filepath.Dir(mod), nil
+}
+
+// goBuild runs go with args in the module root.
+func goBuild(ctx context.Context, root string, args []string) error {
+	c := exec.CommandContext(ctx, "go", args...)
 	c.Dir = root
 	if out, err := c.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build lockproxy: %w\n%s", err, out)
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	e.bin = bin
-	return bin, nil
+	return nil
 }
 
 // startProxy starts lockproxy over backends on a free port, without restart

@@ -28,6 +28,9 @@ type report struct {
 	// Baseline is proxy over the proxy of -baseline-bin, in the same
 	// terms as Fencing.
 	Baseline []fencing `json:"baseline,omitempty"`
+	// CostTable is -cost-table's: the full build, its variants and the
+	// baseline, per lock cycle.
+	CostTable []costRow `json:"cost_table,omitempty"`
 	// FencingTokens and FencingWriteBacks are the fenced proxy's counts
 	// over the whole run, from its INFO; -1 where it did not say.
 	FencingTokens     int64    `json:"fencing_tokens,omitempty"`
@@ -65,6 +68,7 @@ type params struct {
 	FencedProxy   string   `json:"fenced_proxy,omitempty"`
 	ProfileDir    string   `json:"profile_dir,omitempty"`
 	PprofAddr     string   `json:"pprof_addr,omitempty"`
+	CostTable     bool     `json:"cost_table,omitempty"`
 }
 
 // latency percentiles in microseconds, exact over the kept samples.
@@ -95,6 +99,10 @@ type result struct {
 	// processes the bench did not start.
 	CPU         *cpuPerCycle `json:"cpu_us_per_cycle"`
 	MachineBusy *float64     `json:"machine_busy"`
+	// Backend is what a cycle asked of the backends, over the rounds;
+	// null when a reading failed (BackendError says why).
+	Backend      *backendPerCycle `json:"backend_per_cycle"`
+	BackendError string           `json:"backend_error,omitempty"`
 	// Rounds are each round's figures, in the order they ran.
 	Rounds []roundFigures `json:"rounds"`
 }
@@ -151,11 +159,19 @@ type memory struct {
 	IdleOpenSecond float64 `json:"idle_open_seconds"`
 }
 
-func (c *cell) result(name string, st setting, cpus int) result {
+func (c *cell) result(sys system, st setting, cpus int) result {
 	secs := c.elapsed.Seconds()
 	cpu, busy := cpuFigures(c.cpu, c.cycles, c.elapsed, cpus)
+	var backend *backendPerCycle
+	var backendErr string
+	if c.backendErr != nil {
+		backendErr = c.backendErr.Error()
+	} else {
+		backend = c.backend.perCycle(c.cycles, sys.backends)
+	}
 	return result{
-		System: name, Mode: st.mode(), Workers: st.workers,
+		System: sys.name, Mode: st.mode(), Workers: st.workers,
+		Backend: backend, BackendError: backendErr,
 		Cycles: c.cycles, FailedAttempts: c.failed, Errors: c.errors, Seconds: secs,
 		CyclesPerSec: float64(c.cycles) / secs, FailedPerSec: float64(c.failed) / secs,
 		Acquire: percentiles(c.acquire), Release: percentiles(c.release),
@@ -219,6 +235,9 @@ func (r *report) ratios() {
 		if b := r.find("baseline", x.Mode, x.Workers); b != nil {
 			r.Baseline = append(r.Baseline, fencingOf(*b, x))
 		}
+	}
+	if r.Params.CostTable {
+		r.CostTable = r.costRows()
 	}
 	var at32, at1 *ratio
 	for i := range r.Ratios {
@@ -349,6 +368,7 @@ func (r *report) print(out io.Writer) {
 	}
 	tw.Flush()
 	r.printCPU(out)
+	r.printBackends(out)
 
 	fmt.Fprintln(out, "\nRatios (proxy over the others)")
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -359,6 +379,7 @@ func (r *report) print(out io.Writer) {
 	tw.Flush()
 	r.printFencing(out)
 	r.printBaseline(out)
+	r.printCostTable(out)
 
 	m := r.Memory
 	fmt.Fprintln(out, "\nProxy memory (VmRSS)")
@@ -425,11 +446,40 @@ func (r *report) printCPU(out io.Writer) {
 	tw.Flush()
 }
 
+// printBackends shows what a lock cycle asked of the backends, beside the
+// CPU it took.
+func (r *report) printBackends(out io.Writer) {
+	fmt.Fprintln(out, "\nBackends per lock cycle (commands: per backend the system uses, a script's own commands counted too; script µs (EVAL, EVALSHA) and notices sent (PUBLISH): all backends; notices received: by the system's own proxy, INFO release_notices)")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "mode\tworkers\tsystem\tcommands\tscript µs\tnotices sent\tnotices received\t by command\t")
+	for i, x := range r.Results {
+		if i > 0 && newSetting(r.Results[i-1], x) {
+			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
+		}
+		b := x.Backend
+		if b == nil {
+			why := "no cycles"
+			if x.BackendError != "" {
+				why = x.BackendError
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t?\t?\t?\t?\t %s\t\n", x.Mode, x.Workers, x.System, why)
+			continue
+		}
+		recv := decOrUnknown(b.NoticesReceived, 2)
+		if x.System == "direct" || x.System == "redsync" {
+			recv = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.1f\t%.2f\t%s\t %s\t\n", x.Mode, x.Workers, x.System,
+			b.Commands, b.ScriptUs, b.NoticesSent, recv, b.breakdown())
+	}
+	tw.Flush()
+}
+
 // proxyCPU is the proxy column: for the other systems the proxy idles, so
 // its figure is shown only when it exceeds what the readings' resolution
 // could make of nothing, one clock tick per round and reading pair.
 func (r *report) proxyCPU(x result, us *float64) string {
-	if x.System == "proxy" || x.System == "proxy-fenced" || us == nil {
+	if x.System != "direct" && x.System != "redsync" || us == nil {
 		return usOrUnknown(us)
 	}
 	if *us*float64(x.Cycles) <= float64(r.Params.Rounds)*float64(clockTick.Microseconds()) {

@@ -31,10 +31,14 @@ type locker interface {
 	release(ctx context.Context) error
 }
 
-// system is one of the three things measured.
+// system is one of the things measured.
 type system struct {
 	name      string
 	newLocker func(key string) locker
+	// proxy is the address of the system's lockproxy, empty for the
+	// clients' own systems; backends is how many backends it uses.
+	proxy    string
+	backends int
 }
 
 // systems holds the clients of the three systems, shared by all workers
@@ -59,15 +63,16 @@ func clientOptions(addr string, workers int) *redis.Options {
 	}
 }
 
-// systemNames are the systems newSystems knows, in the order of their turns.
-var systemNames = []string{"direct", "redsync", "proxy", "baseline", "proxy-fenced"}
+// systemNames are the systems -systems may name, in the order of their
+// turns; the variants of -cost-table follow them.
+var systemNames = []string{"direct", "redsync", "proxy", "proxy-fenced", "baseline"}
 
 // newSystems makes the clients of the systems in only (all when empty),
-// baseline only when baseline, the address of the proxy of -baseline-bin,
-// is given, proxy-fenced only when fenced, the address of a proxy with
-// -fencing, is.
+// proxy-fenced only when fenced, the address of a proxy with -fencing, is
+// given. The proxies of others (-baseline-bin's, -cost-table's) are
+// measured whatever only says: they were started to be.
 // A proxy that sockets names serves its clients on that Unix socket.
-func newSystems(backends []string, proxy, baseline, fenced string, sockets map[string]string, workers int, ttl time.Duration, only []string) *systems {
+func newSystems(backends []string, proxy, fenced string, others []namedProxy, sockets map[string]string, workers int, ttl time.Duration, only []string) *systems {
 	s := &systems{}
 	client := func(addr string) *redis.Client {
 		opts := clientOptions(addr, workers)
@@ -84,30 +89,32 @@ func newSystems(backends []string, proxy, baseline, fenced string, sockets map[s
 		pools = append(pools, redsyncgoredis.NewPool(client(b)))
 	}
 	rs := redsync.New(pools...)
-	proxied := client(proxy)
+	n := len(backends)
+	proxied := func(name, addr string) system {
+		c := client(addr)
+		return system{name, func(key string) locker { return &recipe{c: c, key: key, ttl: ttl} }, addr, n}
+	}
 	all := []system{
-		{"direct", func(key string) locker { return &recipe{c: direct, key: key, ttl: ttl} }},
+		{"direct", func(key string) locker { return &recipe{c: direct, key: key, ttl: ttl} }, "", 1},
 		{"redsync", func(key string) locker {
 			// One try: the bench's worker loop does the retrying, the same
 			// way for all three systems.
 			return &redsyncLocker{m: rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(1))}
-		}},
-		{"proxy", func(key string) locker { return &recipe{c: proxied, key: key, ttl: ttl} }},
-	}
-	if baseline != "" {
-		before := client(baseline)
-		all = append(all, system{"baseline", func(key string) locker { return &recipe{c: before, key: key, ttl: ttl} }})
+		}, "", n},
+		proxied("proxy", proxy),
 	}
 	if fenced != "" {
 		// The same recipe, its SET answered +OK as without fencing: what
 		// fencing costs a client that does not read the token.
-		withFence := client(fenced)
-		all = append(all, system{"proxy-fenced", func(key string) locker { return &recipe{c: withFence, key: key, ttl: ttl} }})
+		all = append(all, proxied("proxy-fenced", fenced))
 	}
 	for _, sys := range all {
 		if len(only) == 0 || slices.Contains(only, sys.name) {
 			s.list = append(s.list, sys)
 		}
+	}
+	for _, p := range others {
+		s.list = append(s.list, proxied(p.system, p.addr))
 	}
 	return s
 }
