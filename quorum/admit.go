@@ -437,12 +437,16 @@ func (n *node) eligibleLocked() time.Time {
 
 // waitLeft is how long until the backend's waits are over (admit.Left).
 // n.mu is held.
-func (n *node) waitLeft() time.Duration {
+func (n *node) waitLeft() time.Duration { return n.waitLeftAt(n.clock.Now()) }
+
+// waitLeftAt is waitLeft at now, for a caller that read the time already.
+// n.mu is held.
+func (n *node) waitLeftAt(now time.Time) time.Duration {
 	quarantine := n.quarantine
 	if n.marked {
 		quarantine = 0
 	}
-	return admit.Left(n.clock.Since(n.upSince), quarantine, n.clock.Until(n.markerUntil))
+	return admit.Left(now.Sub(n.upSince), quarantine, n.markerUntil.Sub(now))
 }
 
 // noteRelation logs, once per change, how the backend's record stands to
@@ -544,13 +548,17 @@ func (n *node) noteSetRefusal(err *SetError) {
 // verdict is nil when backend i's votes count toward quorum now
 // (admit.Counts), else why not: a *SetError, a *QuarantineError or a
 // *ClockError.
-func (e *Engine) verdict(i int, n *node) error {
+func (e *Engine) verdict(i int, n *node) error { return e.verdictAt(i, n, e.clock.Now()) }
+
+// verdictAt is verdict at now: a fan-out judges each vote at the time it
+// was cast, which it reads anyway.
+func (e *Engine) verdictAt(i int, n *node, now time.Time) error {
 	n.mu.Lock()
 	rel, recorded := n.relation, n.recordRaw
 	if e.hooks.brokenSet {
 		rel = admit.Ours
 	}
-	left, reason, unseeded := n.waitLeft(), n.reason, n.unseeded
+	left, reason, unseeded := n.waitLeftAt(now), n.reason, n.unseeded
 	n.mu.Unlock()
 	clock := e.clocks.err(i)
 	switch {

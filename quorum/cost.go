@@ -75,10 +75,10 @@ type costCut struct {
 // costCuts are applied in order: the lease read's cuts depend on which of
 // its two parts are left.
 var costCuts = []costCut{
-	{"horizon", `if at > horizonAt then`, `if false then`},
-	{"stamp", `local at = redis.call("pexpiretime", key)`, `local at = 1`},
+	{"horizon", `if leaseEnd > horizonAt then`, `if false then`},
+	{"stamp", `leaseEnd = redis.call("pexpiretime", `, `leaseEnd = 1 or (`},
 	{"setcheck", `if recorded and string.sub(`, `if false and string.sub(`},
-	{"notice", `local function notify(key, payload, wanted)`, "local function notify(key, payload, wanted)\n\tif true then return end"},
+	{"notice", `local function notify(key, payload)`, "local function notify(key, payload)\n\tif true then return end"},
 	{"notice", `redis.call("mget", KEYS[1], "{lockproxy}:waiting:" .. KEYS[1], "{lockproxy}:listening")`, `{redis.call("get", KEYS[1])}`},
 }
 

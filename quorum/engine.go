@@ -190,6 +190,7 @@ type Engine struct {
 	topUps    topUpCounts     // locks granted on a bare quorum, topped up (topup.go)
 	splits    splitCounts     // split acquisitions tried again (split.go)
 	set       admit.Set       // the backend set the engine counts (members.go)
+	setToken  string          // set.Token(), which every lease script is sent
 	values    *valueScripts   // the scripts that read locks' values, fenced or not
 	fences    fenceCounts
 	waits     waits      // callers waiting for held keys (waits.go)
@@ -242,6 +243,7 @@ func New(cfg Config) (*Engine, error) {
 	defer e.startLog.flush(0) // those of a failed start too
 	e.values = valuesOf(cfg.Fencing)
 	e.set = newBackendSet(cfg.BackendSetEpoch, where, cfg.SetLabel)
+	e.setToken = e.set.Token()
 	for i, u := range cfg.Backends {
 		n, err := newNode(i, u, e)
 		if err != nil {

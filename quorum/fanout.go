@@ -148,17 +148,17 @@ func (f *flight[T]) Complete(i int, r backend.Reply, err error) {
 	if err == nil {
 		val, err = f.decode(n, r)
 	}
+	at := f.e.clock.Now()
 	if err == nil {
 		// Judged after the reply: the connection it came on may have just
 		// revealed a restart.
-		err = f.e.verdict(i, n)
+		err = f.e.verdictAt(i, n, at)
 	}
 	kind := ""
 	if err != nil {
 		kind = failureKind(err)
 		err = &NodeError{Node: n.index, Addr: n.addr, Err: err}
 	}
-	at := f.e.clock.Now()
 	latency := at.Sub(f.start)
 	n.stats.record(at, latency, kind)
 	if obs := f.e.cfg.Observer; obs != nil {

@@ -47,8 +47,12 @@ func TestEveryLeaseScriptRecords(t *testing.T) {
 	}
 	for _, s := range allScripts {
 		src := s.Source()
-		if strings.Contains(withoutComments(src), "horizon(") && !strings.HasPrefix(strings.TrimPrefix(src, noticeSource), leaseSource) {
-			t.Errorf("a script calls horizon without starting with leaseSource:\n%.200s", src)
+		code := withoutComments(src)
+		if strings.Contains(code, "horizon(") {
+			t.Errorf("a script's horizon call is not written out:\n%.200s", src)
+		}
+		if strings.Contains(code, "leaseEnd = ") && !strings.HasPrefix(strings.TrimPrefix(src, noticeSource), leaseSource) {
+			t.Errorf("a script records the horizon without starting with leaseSource:\n%.200s", src)
 		}
 	}
 	if leases < 15 {

@@ -467,7 +467,7 @@ func (e *Engine) awaitCleanup(now, later *sync.WaitGroup, cancel context.CancelF
 // checkedCommand runs a script that starts with lua/setcheck.lua: its
 // arguments end with the engine's set, which the backend's record must name.
 func (e *Engine) checkedCommand(s *backend.Script, keys []string, args ...any) *backend.Command {
-	token := e.set.Token()
+	token := e.setToken
 	if e.hooks.brokenSet {
 		token = "" // what every record starts with
 	}

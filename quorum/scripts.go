@@ -174,12 +174,51 @@ func luaScript(name string) *backend.Script { return newScript(luaSource(name)) 
 var noticeSource = luaSource("notice")
 
 // newScript is the script of src, after lua/notice.lua where src calls
-// notify, and with the cuts of a build made for measuring (cost.go).
+// notify, its horizon calls written out, and with the cuts of a build made
+// for measuring (cost.go).
 func newScript(src string) *backend.Script {
 	if strings.Contains(src, "notify(") {
 		src = noticeSource + src
 	}
-	return backend.NewScript(cutCosts(src, measureOff))
+	return backend.NewScript(cutCosts(writeHorizonCalls(src), measureOff))
+}
+
+// horizonCall is a call of horizon(key) in a lease script, and
+// horizonCallCode what it is written out as (lua/horizon_call.lua, its
+// KEY the call's argument).
+var (
+	horizonCall     = regexp.MustCompile(`(return )?\bhorizon\(([^()]+)\)`)
+	horizonCallCode = codeOf(luaSource("horizon_call"))
+)
+
+// writeHorizonCalls writes out the horizon calls on src's lines of code.
+func writeHorizonCalls(src string) string {
+	lines := strings.SplitAfter(src, "\n")
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "--") {
+			continue
+		}
+		lines[i] = horizonCall.ReplaceAllStringFunc(line, func(call string) string {
+			m := horizonCall.FindStringSubmatch(call)
+			code := strings.ReplaceAll(horizonCallCode, "KEY", m[2])
+			if m[1] != "" {
+				code += " return leaseEnd"
+			}
+			return code
+		})
+	}
+	return strings.Join(lines, "")
+}
+
+// codeOf is src without its comment lines, on one line.
+func codeOf(src string) string {
+	var code []string
+	for line := range strings.SplitSeq(src, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "--") {
+			code = append(code, line)
+		}
+	}
+	return strings.Join(code, " ")
 }
 
 // leaseSource starts every script that takes or extends locks: the set

@@ -4,19 +4,10 @@
 -- latest expiry recorded (ms, this server's clock). A backend that lost
 -- its data set then waits only until the horizons of enough others have
 -- passed, not max_ttl. The key expires at its own value: once no recorded
--- lease can remain it goes, and absent means none. Returns key's expiry.
+-- lease can remain it goes, and absent means none.
 --
--- The record is rounded up to the next whole second: under steady load
--- each lease ends a little after the one before, and a record that moved
--- with every one would be written on nearly every grant. Rounded, it is
--- written about once a second, and a restarted backend waits at most a
--- second longer. lua/setcheck.lua read it (lease[2]).
-local horizonAt = tonumber(lease[2]) or 0
-local function horizon(key)
-	local at = redis.call("pexpiretime", key)
-	if at > horizonAt then
-		horizonAt = math.ceil(at / 1000) * 1000
-		redis.call("set", "{lockproxy}:horizon", horizonAt, "pxat", horizonAt)
-	end
-	return at
-end
+-- horizon(key) is written out where it is called (lua/horizon_call.lua,
+-- scripts.go), not a Lua function, which a script would make anew on every
+-- call: it leaves key's expiry in leaseEnd, and `return horizon(key)`
+-- returns it. lua/setcheck.lua read the record (lease[2]).
+local horizonAt, leaseEnd = tonumber(lease[2]) or 0, 0
