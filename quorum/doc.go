@@ -48,7 +48,8 @@
 //     (afterGrant) copies the lock onto the backends that lack it
 //     (docs/design/topups.md).
 //   - Waiting and notices: waits.go (waiting for a held key in line,
-//     without spinning), watch.go (hearing the N copies of a notice on a
+//     without spinning, and the marks that have releases publish only
+//     where someone waits), watch.go (hearing the N copies of a notice on a
 //     pattern as one: releases, relayed messages), messages.go (Relay: a
 //     message to every engine on the same backends).
 //   - fanout.go sends one command to every backend and collects the votes;
@@ -59,7 +60,8 @@
 //     (State, failure kinds, Backends, Probe, Observer).
 //   - Tests' ways in: hooks.go (one struct of hooks, zero in lockproxy),
 //     negative_control.go (the build of the end-to-end negative controls,
-//     which sets them from the environment).
+//     which sets them from the environment); cost.go (builds made for
+//     measuring what each feature costs a lock cycle, docs/cost.md).
 //
 // An Engine keeps no lock state (any number of engines may share the same
 // backends); it only remembers which rollbacks it is still running, so that
