@@ -356,22 +356,16 @@ func div(a, b float64) float64 {
 func (r *report) print(out io.Writer) {
 	fmt.Fprintf(out, "\nThroughput and latency (cycle = acquire + release; latencies in µs, exact percentiles of %s)\n",
 		"all kept samples")
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkers\tsystem\tcycles/s\tfailed/s\terrors\tacq p50\tacq p99\tacq p99.9\trel p50\trel p99\trel p99.9\t")
-	for i, x := range r.Results {
-		if i > 0 && newSetting(r.Results[i-1], x) {
-			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t\t\t")
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+	r.table(out, "mode\tworkers\tsystem\tcycles/s\tfailed/s\terrors\tacq p50\tacq p99\tacq p99.9\trel p50\trel p99\trel p99.9\t", func(x result) string {
+		return fmt.Sprintf("%s\t%d\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
 			x.Mode, x.Workers, x.System, x.CyclesPerSec, x.FailedPerSec, x.Errors,
 			x.Acquire.P50, x.Acquire.P99, x.Acquire.P999, x.Release.P50, x.Release.P99, x.Release.P999)
-	}
-	tw.Flush()
+	})
 	r.printCPU(out)
 	r.printBackends(out)
 
 	fmt.Fprintln(out, "\nRatios (proxy over the others)")
-	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tworkers\tproxy/redsync cycles\tproxy/direct cycles\tproxy/redsync acq p50\t")
 	for _, x := range r.Ratios {
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t\n", x.Mode, x.Workers, x.ProxyToRedsync, x.ProxyToDirect, x.AcquireP50)
@@ -429,19 +423,27 @@ func (r *report) print(out io.Writer) {
 func (r *report) printCPU(out io.Writer) {
 	fmt.Fprintf(out, "\nCPU per lock cycle (µs; client = the bench's workers, backends = all %d redis-servers)\n",
 		len(r.Params.Backends))
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkers\tsystem\tclient\tproxy\tbackends\ttotal\tmachine busy %\t")
-	for i, x := range r.Results {
-		if i > 0 && newSetting(r.Results[i-1], x) {
-			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
-		}
+	r.table(out, "mode\tworkers\tsystem\tclient\tproxy\tbackends\ttotal\tmachine busy %\t", func(x result) string {
 		c := x.CPU
 		if c == nil {
 			c = &cpuPerCycle{} // no cycles: nothing to divide by
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.System,
+		return fmt.Sprintf("%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", x.Mode, x.Workers, x.System,
 			usOrUnknown(c.Client), r.proxyCPU(x, c.Proxy), usOrUnknown(c.Backends), usOrUnknown(c.Total),
 			pctOrUnknown(x.MachineBusy))
+	})
+}
+
+// table writes one row per result under header, with a blank row between
+// settings.
+func (r *report) table(out io.Writer, header string, row func(x result) string) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, header)
+	for i, x := range r.Results {
+		if i > 0 && newSetting(r.Results[i-1], x) {
+			fmt.Fprintln(tw, strings.Repeat("\t", strings.Count(header, "\t")))
+		}
+		fmt.Fprint(tw, row(x))
 	}
 	tw.Flush()
 }
@@ -450,29 +452,22 @@ func (r *report) printCPU(out io.Writer) {
 // CPU it took.
 func (r *report) printBackends(out io.Writer) {
 	fmt.Fprintln(out, "\nBackends per lock cycle (commands: per backend the system uses, a script's own commands counted too; script µs (EVAL, EVALSHA) and notices sent (PUBLISH): all backends; notices received: by the system's own proxy, INFO release_notices)")
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tworkers\tsystem\tcommands\tscript µs\tnotices sent\tnotices received\t by command\t")
-	for i, x := range r.Results {
-		if i > 0 && newSetting(r.Results[i-1], x) {
-			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t")
-		}
+	r.table(out, "mode\tworkers\tsystem\tcommands\tscript µs\tnotices sent\tnotices received\t by command\t", func(x result) string {
 		b := x.Backend
 		if b == nil {
 			why := "no cycles"
 			if x.BackendError != "" {
 				why = x.BackendError
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t?\t?\t?\t?\t %s\t\n", x.Mode, x.Workers, x.System, why)
-			continue
+			return fmt.Sprintf("%s\t%d\t%s\t?\t?\t?\t?\t %s\t\n", x.Mode, x.Workers, x.System, why)
 		}
 		recv := decOrUnknown(b.NoticesReceived, 2)
 		if x.System == "direct" || x.System == "redsync" {
 			recv = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.1f\t%.2f\t%s\t %s\t\n", x.Mode, x.Workers, x.System,
+		return fmt.Sprintf("%s\t%d\t%s\t%.2f\t%.1f\t%.2f\t%s\t %s\t\n", x.Mode, x.Workers, x.System,
 			b.Commands, b.ScriptUs, b.NoticesSent, recv, b.breakdown())
-	}
-	tw.Flush()
+	})
 }
 
 // proxyCPU is the proxy column: for the other systems the proxy idles, so
