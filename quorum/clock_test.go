@@ -96,6 +96,8 @@ func TestClockRateQuorumLost(t *testing.T) {
 			t.Errorf("backend %d: %s", i, st.State)
 		}
 	}
+	// The line follows the change that QuorumAvailable reads.
+	waitFor(t, func() bool { return strings.Contains(logged.String(), "quorum lost") })
 	if n := strings.Count(logged.String(), "quorum lost"); n != 1 {
 		t.Errorf("%d lines say the quorum was lost, expected 1:\n%s", n, logged.String())
 	}
