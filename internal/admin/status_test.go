@@ -446,8 +446,10 @@ func startColdCluster(t *testing.T) *statusCluster {
 }
 
 // coldBanner is the start-up note of a cold cluster's page: its wait is
-// max_ttl's 90 s and the drift allowance, less what has passed.
-var coldBanner = regexp.MustCompile(`<div class="banner expected" data-startup="-1">Expected after a start: backends wait until the locks they may have held expire; quorum in (\d+) s \(at (\d\d:\d\d:\d\d) UTC\)\. Run <code>lockproxy init</code> on fresh backends to skip this\.</div>`)
+// max_ttl's 90 s and the drift allowance, less what has passed. The end
+// carries its date when it falls on another day (a start just before
+// midnight UTC).
+var coldBanner = regexp.MustCompile(`<div class="banner expected" data-startup="-1">Expected after a start: backends wait until the locks they may have held expire; quorum in (\d+) s \(at (?:\d{4}-\d\d-\d\d )?(\d\d:\d\d:\d\d) UTC\)\. Run <code>lockproxy init</code> on fresh backends to skip this\.</div>`)
 
 // coldUndecided is what a cold cluster's page says of its locks: the four
 // keys, undecided, none of them claimed held.
