@@ -244,10 +244,18 @@ func TestHashLockRollback(t *testing.T) {
 		c.hashHold(t, 0, key, "me:1", 1, time.Minute)
 		c.hashHold(t, 1, key, "other:1", 1, time.Minute)
 		c.hashHold(t, 2, key, "other:1", 1, time.Minute)
+		undos := commandCalls(t, c.servers[0])["hdel"]
 		if _, err := hashAcquire(c.engine, t, key, "me:1", 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("re-entry against a quorum of another owner: %v, want ErrNotAcquired", err)
 		}
-		redistest.Eventually(t, c.expectCounts(t, key, "me:1", "1", "", ""))
+		// The refusals decide before backend 0 has answered: wait for its
+		// re-entry, and for the rollback's HDEL of the attempt's record.
+		redistest.Eventually(t, func() string {
+			if n := commandCalls(t, c.servers[0])["hdel"]; n <= undos {
+				return "backend 0 has not rolled the re-entry back"
+			}
+			return c.expectCounts(t, key, "me:1", "1", "", "")()
+		})
 		if fields := c.direct[0].HKeys(t.Context(), key).Val(); !slices.Equal(fields, []string{"me:1"}) {
 			t.Errorf("backend 0 keeps the fields %q, want only the owner's", fields)
 		}
