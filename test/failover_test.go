@@ -120,7 +120,10 @@ func TestEvictingBackendIsLogged(t *testing.T) {
 	proxyTest(t)
 	servers := redistest.StartN(t, 2)
 	evicting := redistest.Start(t, "--maxmemory", "100mb", "--maxmemory-policy", "volatile-lru")
-	p := startProxy(t, "-backends", servers[0].URL()+","+servers[1].URL()+","+evicting.URL(), "-restart-quarantine=false")
+	// A backend timeout that a loaded machine's greetings fit in: one that
+	// timed out would leave the set unrecorded and the SET below refused.
+	p := startProxy(t, "-backends", servers[0].URL()+","+servers[1].URL()+","+evicting.URL(), "-restart-quarantine=false",
+		"-backend-timeout", "500ms")
 	line := p.waitLog(t, regexp.MustCompile(`.*backend may evict locks.*`))[0]
 	want := `level=WARN msg="backend may evict locks: its maxmemory-policy evicts keys when memory runs short, and an evicted lock can be granted twice; set maxmemory-policy noeviction (or no maxmemory)" backend=` +
 		evicting.Addr() + " maxmemory_policy=volatile-lru"
