@@ -97,10 +97,8 @@ type waitQueue struct {
 	// channel; confirmed says which.
 	subscribed chan struct{}
 	confirmed  map[int]bool
-	// marked is closed once the key's waiting mark was written on every
-	// backend that answered within the backend timeout (markOnce).
-	marked   chan struct{}
-	markOnce sync.Once
+	// marked is the writing of the key's waiting mark.
+	marked marking
 }
 
 // releaseSeen is what a queue knows of one release.
@@ -319,7 +317,7 @@ func (w *waits) join(key string) (*waitQueue, *waiter) {
 	q := w.queues[key]
 	if q == nil {
 		q = &waitQueue{key: key, wake: make(chan struct{}, 1), subscribed: make(chan struct{}), confirmed: map[int]bool{},
-			released: map[string]*releaseSeen{}, marked: make(chan struct{})}
+			released: map[string]*releaseSeen{}}
 		w.queues[key] = q
 		for _, s := range w.subs {
 			if s != nil {
@@ -425,12 +423,7 @@ func (e *Engine) getInLine(ctx context.Context, key string, wait time.Duration) 
 	// at most a backend timeout, and for the mark on every backend that
 	// answers in one. A release that ran on a backend before either is
 	// there ran before the try too, which then finds the key free there.
-	p.q.markOnce.Do(func() {
-		go func() {
-			e.mark(waitingPrefix + key)
-			close(p.q.marked)
-		}()
-	})
+	marked := p.q.marked.start(e, waitingPrefix+key)
 	settle := time.NewTimer(e.cfg.NodeTimeout)
 	select {
 	case <-p.q.subscribed:
@@ -439,7 +432,7 @@ func (e *Engine) getInLine(ctx context.Context, key string, wait time.Duration) 
 	}
 	settle.Stop()
 	select {
-	case <-p.q.marked:
+	case <-marked:
 	case <-ctx.Done():
 	}
 	select {
@@ -615,6 +608,30 @@ func (e *Engine) mark(keys ...string) {
 	f := fanoutKeeping(e, backend.ScriptCommand(markScript, keys, markTTL.Milliseconds()),
 		func(*node, backend.Reply) (struct{}, error) { return struct{}{}, nil })
 	collectAll(context.Background(), f, len(e.nodes))
+}
+
+// marking is the first writing of a mark, which the first of its waiters
+// or watchers starts and every one waits for. The zero marking is ready.
+type marking struct {
+	once sync.Once
+	done chan struct{} // closed once written on every backend that answered in time
+}
+
+// start writes the mark key ("" none) on every backend, once, and returns
+// what closes when that is done.
+func (m *marking) start(e *Engine, key string) <-chan struct{} {
+	m.once.Do(func() {
+		m.done = make(chan struct{})
+		if key == "" {
+			close(m.done)
+			return
+		}
+		go func() {
+			e.mark(key)
+			close(m.done)
+		}()
+	})
+	return m.done
 }
 
 // markBatch is how many marks one renewal command carries at most.

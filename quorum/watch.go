@@ -34,11 +34,9 @@ type watch struct {
 	subscribed chan struct{}
 	confirmed  map[int]bool
 	// mark is the mark that has the backends publish what it watches
-	// (lua/notice.lua), "" for none; marked is closed once it was written
-	// on every backend that answered within the backend timeout.
-	mark     string
-	marked   chan struct{}
-	markOnce sync.Once
+	// (lua/notice.lua), "" for none; marked is its writing.
+	mark   string
+	marked marking
 }
 
 // Releases calls fn(key, token) for each release or delete of a key that
@@ -92,7 +90,7 @@ func (e *Engine) watchPattern(backendPattern string, copies int, mark string, fn
 	wt := w.watches[backendPattern]
 	if wt == nil {
 		wt = &watch{fns: map[int]func(string, string){}, seen: map[string]*sighting{}, copies: copies,
-			subscribed: make(chan struct{}), confirmed: map[int]bool{}, mark: mark, marked: make(chan struct{})}
+			subscribed: make(chan struct{}), confirmed: map[int]bool{}, mark: mark}
 		w.watches[backendPattern] = wt
 		for _, s := range w.subs {
 			if s != nil {
@@ -104,21 +102,14 @@ func (e *Engine) watchPattern(backendPattern string, copies int, mark string, fn
 	wt.next++
 	wt.fns[id] = fn
 	w.mu.Unlock()
-	wt.markOnce.Do(func() {
-		go func() {
-			if mark != "" {
-				e.mark(mark)
-			}
-			close(wt.marked)
-		}()
-	})
+	marked := wt.marked.start(e, mark)
 	settle := time.NewTimer(e.cfg.NodeTimeout)
 	select {
 	case <-wt.subscribed:
 	case <-settle.C:
 	}
 	settle.Stop()
-	<-wt.marked
+	<-marked
 	var once sync.Once
 	return func() {
 		once.Do(func() {
