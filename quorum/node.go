@@ -97,7 +97,7 @@ func newNode(index int, rawURL string, e *Engine) (*node, error) {
 		URL:      rawURL,
 		TLS:      cfg.TLSConfig,
 		Timeout:  cfg.NodeTimeout,
-		Scripts:  allScripts,
+		Scripts:  []*backend.Script{identityScript},
 		Commands: []string{"PEXPIRETIME"},
 		Check:    n.check,
 		Hello:    hello,

@@ -28,9 +28,17 @@ func TestLockCycleCommands(t *testing.T) {
 	// Without the records' rounds, whose reads would mix with the counts.
 	c := newCluster(t, 3, Config{MaxTTL: time.Minute, DisableRestartQuarantine: true, skipIdentity: true})
 	ctx := t.Context()
-	// The engine's first locks may move the horizon from nothing.
-	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{uniqueKey(t) + ":warm"}, Token: "t", TTL: 10 * time.Second}); err != nil {
+	// The engine's first locks may move the horizon from nothing, and the
+	// first cycle loads its scripts on each connection.
+	warm := uniqueKey(t) + ":warm"
+	if _, err := c.engine.Lock(ctx, Lock{Op: OpAcquire, Keys: []string{warm}, Token: "t", TTL: 10 * time.Second}); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := c.engine.Unlock(ctx, Unlock{Op: OpRelease, Keys: []string{warm}, Token: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.direct {
+		waitFor(t, func() bool { return commandCalls(t, c.servers[i])["del"] >= 1 })
 	}
 	c.resetCalls(t)
 	const cycles = 300

@@ -29,8 +29,11 @@ type Config struct {
 	// replies for twice as long without sending any is cut. Required.
 	Timeout time.Duration
 	// Scripts are loaded (SCRIPT LOAD) on every new connection, in the
-	// greeting's round trip, so that the first request after a restart is
-	// as quick as any. Default: none.
+	// greeting's round trip: those that Hello runs. Any other script is
+	// loaded on a connection when a request first runs it there, in the
+	// same write, ahead of it; so a server holds only the scripts that its
+	// clients use, whose number every script run on it pays for (Redis's
+	// Lua collector walks them all; docs/cost.md). Default: none.
 	Scripts []*Script
 	// Commands are asked of COMMAND INFO on every new connection:
 	// Greeting.Known says which the server knows. Default: none.
@@ -304,6 +307,9 @@ func (pp *Pipe) dial() {
 		return
 	}
 	c := &pipeConn{pipe: pp, nc: nc, br: br}
+	for _, s := range pp.cfg.Scripts {
+		c.noteLoaded(s) // by the greeting
+	}
 	pp.conn, pp.downErr = c, nil
 	for _, p := range waiting {
 		c.push(p)
@@ -357,6 +363,7 @@ type pipeConn struct {
 	spare    []byte     // a written batch's buffer, for the next out
 	queued   int        // how many requests out holds
 	unread   int        // requests written whose replies have not all come
+	loaded   []uint64   // the Scripts loaded on it, a bit per Script.id
 	inflight []*Request // every request pushed and not yet answered, in order
 	head     int        // inflight[head:] are the live ones
 	broken   bool
@@ -376,10 +383,41 @@ func (c *pipeConn) push(p *Request) {
 	if p.retried {
 		c.out = append(c.out, p.Cmd.eval()...)
 	} else {
+		if s := p.Cmd.script; s != nil && !c.hasLoaded(s) {
+			// Its own load goes first, in the same place in the queue:
+			// a NOSCRIPT would send the request again behind those
+			// queued after it, out of their order.
+			c.noteLoaded(s)
+			c.out = append(c.out, s.load...)
+			c.inflight = append(c.inflight, &scriptLoad)
+			c.queued++
+		}
 		c.out = append(c.out, p.Cmd.wire...)
 	}
 	c.inflight = append(c.inflight, p)
 	c.queued++
+}
+
+// scriptLoad stands in the queue for every SCRIPT LOAD that push sends: its
+// reply is not needed. A load that fails leaves its request to answer
+// NOSCRIPT, and to be sent once more with its source (deliver).
+var scriptLoad = Request{To: ignored{}, Cmd: &Command{}}
+
+type ignored struct{}
+
+func (ignored) Complete(int, Reply, error) {}
+
+func (c *pipeConn) hasLoaded(s *Script) bool {
+	i := s.id / 64
+	return i < len(c.loaded) && c.loaded[i]&(1<<(s.id%64)) != 0
+}
+
+func (c *pipeConn) noteLoaded(s *Script) {
+	i := s.id / 64
+	for len(c.loaded) <= i {
+		c.loaded = append(c.loaded, 0)
+	}
+	c.loaded[i] |= 1 << (s.id % 64)
 }
 
 // take hands the queued requests to whoever writes them next: the replies

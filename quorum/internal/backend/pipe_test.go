@@ -3,6 +3,7 @@ package backend
 import (
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,5 +124,64 @@ func TestPipeBatchThenLone(t *testing.T) {
 		} else if s, _ := r.Status(); s != "PONG" {
 			t.Fatalf("lone PING %d: %+v", i, r)
 		}
+	}
+}
+
+// TestPipeLoadsScriptsOnFirstUse: a connection loads at its greeting only
+// Config.Scripts; any other script is loaded when a request first runs it
+// there, in the same write and ahead of it, so that it never answers
+// NOSCRIPT and nothing queued behind it runs before it. A server then
+// holds only the scripts its clients run. After SCRIPT FLUSH the request
+// is sent once more with its source, and answered.
+func TestPipeLoadsScriptsOnFirstUse(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	greeted := NewScript("return 'greeted'")
+	set := NewScript("return redis.call('SET', KEYS[1], ARGV[1])")
+	p, err := New(Config{URL: srv.URL(), Timeout: time.Second, Scripts: []*Script{greeted}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := p.Do(t.Context(), KeylessCommand("PING")); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigResetStat(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The first run of set, and a GET of its key queued behind it: the
+	// GET must see what the script wrote.
+	first, behind := make(waiter, 1), make(waiter, 1)
+	w := p.Queue(&Request{To: first, Cmd: ScriptCommand(set, []string{"k"}, "v")})
+	p.Queue(&Request{To: behind, Cmd: KeyCommand("GET", "k")}).Write()
+	w.Write()
+	if o := <-first; o.err != nil {
+		t.Fatalf("the script's first run: %v", o.err)
+	}
+	if o := <-behind; o.err != nil || o.reply.str != "v" {
+		t.Fatalf("GET queued behind the script's first run: %+v; want v", o)
+	}
+	for range 2 {
+		if _, err := p.Do(t.Context(), ScriptCommand(set, []string{"k"}, "w")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats := rdb.Info(t.Context(), "commandstats", "memory").Val()
+	for _, want := range []string{"cmdstat_script|load:calls=1,", "cmdstat_evalsha:calls=3,", "number_of_cached_scripts:2\r"} {
+		if !strings.Contains(stats, want) {
+			t.Errorf("server's INFO lacks %q: one load of the script, three runs by SHA, and the greeted script beside it:\n%s", want, stats)
+		}
+	}
+	if strings.Contains(stats, "cmdstat_eval:") {
+		t.Errorf("a run was sent again with its source (it answered NOSCRIPT):\n%s", stats)
+	}
+	if err := rdb.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := p.Do(t.Context(), ScriptCommand(set, []string{"k"}, "x")); err != nil {
+		t.Fatalf("after SCRIPT FLUSH: %+v, %v", r, err)
+	}
+	if v := rdb.Get(t.Context(), "k").Val(); v != "x" {
+		t.Errorf("after SCRIPT FLUSH the script was not run: k is %q", v)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,12 +18,21 @@ import (
 // server that answers NOSCRIPT. What it does is the caller's business.
 type Script struct {
 	src, sha string
+	// id numbers it among every Script made, for a connection's record of
+	// those it has loaded (pipeConn.loaded).
+	id int
+	// load is SCRIPT LOAD with its source, encoded once.
+	load []byte
 }
+
+// scripts counts the Scripts made, for their ids.
+var scripts atomic.Int64
 
 // NewScript returns the script whose source is src.
 func NewScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
-	return &Script{src: src, sha: hex.EncodeToString(sum[:])}
+	return &Script{src: src, sha: hex.EncodeToString(sum[:]), id: int(scripts.Add(1) - 1),
+		load: encode([]any{"SCRIPT", "LOAD", src}).wire}
 }
 
 // Source is the script's Lua source.
