@@ -150,44 +150,55 @@ func BenchmarkBackendCost(b *testing.B) {
 			return [2]*backend.Command{backend.KeyCommand("SET", key, "tok", "NX", "PX", 10000), backend.KeyCommand("DEL", key)}
 		},
 	}
+	measure := func(b *testing.B, name string, workers int) {
+		cycle := func(key string) {
+			for i, cmd := range cycles[name](key) {
+				r, err := pipe.Do(b.Context(), cmd)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if i > 0 {
+					continue
+				}
+				// The acquisition's answer: a stamp, or +OK; 0 or nil if held.
+				if stamp, err := r.Integer(); r.IsNil() || err == nil && stamp == 0 {
+					b.Fatalf("%s: the key was held", key)
+				}
+			}
+		}
+		var worker atomic.Int64
+		before := serverCPU()
+		if workers == 1 {
+			for b.Loop() {
+				cycle("cost:" + name)
+			}
+		} else {
+			b.SetParallelism(max(1, workers/runtime.GOMAXPROCS(0)))
+			b.RunParallel(func(pb *testing.PB) {
+				key := fmt.Sprintf("cost:%s:%d", name, worker.Add(1))
+				for pb.Next() {
+					cycle(key)
+				}
+			})
+		}
+		b.ReportMetric(float64((serverCPU()-before).Nanoseconds())/1e3/float64(b.N), "server-µs/cycle")
+	}
 	for _, depth := range []struct {
 		name    string
 		workers int
 	}{{"lone", 1}, {"pipelined", 32}} {
 		for _, name := range []string{"scripts", "recipe", "plain"} {
-			b.Run(depth.name+"/"+name, func(b *testing.B) {
-				cycle := func(key string) {
-					for i, cmd := range cycles[name](key) {
-						r, err := pipe.Do(b.Context(), cmd)
-						if err != nil {
-							b.Fatal(err)
-						}
-						if i > 0 {
-							continue
-						}
-						// The acquisition's answer: a stamp, or +OK; 0 or nil if held.
-						if stamp, err := r.Integer(); r.IsNil() || err == nil && stamp == 0 {
-							b.Fatalf("%s: the key was held", key)
-						}
-					}
-				}
-				var worker atomic.Int64
-				before := serverCPU()
-				if depth.workers == 1 {
-					for b.Loop() {
-						cycle("cost:" + name)
-					}
-				} else {
-					b.SetParallelism(max(1, depth.workers/runtime.GOMAXPROCS(0)))
-					b.RunParallel(func(pb *testing.PB) {
-						key := fmt.Sprintf("cost:%s:%d", name, worker.Add(1))
-						for pb.Next() {
-							cycle(key)
-						}
-					})
-				}
-				b.ReportMetric(float64((serverCPU()-before).Nanoseconds())/1e3/float64(b.N), "server-µs/cycle")
-			})
+			b.Run(depth.name+"/"+name, func(b *testing.B) { measure(b, name, depth.workers) })
 		}
 	}
+	// The same two scripts while the server holds every script of the
+	// engine, as each backend did when every connection's greeting loaded
+	// them all: Redis steps Lua's collector every 50 script runs, and what
+	// it walks grows with the scripts held. Last, as nothing unloads them.
+	for _, s := range allScripts {
+		if err := info.ScriptLoad(b.Context(), s.Source()).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("pipelined/scripts-all-held", func(b *testing.B) { measure(b, "scripts", 32) })
 }
