@@ -99,9 +99,10 @@ func BenchmarkRenew(b *testing.B) {
 // BenchmarkBackendCost measures what a lock cycle costs one backend, in
 // the server's own CPU (INFO cpu) per cycle: the engine's two scripts
 // (acquire with the backend-set check and the expiry stamp, release with
-// its notice) against the single-Redis recipe (SET NX PX, then a
-// compare-and-delete script) and against plain SET NX PX and DEL, which
-// keep neither the set check nor an exact rollback. Lone: one cycle at a
+// its notice) against those of aa005f6 a wave ago (the stamp alone, then
+// a compare-and-delete script), the single-Redis recipe (SET NX PX, then
+// that script) and plain SET NX PX and DEL, which keep neither the set
+// check nor an exact rollback. Lone: one cycle at a
 // time, each request its own read and write on the server; pipelined:
 // 32 cycles at once through one connection, as the engine sends them
 // under load.
@@ -113,8 +114,11 @@ func BenchmarkBackendCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	compareAndDelete := backend.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end return 0`)
+	// The acquisition of aa005f6, a wave ago: the stamp, without the set
+	// check and the horizon.
+	stampOnly := backend.NewScript(`if redis.call("set", KEYS[1], ARGV[1], "nx", "px", ARGV[2]) then return redis.call("pexpiretime", KEYS[1]) end return 0`)
 	pipe, err := backend.New(backend.Config{URL: srv.URL(), Timeout: time.Second,
-		Scripts: []*backend.Script{acquireScript, plainValues.release, compareAndDelete}})
+		Scripts: []*backend.Script{acquireScript, plainValues.release, compareAndDelete, stampOnly}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -143,6 +147,12 @@ func BenchmarkBackendCost(b *testing.B) {
 		"recipe": func(key string) [2]*backend.Command {
 			return [2]*backend.Command{
 				backend.KeyCommand("SET", key, "tok", "NX", "PX", 10000),
+				backend.ScriptCommand(compareAndDelete, []string{key}, "tok"),
+			}
+		},
+		"stamp": func(key string) [2]*backend.Command {
+			return [2]*backend.Command{
+				backend.ScriptCommand(stampOnly, []string{key}, "tok", 10000),
 				backend.ScriptCommand(compareAndDelete, []string{key}, "tok"),
 			}
 		},
@@ -187,7 +197,7 @@ func BenchmarkBackendCost(b *testing.B) {
 		name    string
 		workers int
 	}{{"lone", 1}, {"pipelined", 32}} {
-		for _, name := range []string{"scripts", "recipe", "plain"} {
+		for _, name := range []string{"scripts", "stamp", "recipe", "plain"} {
 			b.Run(depth.name+"/"+name, func(b *testing.B) { measure(b, name, depth.workers) })
 		}
 	}
