@@ -59,7 +59,11 @@ func newFlight[T any](e *Engine, decode func(n *node, r backend.Reply) (T, error
 		decode: decode,
 		votes:  make(chan vote[T], len(e.nodes)),
 		wake:   make(chan struct{}, 1),
-		slots:  make([]slot, len(e.nodes)),
+	}
+	if len(e.nodes) <= len(f.few) {
+		f.slots = f.few[:len(e.nodes)]
+	} else {
+		f.slots = make([]slot, len(e.nodes))
 	}
 	// Armed only once f.timer is set, which Complete reads. The backend
 	// timeout, on the real clock (Config.clock).
@@ -111,6 +115,7 @@ type flight[T any] struct {
 	decode func(n *node, r backend.Reply) (T, error)
 	votes  chan vote[T]
 	slots  []slot
+	few    [5]slot // the slots of up to five backends, in the same allocation
 	timer  *time.Timer
 
 	// The caller sleeps until enough votes are in to decide anything,

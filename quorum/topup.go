@@ -115,7 +115,7 @@ func (e *Engine) afterGrant(g grant, votes []vote[ack], f *flight[ack], pending 
 	if g.copies == copyNone || measureOff["topup"] || pending == 0 && !missed(votes) {
 		return
 	}
-	tu := e.newTopUp(e.fillFor(g), backend.HashKey(g.key), g.mark, g.deadline)
+	tu := e.newTopUp(g)
 	if pending > 0 {
 		votes = append(votes, f.handOff(tu.vote)...)
 	}
@@ -199,7 +199,10 @@ func tookOne(r backend.Reply) bool {
 
 // topUp is one granted lock's top-up.
 type topUp struct {
-	e        *Engine
+	e *Engine
+	g grant
+	// fill is made from g only once the top-up starts: most grants have a
+	// top-up that hears their stragglers' votes and finds nothing to do.
 	fill     *fill
 	stripe   *orderStripe
 	sends    *atomic.Uint64
@@ -219,12 +222,12 @@ type topUp struct {
 	finished bool
 }
 
-// newTopUp is a top-up of the lock on key by fill, valid until deadline,
-// that stops once a command on key that may end a lock is sent after the
-// one that counted sent (grant.mark).
-func (e *Engine) newTopUp(fill *fill, key uint32, sent uint64, deadline time.Time) *topUp {
-	s, sends := e.stripe(key)
-	return &topUp{e: e, fill: fill, stripe: s, sends: sends, sent: sent, granted: e.clock.Now(), deadline: deadline,
+// newTopUp is a top-up of g's lock, valid until its deadline, that stops
+// once a command on its key that may end a lock is sent after the one
+// that granted it (grant.mark).
+func (e *Engine) newTopUp(g grant) *topUp {
+	s, sends := e.stripe(backend.HashKey(g.key))
+	return &topUp{e: e, g: g, stripe: s, sends: sends, sent: g.mark, granted: e.clock.Now(), deadline: g.deadline,
 		votes: make([]vote[ack], 0, len(e.nodes))}
 }
 
@@ -259,6 +262,7 @@ func (tu *topUp) vote(v vote[ack]) {
 	tu.votes = append(tu.votes, v)
 	if work && !tu.started {
 		tu.started = true
+		tu.fill = tu.e.fillFor(tu.g)
 		tu.e.topUps.started.Add(1)
 		tu.e.topUps.running.Add(1)
 		go tu.run()
