@@ -126,7 +126,7 @@ func (pp *Pipe) hello(rw *bufio.ReadWriter) (Greeting, error) {
 		cmds = append(cmds, KeylessCommand("COMMAND", args...))
 	}
 	for _, s := range pp.cfg.Scripts {
-		cmds = append(cmds, KeylessCommand("SCRIPT", "LOAD", s.src))
+		cmds = append(cmds, &Command{wire: s.load})
 	}
 	for _, c := range cmds {
 		rw.Write(c.wire)
